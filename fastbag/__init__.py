@@ -1,0 +1,21 @@
+"""fastbag: read ROS bag files into NumPy, as fast as the hardware allows.
+
+>>> import fastbag
+>>> with fastbag.open("run.bag") as bag:            # doctest: +SKIP
+...     for m in bag.messages(topics=["/imu"], raw=True):
+...         m.topic, m.time, m.data
+
+``import fastbag`` stays light: NumPy only; codecs and Numba load on first use.
+"""
+
+from .bag import Bag, Message, TopicInfo, open
+from .errors import BagFormatError, DecodeError, DefinitionError, FastbagError, UnsupportedError
+from .index import Connection, FastbagWarning
+from .writer import Writer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Bag", "BagFormatError", "Connection", "DecodeError", "DefinitionError", "FastbagError",
+    "FastbagWarning", "Message", "TopicInfo", "UnsupportedError", "Writer", "open",
+]

@@ -1,0 +1,62 @@
+"""The exceptions fastbag raises.
+
+Everything derives from :class:`FastbagError`, so ``except fastbag.FastbagError``
+catches every failure that comes from the file rather than from a bug.
+Messages are one sentence and name the file, the byte offset and the record.
+"""
+
+from __future__ import annotations
+
+
+class FastbagError(Exception):
+    """Root of every error fastbag raises for bad input or unsupported data."""
+
+
+class BagFormatError(FastbagError):
+    """The file is malformed: a record, header field or length is wrong.
+
+    ``path``, ``offset`` (byte offset in the file, or None) and ``record``
+    (the record kind being read) say where.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None,
+                 offset: int | None = None, record: str | None = None) -> None:
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if offset is not None:
+            where.append(f"offset {offset}")
+        if record is not None:
+            where.append(f"{record} record")
+        text = f"{message} ({', '.join(where)})" if where else message
+        super().__init__(text)
+        self.path = path
+        self.offset = offset
+        self.record = record
+
+
+class UnsupportedError(FastbagError):
+    """The file is well formed but uses something fastbag does not support."""
+
+
+class DefinitionError(FastbagError):
+    """A message definition cannot be parsed or resolved."""
+
+
+class DecodeError(FastbagError):
+    """A message cannot be decoded: ``topic`` and ``index`` (message index in the read) say which."""
+
+    def __init__(self, message: str, *, topic: str | None = None,
+                 index: int | None = None, msgtype: str | None = None) -> None:
+        where = []
+        if topic is not None:
+            where.append(f"topic {topic}")
+        if msgtype is not None:
+            where.append(f"type {msgtype}")
+        if index is not None:
+            where.append(f"message {index}")
+        text = f"{message} ({', '.join(where)})" if where else message
+        super().__init__(text)
+        self.topic = topic
+        self.index = index
+        self.msgtype = msgtype

@@ -1,0 +1,247 @@
+"""ROS1 bag records: ``u32 header_len | header | u32 data_len | data``.
+
+A header is a run of ``u32 len | name=value`` fields in any order. This module
+parses record framing and header fields with every length checked against the
+bounds it must stay inside, and offers typed getters that turn a missing or
+mis-sized field into a one-sentence :class:`BagFormatError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+
+from .errors import BagFormatError
+import numpy as np
+
+from .source import BufferSource, Source
+
+MAGIC_V20 = b"#ROSBAG V2.0\n"
+MAGIC_V12 = b"#ROSRECORD V1.2\n"
+MAGIC_V11 = b"#ROSRECORD V1.1\n"
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_TIME = struct.Struct("<II")
+
+
+class Op(IntEnum):
+    """Record kinds (the ``op`` header field)."""
+
+    MSG_DEF = 0x01
+    MSG_DATA = 0x02
+    BAG_HEADER = 0x03
+    INDEX_DATA = 0x04
+    CHUNK = 0x05
+    CHUNK_INFO = 0x06
+    CONNECTION = 0x07
+
+
+RECORD_NAMES = {
+    Op.MSG_DEF: "message definition", Op.MSG_DATA: "message data",
+    Op.BAG_HEADER: "bag header", Op.INDEX_DATA: "index data", Op.CHUNK: "chunk",
+    Op.CHUNK_INFO: "chunk info", Op.CONNECTION: "connection",
+}
+
+
+def record_name(op: int | None) -> str:
+    """A readable name for a record kind."""
+    try:
+        return RECORD_NAMES[Op(op)]  # type: ignore[arg-type]
+    except ValueError:
+        return f"unknown (op {op:#04x})" if op is not None else "unknown"
+
+
+def time_to_ns(sec: int, nsec: int) -> int:
+    """ROS ``(sec, nsec)`` as integer nanoseconds."""
+    return sec * 1_000_000_000 + nsec
+
+
+class Header:
+    """The fields of one record header (or of a connection's data block).
+
+    ``offset`` is where the header starts in the file (for error messages);
+    ``record`` the record kind being read.
+    """
+
+    __slots__ = ("fields", "path", "offset", "record")
+
+    def __init__(self, fields: dict[str, bytes], *, path: str, offset: int, record: str) -> None:
+        self.fields = fields
+        self.path = path
+        self.offset = offset
+        self.record = record
+
+    @classmethod
+    def parse(cls, raw: bytes, *, path: str, offset: int, record: str = "record") -> "Header":
+        """Split ``raw`` into fields; ``offset`` is raw's position in the file."""
+        fields: dict[str, bytes] = {}
+        pos, end = 0, len(raw)
+        while pos < end:
+            if pos + 4 > end:
+                raise BagFormatError(f"header field length at {pos} runs past the header's {end} bytes",
+                                     path=path, offset=offset + pos, record=record)
+            flen = _U32.unpack_from(raw, pos)[0]
+            pos += 4
+            if flen > end - pos:
+                raise BagFormatError(f"header field of {flen} bytes runs past the header's end",
+                                     path=path, offset=offset + pos - 4, record=record)
+            field = raw[pos:pos + flen]
+            eq = field.find(b"=")
+            if eq < 0:
+                raise BagFormatError("header field has no '='", path=path, offset=offset + pos, record=record)
+            fields[field[:eq].decode("ascii", "replace")] = field[eq + 1:]
+            pos += flen
+        return cls(fields, path=path, offset=offset, record=record)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.fields
+
+    def _get(self, name: str, size: int | None) -> bytes:
+        try:
+            value = self.fields[name]
+        except KeyError:
+            raise BagFormatError(f"header field {name!r} is missing", path=self.path,
+                                 offset=self.offset, record=self.record) from None
+        if size is not None and len(value) != size:
+            raise BagFormatError(f"header field {name!r} has {len(value)} bytes, expected {size}",
+                                 path=self.path, offset=self.offset, record=self.record)
+        return value
+
+    def op(self) -> int:
+        return self._get("op", 1)[0]
+
+    def u32(self, name: str) -> int:
+        return _U32.unpack(self._get(name, 4))[0]
+
+    def u64(self, name: str) -> int:
+        return _U64.unpack(self._get(name, 8))[0]
+
+    def time(self, name: str) -> int:
+        """A ``time`` field (u32 sec, u32 nsec) as int nanoseconds."""
+        return time_to_ns(*_TIME.unpack(self._get(name, 8)))
+
+    def text(self, name: str, default: str | None = None) -> str:
+        """A string field, decoded as UTF-8 (undecodable bytes replaced)."""
+        if default is not None and name not in self.fields:
+            return default
+        return self._get(name, None).decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record's framing: where its header and data are in the file."""
+
+    offset: int        # first byte of the record (its header length)
+    header: Header
+    data_offset: int
+    data_len: int
+
+    @property
+    def end(self) -> int:
+        """Offset of the next record."""
+        return self.data_offset + self.data_len
+
+
+# A header larger than this is not a bag header: guard against absurd lengths
+# before allocating (connection records with long definitions stay far below).
+MAX_HEADER_LEN = 1 << 24
+
+
+def read_record_header(source: Source, offset: int, *, expect: Op | None = None) -> tuple[Header, int, int]:
+    """The header of the record at ``offset``, its data offset and its declared data length.
+
+    The data length is not checked against the file: :func:`read_record` does
+    that; recovery uses this to salvage a chunk cut off by the end of the file.
+    """
+    kind = RECORD_NAMES.get(expect, "record") if expect is not None else "record"
+    header_len = source.u32(offset, kind)
+    if header_len > MAX_HEADER_LEN:
+        raise BagFormatError(f"header length {header_len} is implausible", path=source.path,
+                             offset=offset, record=kind)
+    raw = source.bytes(offset + 4, header_len, kind)
+    header = Header.parse(raw, path=source.path, offset=offset + 4, record=kind)
+    op = header.op()
+    header.record = record_name(op)
+    if expect is not None and op != expect:
+        raise BagFormatError(f"expected a {kind} record, found a {record_name(op)} record",
+                             path=source.path, offset=offset, record=kind)
+    data_len_at = offset + 4 + header_len
+    return header, data_len_at + 4, source.u32(data_len_at, header.record)
+
+
+def read_record(source: Source, offset: int, *, expect: Op | None = None) -> Record:
+    """Read the record at ``offset`` in the file, checking every length.
+
+    With ``expect`` the op must match. Raises :class:`BagFormatError` naming
+    the offset and the record kind when anything runs past the file's end.
+    """
+    header, data_offset, data_len = read_record_header(source, offset, expect=expect)
+    source.check(data_offset, data_len, header.record)
+    return Record(offset, header, data_offset, data_len)
+
+
+def _gather_u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Little-endian uint32 at each position of ``at`` (positions must be in bounds)."""
+    b = buf[at[:, None] + np.arange(4)].astype(np.uint32)
+    return b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)
+
+
+def message_spans(payload: np.ndarray, offsets: np.ndarray, *, path: str, chunk_position: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Where each message's serialized bytes lie in an uncompressed chunk.
+
+    ``offsets`` point at message-data records (as the index gives them).
+    Returns int64 ``(starts, lengths)``. The common record (a 38-byte header of
+    ``op``, ``conn`` and ``time`` in any order) is located with vectorized
+    gathers; anything else (a connection record before the message, extra
+    fields) goes through the checked record parser. Every length is checked
+    against the payload.
+    """
+    size = payload.size
+    off = offsets.astype(np.int64)
+    starts = np.zeros(off.size, dtype=np.int64)
+    lengths = np.zeros(off.size, dtype=np.int64)
+    fast = off + 8 + 38 <= size
+    if fast.any():
+        o = off[fast]
+        header_len = _gather_u32(payload, o)
+        ok = header_len == 38
+        # The three fields' offsets; clipped so that rows already failing stay in bounds.
+        p = [np.minimum(o + 4, size - 8)]
+        lens = []
+        for _ in range(3):
+            lens.append(_gather_u32(payload, p[-1]))
+            p.append(np.minimum(p[-1] + 4 + np.minimum(lens[-1], 38), size - 8))
+        ok &= (lens[0] + lens[1] + lens[2] + 12) == 38
+        is_op = np.zeros(o.size, dtype=bool)
+        for k in range(3):
+            q = p[k]
+            is_op |= ((lens[k] == 4) & (payload[q + 4] == 0x6F) & (payload[q + 5] == 0x70)
+                      & (payload[q + 6] == 0x3D) & (payload[q + 7] == Op.MSG_DATA))
+        ok &= is_op
+        data_len = _gather_u32(payload, np.minimum(o + 42, size - 4)).astype(np.int64)
+        ok &= o + 46 + data_len <= size
+        idx = np.flatnonzero(fast)[ok]
+        starts[idx] = o[ok] + 46
+        lengths[idx] = data_len[ok]
+        fast[np.flatnonzero(fast)[~ok]] = False
+    for i in np.flatnonzero(~fast):
+        starts[i], lengths[i] = _message_span_slow(payload, int(off[i]), path, chunk_position)
+    return starts, lengths
+
+
+def _message_span_slow(payload: np.ndarray, offset: int, path: str, chunk_position: int) -> tuple[int, int]:
+    """The checked path of :func:`message_spans` for one record, skipping connection records."""
+    inner = BufferSource(payload, f"{path} (chunk at offset {chunk_position})")
+    pos = offset
+    while True:
+        record = read_record(inner, pos)
+        op = record.header.op()
+        if op == Op.MSG_DATA:
+            return record.data_offset, record.data_len
+        if op != Op.CONNECTION:
+            raise BagFormatError(f"index points at a {record_name(op)} record, not message data",
+                                 path=inner.path, offset=pos, record="message data")
+        pos = record.end

@@ -1,0 +1,114 @@
+"""The file: a read-only memory map with bounded, checked views.
+
+The :class:`Source` owns the mapping. Views handed out are NumPy arrays whose
+``base`` chain ends at the mmap object, so a view keeps the mapping alive even
+after the bag is closed: closing drops our references and unmaps only when no
+view remains (``mmap.close`` refuses while buffers are exported, and the
+mapping is then released when the last view is garbage collected).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+
+import numpy as np
+
+from .errors import BagFormatError
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+
+class Source:
+    """A memory-mapped file with bounds-checked reads.
+
+    ``array`` is the whole file as a read-only ``uint8`` array (empty for an
+    empty file); ``size`` is its length in bytes.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._closed = False
+        # The mapping keeps its own duplicate of the descriptor: the file
+        # object is closed at once, so a bag never holds an open file.
+        with open(self.path, "rb") as file:
+            self.size = os.fstat(file.fileno()).st_size
+            self._mmap: mmap.mmap | None = None
+            if self.size:
+                self._mmap = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+                self.array = np.frombuffer(self._mmap, dtype=np.uint8)
+            else:
+                self.array = np.empty(0, dtype=np.uint8)
+
+    # -- checked access -------------------------------------------------
+    def check(self, offset: int, length: int, record: str) -> None:
+        """Raise BagFormatError unless ``[offset, offset+length)`` lies inside the file."""
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise BagFormatError(
+                f"{record} record needs {length} bytes but the file ends at {self.size}",
+                path=self.path, offset=offset, record=record)
+
+    def u32(self, offset: int, record: str) -> int:
+        """The little-endian uint32 at ``offset``."""
+        self.check(offset, 4, record)
+        return _U32.unpack_from(self._mmap, offset)[0]  # type: ignore[arg-type]
+
+    def u64(self, offset: int, record: str) -> int:
+        """The little-endian uint64 at ``offset``."""
+        self.check(offset, 8, record)
+        return _U64.unpack_from(self._mmap, offset)[0]  # type: ignore[arg-type]
+
+    def bytes(self, offset: int, length: int, record: str) -> bytes:
+        """A copy of ``length`` bytes at ``offset`` (for headers: small)."""
+        self.check(offset, length, record)
+        return self._mmap[offset:offset + length]  # type: ignore[index]
+
+    def view(self, offset: int, length: int, record: str) -> np.ndarray:
+        """A zero-copy ``uint8`` view of ``length`` bytes at ``offset``."""
+        self.check(offset, length, record)
+        return self.array[offset:offset + length]
+
+    # -- lifetime ---------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Drop the mapping; views already handed out stay valid."""
+        if self._closed:
+            return
+        self._closed = True
+        self.array = np.empty(0, dtype=np.uint8)
+        mm, self._mmap = self._mmap, None
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                # Views still point into the mapping: it is unmapped when the
+                # last of them is collected, never before.
+                pass
+
+
+class BufferSource(Source):
+    """An in-memory buffer (a decompressed chunk) seen through the Source interface.
+
+    Offsets are relative to the buffer; ``path`` names where it came from for
+    error messages (e.g. ``"run.bag (chunk at offset 4117)"``).
+    """
+
+    def __init__(self, array: np.ndarray, path: str) -> None:  # noqa: D107 - no file to open
+        self.path = path
+        self.size = int(array.size)
+        self.array = array
+        self._mmap = memoryview(array)  # type: ignore[assignment]  # struct.unpack_from and slicing work on it
+        self._closed = False
+
+    def bytes(self, offset: int, length: int, record: str) -> bytes:
+        self.check(offset, length, record)
+        return bytes(self._mmap[offset:offset + length])  # type: ignore[index]
+
+    def close(self) -> None:
+        self._closed = True
+        self._mmap = None
