@@ -12,13 +12,19 @@ import os
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .chunks import DEFAULT_CACHE_BYTES, ChunkStore
+from .errors import DecodeError
 from .index import BagIndex, Connection, FastbagWarning, read_index
 from .records import message_spans
 from .source import Source
+
+if TYPE_CHECKING:
+    from .arrays import TopicArray
+    from .layout import Layout
 
 
 @dataclass(frozen=True)
@@ -46,18 +52,20 @@ class TopicInfo:
 class Message:
     """One message: ``topic``, ``time`` (int ns receive time), ``data`` and ``connection``.
 
-    With ``raw=True``, ``data`` is the serialized message as a ``memoryview``:
-    a view of the file mapping where the chunk is uncompressed, of the
-    decompressed chunk otherwise (``bytes(m.data)`` copies it).
+    ``data`` is the serialized message as a ``memoryview``: a view of the
+    file mapping where the chunk is uncompressed, of the decompressed chunk
+    otherwise (``bytes(m.data)`` copies it). Without ``raw=True``, ``msg`` is
+    the decoded message: fields by attribute and by ``[name]``, ``to_dict()``.
     """
 
-    __slots__ = ("topic", "time", "data", "connection")
+    __slots__ = ("topic", "time", "data", "connection", "msg")
 
-    def __init__(self, topic: str, time: int, data: memoryview, connection: Connection) -> None:
+    def __init__(self, topic: str, time: int, data: memoryview, connection: Connection, msg: Any = None) -> None:
         self.topic = topic
         self.time = time
         self.data = data
         self.connection = connection
+        self.msg = msg
 
     def __repr__(self) -> str:
         return f"Message(topic={self.topic!r}, time={self.time}, {len(self.data)} bytes)"
@@ -84,6 +92,7 @@ class Bag:
         self._store = ChunkStore(self._source, self._index.chunks, cache_bytes=cache_bytes, workers=workers,
                                  salvaged=self._index.salvaged)
         self.topics: dict[str, TopicInfo] = self._topic_infos()
+        self._layouts: dict[tuple[str, str], Layout] = {}
 
     # -- what the index says ---------------------------------------------------
     @property
@@ -180,55 +189,152 @@ class Bag:
         """Messages in receive-time order, filtered by topics and time window ``[start, end)``.
 
         ``start`` and ``end`` are int nanoseconds. With ``raw=True`` each
-        message's ``data`` is its serialized bytes (see :class:`Message`).
+        message's ``data`` is its serialized bytes (see :class:`Message`);
+        otherwise ``msg`` is the decoded message as well (decoded a chunk at
+        a time through the same kernels as :meth:`read`).
         """
         self._check_open()
-        if not raw:
-            from .errors import UnsupportedError
-            raise UnsupportedError("decoded messages are not available yet; pass raw=True")
         selected = self._select(topics, start, end)
-        return self._iter_raw(selected)
+        return self._iter_raw(selected) if raw else self._iter_decoded(selected)
 
-    def _iter_raw(self, selected: np.ndarray) -> Iterator[Message]:
+    def _runs(self, selected: np.ndarray) -> Iterator[tuple[int, np.ndarray, int, int, np.ndarray, np.ndarray]]:
+        """Maximal runs of consecutive selected messages in one chunk, in read order.
+
+        Yields ``(chunk, payload, a, b, starts, lengths)``: messages
+        ``selected[a:b]`` lie at ``payload[starts[i]:starts[i]+lengths[i]]``.
+        Spans are located once per chunk, vectorized, however the chunks
+        interleave in time; a chunk is held only until its last run.
+        """
         index = self._index
         n = selected.size
         if n == 0:
             return
         chunk_of = index.chunk[selected]
-        # Group the selection by chunk (stable, so each group keeps read order):
-        # message spans are located once per chunk, vectorized, however the
-        # chunks interleave in time; a chunk is held only until its last use.
         by_chunk = np.argsort(chunk_of, kind="stable")
         chunk_ids, group_starts = np.unique(chunk_of[by_chunk], return_index=True)
         group_ends = np.append(group_starts[1:], n)
         groups = {int(c): by_chunk[a:b] for c, a, b in zip(chunk_ids, group_starts, group_ends)}
-        last_use = {c: int(pos[-1]) for c, pos in groups.items()}
+        bounds = np.flatnonzero(np.diff(chunk_of)) + 1
+        run_starts = np.concatenate(([0], bounds)).tolist()
+        run_ends = np.concatenate((bounds, [n])).tolist()
+        run_chunks = chunk_of[run_starts].tolist()
+        last_run = {c: k for k, c in enumerate(run_chunks)}
         first_need = sorted(groups, key=lambda c: int(groups[c][0]))
         payloads = self._store.iter_chunks(first_need)
         starts = np.zeros(n, dtype=np.int64)
-        ends = np.zeros(n, dtype=np.int64)
-        views: dict[int, memoryview] = {}
-        connections = index.connections
+        lengths = np.zeros(n, dtype=np.int64)
+        live: dict[int, np.ndarray] = {}
         try:
-            for k, (c, conn, time) in enumerate(zip(chunk_of.tolist(), index.conn[selected].tolist(),
-                                                    index.time[selected].tolist())):
-                view = views.get(c)
-                if view is None:
-                    while c not in views:
-                        got, payload = next(payloads)
-                        pos = groups[got]
-                        s, length = message_spans(payload, index.offset[selected[pos]], path=self.path,
-                                                  chunk_position=index.chunks[got].position)
-                        starts[pos] = s
-                        ends[pos] = s + length
-                        views[got] = memoryview(payload)
-                    view = views[c]
-                connection = connections[conn]
-                yield Message(connection.topic, time, view[starts[k]:ends[k]], connection)
-                if last_use[c] == k:
-                    del views[c]
+            for k, (c, a, b) in enumerate(zip(run_chunks, run_starts, run_ends)):
+                while c not in live:
+                    got, payload = next(payloads)
+                    pos = groups[got]
+                    starts[pos], lengths[pos] = message_spans(payload, index.offset[selected[pos]], path=self.path,
+                                                              chunk_position=index.chunks[got].position)
+                    live[got] = payload
+                yield c, live[c], a, b, starts[a:b], lengths[a:b]
+                if last_run[c] == k:
+                    del live[c]
         finally:
             payloads.close()  # type: ignore[attr-defined]
+
+    def _iter_raw(self, selected: np.ndarray) -> Iterator[Message]:
+        index = self._index
+        connections = index.connections
+        conn_of = index.conn[selected].tolist()
+        time_of = index.time[selected].tolist()
+        for _, payload, a, b, starts, lengths in self._runs(selected):
+            view = memoryview(payload)
+            for k, s, n in zip(range(a, b), starts.tolist(), lengths.tolist()):
+                connection = connections[conn_of[k]]
+                yield Message(connection.topic, time_of[k], view[s:s + n], connection)
+
+    def _iter_decoded(self, selected: np.ndarray) -> Iterator[Message]:
+        from .arrays import TopicBuilder
+
+        index = self._index
+        connections = index.connections
+        conn_of = index.conn[selected]
+        time_of = index.time[selected].tolist()
+        for chunk, payload, a, b, starts, lengths in self._runs(selected):
+            offset = self._file_offset(chunk)
+            conns = conn_of[a:b]
+            decoded: dict[int, tuple[Any, np.ndarray]] = {}
+            for rank in np.unique(conns).tolist():
+                mine = np.flatnonzero(conns == rank)
+                builder = TopicBuilder(self._layout(connections[rank]), self._source.array,
+                                       topic=connections[rank].topic, msgtype=connections[rank].msgtype)
+                builder.add_run(payload, offset, starts[mine], lengths[mine], a + int(mine[0]))
+                row_of = np.zeros(b - a, dtype=np.int64)
+                row_of[mine] = np.arange(mine.size)
+                decoded[rank] = (builder.finish(), row_of)
+            view = memoryview(payload)
+            for k, rank in enumerate(conns.tolist()):
+                connection = connections[rank]
+                struct, row_of = decoded[rank]
+                s, n = int(starts[k]), int(lengths[k])
+                yield Message(connection.topic, time_of[a + k], view[s:s + n], connection,
+                              struct[int(row_of[k])])
+
+    # -- arrays ----------------------------------------------------------------------
+    def read(self, topic: str, start: int | None = None, end: int | None = None) -> "TopicArray":
+        """Every message of ``topic`` in ``[start, end)`` (int ns), decoded into arrays.
+
+        Returns a :class:`~fastbag.arrays.TopicArray`: ``len()``, ``.time``
+        (int64 ns) and ``[field]`` for every field of the message type. No
+        Python runs per message: a generic Numba kernel walks each chunk's
+        messages. Raises DecodeError when a message does not match its
+        definition, naming the topic and the message's index.
+        """
+        from .arrays import TopicArray, TopicBuilder
+
+        self._check_open()
+        if topic not in self.topics:
+            raise KeyError(f"no topic {topic!r} in {self.path}; topics: {', '.join(self.topics)}")
+        info = self.topics[topic]
+        # Connections whose md5sums agree share a wire format, even under two
+        # names (tf/tfMessage and tf2_msgs/TFMessage): they merge into one array.
+        md5sums = {c.md5sum for c in info.connections}
+        if len(md5sums) > 1:
+            raise DecodeError(f"topic is recorded with {len(md5sums)} different message formats "
+                              f"({', '.join(info.msgtypes)}); they cannot share one array", topic=topic)
+        selected = self._select([topic], start, end)
+        connection = info.connections[0]
+        builder = TopicBuilder(self._layout(connection), self._source.array, topic=topic,
+                               msgtype=connection.msgtype)
+        for chunk, payload, a, _, starts, lengths in self._runs(selected):
+            builder.add_run(payload, self._file_offset(chunk), starts, lengths, a)
+        ranks = self._index.conn[selected]
+        own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]
+        local = np.searchsorted(np.array(own), ranks).astype(np.int32)
+        return TopicArray(topic, self._index.time[selected], builder.finish(), local, list(info.connections))
+
+    def _file_offset(self, chunk: int) -> int | None:
+        """Where chunk ``chunk``'s payload starts in the file, when the payload is a view of it."""
+        c = self._index.chunks[chunk]
+        return c.data_offset if c.compression == "none" and chunk not in self._index.salvaged else None
+
+    def _layout(self, connection: Connection) -> "Layout":
+        """The compiled layout of a connection's type (cached), checking its md5sum once."""
+        from .errors import DefinitionError
+        from .layout import layout_for
+
+        key = (connection.msgtype, connection.definition)
+        if key not in self._layouts:
+            if not connection.definition.strip():
+                raise DecodeError("the connection's message definition is empty, so its messages can only be "
+                                  "read raw", topic=connection.topic, msgtype=connection.msgtype)
+            try:
+                layout = layout_for(connection.msgtype, connection.definition)
+            except DefinitionError as exc:
+                raise DecodeError(f"the message definition cannot be parsed: {exc}", topic=connection.topic,
+                                  msgtype=connection.msgtype) from exc
+            if layout.md5sum not in (connection.md5sum, "*") and connection.md5sum != "*":
+                warnings.warn(f"{self.path}: topic {connection.topic}: the md5sum computed from the definition of "
+                              f"{connection.msgtype} is {layout.md5sum}, the connection says {connection.md5sum}",
+                              FastbagWarning, stacklevel=4)
+            self._layouts[key] = layout
+        return self._layouts[key]
 
     # -- lifetime --------------------------------------------------------------
     def _check_open(self) -> None:

@@ -1,0 +1,523 @@
+"""Decoded topics as arrays: structs of columns, ragged arrays of views, records.
+
+:class:`TopicBuilder` runs the generic kernel over runs of messages (one run
+per stretch of consecutive messages in one chunk) and assembles the columns;
+:class:`TopicArray` is what ``Bag.read`` returns.
+
+How a field presents (``arr[name]``):
+
+- a fixed-size field: a NumPy array with one entry per message (nested fixed
+  structs are structured arrays, so ``imu["linear_acceleration"]["x"]`` works);
+- a nested struct with variable parts: a :class:`StructArray` (same access);
+- a string: a NumPy array of ``str`` (``bytes`` for values that are not UTF-8);
+- an array of primitives or fixed-size structs: a dense ``(N, k, ...)`` array
+  when every message has the same count and a message's part is at most
+  :data:`DENSE_LIMIT` bytes; otherwise a :class:`Ragged` whose element ``i``
+  is a zero-copy view into the file mapping (uncompressed chunks) or into the
+  decompressed chunk;
+- an array of variable-size structs (``TransformStamped[]``): a
+  :class:`Nested` whose element ``i`` is the :class:`StructArray` of message
+  i's elements; ``string[]`` elements are string arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .errors import DecodeError
+from .layout import Layout, Node, Slot
+
+#: Uniform arrays up to this many bytes per message are gathered into one dense
+#: (N, k) array; larger ones (images, point clouds) stay per-message views.
+DENSE_LIMIT = 16 * 1024
+
+
+def _kernels():
+    from . import kernels  # Numba loads on the first decode, not at import
+    return kernels
+
+
+# -- columns -------------------------------------------------------------------------
+
+class Ragged:
+    """Per-message arrays of varying length: element ``i`` is a view of its bytes.
+
+    ``counts`` (int64, N) and ``offsets`` (int64, N+1) describe the lengths;
+    ``values`` gathers every element into one packed array (the Arrow layout)
+    on first use. ``buffers[buf[i]]`` holds element i at byte ``pos[i]``.
+    """
+
+    def __init__(self, buffers: list[np.ndarray], buf: np.ndarray, pos: np.ndarray, counts: np.ndarray,
+                 dtype: np.dtype) -> None:
+        self.buffers = buffers
+        self.buf = buf
+        self.pos = pos
+        self.counts = counts
+        self.dtype = dtype
+        self._values: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.counts.size)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, (int, np.integer)):
+            n = len(self)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} out of range for {n} messages")
+            i = int(i) % n
+            p = int(self.pos[i])
+            raw = self.buffers[int(self.buf[i])][p:p + int(self.counts[i]) * self.dtype.itemsize]
+            return raw.view(self.dtype)
+        return Ragged(self.buffers, self.buf[i], self.pos[i], self.counts[i], self.dtype)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for i in range(len(self)):
+            yield self[i]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        offsets = np.zeros(len(self) + 1, dtype=np.int64)
+        np.cumsum(self.counts, out=offsets[1:])
+        return offsets
+
+    @property
+    def uniform(self) -> bool:
+        """True when every message has the same number of elements."""
+        return bool(self.counts.size == 0 or (self.counts == self.counts[0]).all())
+
+    @property
+    def values(self) -> np.ndarray:
+        """Every element of every message, packed in message order (a copy, made once)."""
+        if self._values is None:
+            self._values = _gather(self.buffers, self.buf, self.pos, self.counts * self.dtype.itemsize,
+                                   self.offsets * self.dtype.itemsize).view(self.dtype)
+        return self._values
+
+    def to_numpy(self) -> np.ndarray:
+        """A dense ``(N, k, ...)`` copy; raises ValueError when the counts differ."""
+        if not self.uniform:
+            raise ValueError("messages have different numbers of elements; use .values and .offsets")
+        k = int(self.counts[0]) if self.counts.size else 0
+        return self.values.reshape((len(self), k) + self.dtype.shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.to_numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"Ragged({len(self)} messages of {self.dtype}, {int(self.counts.sum())} elements)"
+
+
+def _gather(buffers: list[np.ndarray], buf: np.ndarray, pos: np.ndarray, nbytes: np.ndarray,
+            out_offsets: np.ndarray) -> np.ndarray:
+    """Bytes of spans spread over buffers, packed at ``out_offsets``."""
+    out = np.empty(int(out_offsets[-1]) if out_offsets.size else 0, dtype=np.uint8)
+    kernels = _kernels()
+    for b in np.unique(buf).tolist():
+        rows = np.flatnonzero(buf == b)
+        if not kernels.spans_in_bounds(buffers[b].size, pos[rows], nbytes[rows]):
+            raise DecodeError("an array runs past the end of its chunk")
+        kernels.gather(buffers[b], pos[rows], nbytes[rows], out, out_offsets[rows])
+    return out
+
+
+class Nested:
+    """Per-message arrays of variable-size structs: element ``i`` is a StructArray (or strings)."""
+
+    def __init__(self, child: "StructArray | np.ndarray", first: np.ndarray, counts: np.ndarray) -> None:
+        self.child = child
+        self.first = first
+        self.counts = counts
+
+    def __len__(self) -> int:
+        return int(self.counts.size)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, (int, np.integer)):
+            n = len(self)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} out of range for {n} messages")
+            i = int(i) % n
+            a = int(self.first[i])
+            return self.child[a:a + int(self.counts[i])]
+        return Nested(self.child, self.first[i], self.counts[i])
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self)):
+            yield self[i]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        offsets = np.zeros(len(self) + 1, dtype=np.int64)
+        np.cumsum(self.counts, out=offsets[1:])
+        return offsets
+
+    @property
+    def values(self) -> "StructArray | np.ndarray":
+        """Every element of every message, in message order."""
+        return self.child
+
+    def __repr__(self) -> str:
+        return f"Nested({len(self)} messages, {int(self.counts.sum())} elements)"
+
+
+def decode_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Strings from packed bytes: a ``str`` array, or an object array with ``bytes`` where not UTF-8."""
+    n = offsets.size - 1
+    lengths = np.diff(offsets)
+    if n == 0:
+        return np.empty(0, dtype="U1")
+    if (lengths == lengths[0]).all():
+        width = int(lengths[0])
+        if width == 0:
+            return np.zeros(n, dtype="U1")
+        matrix = values[:n * width].reshape(n, width)
+        if (matrix == matrix[0]).all():  # a constant frame_id: decode once
+            return np.full(n, _text(matrix[0].tobytes()), dtype=object if _is_bytes(matrix[0]) else None)
+    if values.size and values.max() < 0x80 and values.min() > 0:
+        # ASCII without NULs: pad into fixed-width bytes and convert in one pass
+        width = int(lengths.max())
+        padded = np.zeros(n * width, dtype=np.uint8)
+        _kernels().gather(values, offsets[:-1], lengths, padded, np.arange(n, dtype=np.int64) * width)
+        return padded.view(f"S{width}").astype(f"U{width}")
+    raw = values.tobytes()
+    texts = [_text(raw[a:b]) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+    kind = object if any(isinstance(t, bytes) for t in texts) else None
+    return np.array(texts, dtype=kind) if kind else np.array(texts)
+
+
+def _text(raw: bytes) -> str | bytes:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+def _is_bytes(row: np.ndarray) -> bool:
+    return isinstance(_text(row.tobytes()), bytes)
+
+
+# -- structs -------------------------------------------------------------------------
+
+class StructArray:
+    """A table of N rows: fixed fields in ``rows`` (structured array), variable ones in columns.
+
+    ``s[name]`` is a field for every row; ``s[i]`` a :class:`Record`;
+    ``s[a:b]`` or ``s[mask]`` a StructArray of those rows.
+    """
+
+    def __init__(self, n: int, rows: np.ndarray | None, node: Node, columns: dict[int, Any]) -> None:
+        self._n = n
+        self.rows = rows
+        self.node = node
+        self._columns = columns  # slot index -> column over all rows
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self.node.fields)
+
+    @property
+    def msgtype(self) -> str:
+        return self.node.msgtype
+
+    @property
+    def constants(self) -> dict[str, Any]:
+        """The message type's constants (``Log.DEBUG``, ``NavSatStatus.STATUS_FIX``...)."""
+        return self.node.constants
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return self._field(key)
+        if isinstance(key, (int, np.integer)):
+            if not -self._n <= key < self._n:
+                raise IndexError(f"index {key} out of range for {self._n} rows")
+            return Record(self, int(key) % self._n)
+        return self._subset(key)
+
+    def _field(self, name: str) -> Any:
+        try:
+            kind, what = self.node.fields[name]
+        except KeyError:
+            raise KeyError(f"{self.node.msgtype} has no field {name!r}; fields: {', '.join(self.node.fields)}") \
+                from None
+        if kind == "fixed":
+            return self.rows[name]  # type: ignore[index]
+        if kind == "slot":
+            return self._columns[what.index]  # type: ignore[union-attr]
+        sub: Node = what  # type: ignore[assignment]
+        rows = self.rows[name] if sub.has_fixed else None  # type: ignore[index]
+        return StructArray(self._n, rows, sub, self._columns)
+
+    def _subset(self, key: Any) -> "StructArray":
+        index = np.arange(self._n)[key]
+        columns = {slot: column[key] for slot, column in self._columns.items()}
+        rows = self.rows[key] if self.rows is not None else None
+        return StructArray(int(index.size), rows, self.node, columns)
+
+    def __iter__(self) -> Iterator["Record"]:
+        for i in range(self._n):
+            yield Record(self, i)
+
+    def to_numpy(self) -> np.ndarray:
+        """One packed structured array of every field, when every row has the same layout.
+
+        Strings become fixed-width unicode fields, uniform arrays sub-arrays.
+        Raises ValueError naming the field whose length varies.
+        """
+        names, formats, values = [], [], []
+        for name in self.node.fields:
+            value = self[name]
+            if isinstance(value, StructArray):
+                value = value.to_numpy()
+            elif isinstance(value, Ragged):
+                if not value.uniform:
+                    raise ValueError(f"field {name!r} has a different length in different messages")
+                value = value.to_numpy()
+            elif isinstance(value, Nested):
+                if not (value.counts == (value.counts[0] if value.counts.size else 0)).all():
+                    raise ValueError(f"field {name!r} has a different length in different messages")
+                k = int(value.counts[0]) if value.counts.size else 0
+                child = value.child.to_numpy() if isinstance(value.child, StructArray) else value.child
+                value = np.asarray(child)[_take_rows(value.first, k)].reshape((self._n, k))
+            names.append(name)
+            formats.append((value.dtype, value.shape[1:]))
+            values.append(value)
+        out = np.empty(self._n, dtype=[(n, d, s) for n, (d, s) in zip(names, formats)])
+        for name, value in zip(names, values):
+            out[name] = value
+        return out
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.node.msgtype}: {self._n} rows; fields {', '.join(self.node.fields)}>"
+
+
+def _take_rows(first: np.ndarray, k: int) -> np.ndarray:
+    return (first[:, None] + np.arange(k)).reshape(-1)
+
+
+class TopicArray(StructArray):
+    """A whole topic decoded: ``len()``, ``.time`` (int64 ns receive times), ``[field]``.
+
+    Also ``.topic``, ``.msgtype``, ``.connection`` (int32 index into
+    ``.connections`` per message).
+    """
+
+    def __init__(self, topic: str, time: np.ndarray, struct: StructArray, connection: np.ndarray,
+                 connections: list[Any]) -> None:
+        super().__init__(len(struct), struct.rows, struct.node, struct._columns)
+        self.topic = topic
+        self.time = time
+        self.connection = connection
+        self.connections = connections
+
+    def _subset(self, key: Any) -> "TopicArray":
+        sub = super()._subset(key)
+        return TopicArray(self.topic, self.time[key], sub, self.connection[key], self.connections)
+
+    def __repr__(self) -> str:
+        return (f"<TopicArray {self.topic} ({self.node.msgtype}): {len(self)} messages; "
+                f"fields {', '.join(self.node.fields)}>")
+
+
+class Record:
+    """One row of a StructArray: fields by ``rec.name`` and ``rec["name"]``; ``to_dict()``."""
+
+    __slots__ = ("_struct", "_i")
+
+    def __init__(self, struct: StructArray, i: int) -> None:
+        self._struct = struct
+        self._i = i
+
+    def __getitem__(self, name: str) -> Any:
+        value = self._struct[name]
+        return value[self._i]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as exc:
+            constants = self._struct.node.constants
+            if name in constants:
+                return constants[name]
+            raise AttributeError(str(exc)) from None
+
+    def __dir__(self) -> list[str]:
+        return self._struct.fields
+
+    @property
+    def fields(self) -> list[str]:
+        return self._struct.fields
+
+    @property
+    def constants(self) -> dict[str, Any]:
+        return self._struct.node.constants
+
+    def to_dict(self) -> dict[str, Any]:
+        """Nested dicts of plain values: numbers, str/bytes, NumPy arrays, lists of dicts."""
+        return {name: _plain(self[name]) for name in self._struct.fields}
+
+    def __repr__(self) -> str:
+        return f"<{self._struct.node.msgtype} {self.to_dict()!r}>"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Record):
+        return value.to_dict()
+    if isinstance(value, StructArray):
+        return [r.to_dict() for r in value]
+    if isinstance(value, np.void):  # a fixed struct
+        return {name: _plain(value[name]) for name in value.dtype.names}
+    if isinstance(value, np.ndarray) and value.dtype.names:
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# -- building ------------------------------------------------------------------------
+
+class TopicBuilder:
+    """Decode runs of messages of one layout into columns, then assemble a StructArray.
+
+    ``file`` is the whole file's byte array: positions inside uncompressed
+    chunks are kept as file offsets, so views point into the mapping.
+    """
+
+    def __init__(self, layout: Layout, file: np.ndarray, *, topic: str, msgtype: str) -> None:
+        self.layout = layout
+        self.topic = topic
+        self.msgtype = msgtype
+        self.buffers: list[np.ndarray] = [file]
+        self._buffer_ids: dict[int, int] = {}
+        self.total = np.zeros(len(layout.tables), dtype=np.int64)   # rows so far per table
+        self.fixed: list[list[np.ndarray]] = [[] for _ in layout.tables]
+        self.slot_pos: list[list[np.ndarray]] = [[] for _ in layout.slots]
+        self.slot_cnt: list[list[np.ndarray]] = [[] for _ in layout.slots]
+        self.slot_buf: list[list[np.ndarray]] = [[] for _ in layout.slots]
+        self.strings: list[list[np.ndarray]] = [[] for _ in layout.slots]
+        self.keeps_views = any(s.kind == "array" for s in layout.slots)
+
+    def add_run(self, payload: np.ndarray, file_offset: int | None, starts: np.ndarray, lengths: np.ndarray,
+                first_index: int) -> None:
+        """Decode messages at ``payload[starts[i]:starts[i]+lengths[i]]``.
+
+        ``file_offset`` is where ``payload`` starts in the file when it is a
+        view of it (uncompressed chunk), else None. ``first_index`` is the
+        first message's index in the read, for error messages.
+        """
+        layout, kernels = self.layout, _kernels()
+        n = int(starts.size)
+        if n == 0:
+            return
+        too_short = lengths < layout.min_size
+        if too_short.any():
+            m = int(np.flatnonzero(too_short)[0])
+            raise DecodeError(f"message has {int(lengths[m])} bytes, fewer than the {layout.min_size} its "
+                              "definition needs", topic=self.topic, msgtype=self.msgtype, index=first_index + m)
+        status = np.zeros(3, dtype=np.int64)
+        rows = np.zeros(len(layout.tables), dtype=np.int64)
+        empty8, empty64 = np.empty(0, np.uint8), np.empty(0, np.int64)
+        kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, empty8, rows, rows, empty64,
+                     empty64, rows, False, status)
+        self._check(status, first_index)
+        rows[0] = n
+        fixed_base = np.zeros(len(layout.tables), dtype=np.int64)
+        np.cumsum((rows * layout.row_sizes)[:-1], out=fixed_base[1:])
+        fixed = np.empty(int((rows * layout.row_sizes).sum()), dtype=np.uint8)
+        slot_rows = np.array([rows[s.table] for s in layout.slots], dtype=np.int64)
+        slot_base = np.zeros(len(layout.slots), dtype=np.int64)
+        np.cumsum(slot_rows[:-1], out=slot_base[1:])
+        slot_pos = np.empty(int(slot_rows.sum()), dtype=np.int64)
+        slot_cnt = np.empty_like(slot_pos)
+        counters = np.zeros(len(layout.tables), dtype=np.int64)
+        kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, fixed, fixed_base, slot_base,
+                     slot_pos, slot_cnt, counters, True, status)
+        self._check(status, first_index)
+        for t, table in enumerate(layout.tables):
+            size = int(rows[t] * layout.row_sizes[t])
+            self.fixed[t].append(fixed[fixed_base[t]:fixed_base[t] + size])
+        buffer_id = self._buffer_id(payload, file_offset)
+        for s, slot in enumerate(layout.slots):
+            pos = slot_pos[slot_base[s]:slot_base[s] + slot_rows[s]]
+            cnt = slot_cnt[slot_base[s]:slot_base[s] + slot_rows[s]]
+            if slot.kind == "string":
+                offsets = np.zeros(cnt.size + 1, dtype=np.int64)
+                np.cumsum(cnt, out=offsets[1:])
+                values = np.empty(int(offsets[-1]), dtype=np.uint8)
+                kernels.gather(payload, pos, cnt, values, offsets[:-1])
+                self.strings[s].append(values)
+            elif slot.kind == "table":
+                pos = pos + self.total[slot.child]  # child rows are numbered across runs
+            elif file_offset is not None:
+                pos = pos + file_offset
+            self.slot_pos[s].append(pos)
+            self.slot_cnt[s].append(cnt)
+            if slot.kind == "array":
+                self.slot_buf[s].append(np.full(cnt.size, buffer_id, dtype=np.int32))
+        self.total += rows
+
+    def _buffer_id(self, payload: np.ndarray, file_offset: int | None) -> int:
+        if file_offset is not None or not self.keeps_views:
+            return 0
+        key = id(payload)
+        if key not in self._buffer_ids:
+            self._buffer_ids[key] = len(self.buffers)
+            self.buffers.append(payload)
+        return self._buffer_ids[key]
+
+    def _check(self, status: np.ndarray, first_index: int) -> None:
+        code, m, pos = (int(v) for v in status)
+        if code == 0:
+            return
+        reasons = {1: "is shorter than its definition says", 2: "has bytes left over after its last field",
+                   3: "nests arrays deeper than 64 levels", 4: "lies outside its chunk"}
+        raise DecodeError(f"message {reasons.get(code, 'cannot be decoded')} (at byte {pos} of its chunk)",
+                          topic=self.topic, msgtype=self.msgtype, index=first_index + m)
+
+    def finish(self) -> StructArray:
+        """Assemble every table into StructArrays and columns."""
+        layout = self.layout
+        columns: dict[int, Any] = {}
+        tables: list[StructArray | None] = [None] * len(layout.tables)
+        # Children first: a table slot needs its child's StructArray.
+        for t in reversed(range(len(layout.tables))):
+            table = layout.tables[t]
+            n = int(self.total[t])
+            rows = None
+            if table.dtype.itemsize:
+                raw = np.concatenate(self.fixed[t]) if self.fixed[t] else np.empty(0, np.uint8)
+                rows = raw.view(table.dtype)
+            own = {s.index: self._column(s, tables) for s in layout.slots if s.table == t}
+            if table.scalar:
+                tables[t] = own[next(iter(own))]  # string[] elements: just the strings
+            else:
+                tables[t] = StructArray(n, rows, table.node, own)
+            columns.update(own)
+        root = tables[0]
+        assert isinstance(root, StructArray)
+        return root
+
+    def _column(self, slot: Slot, tables: list[Any]) -> Any:
+        s = slot.index
+        cnt = np.concatenate(self.slot_cnt[s]) if self.slot_cnt[s] else np.empty(0, np.int64)
+        if slot.kind == "string":
+            values = np.concatenate(self.strings[s]) if self.strings[s] else np.empty(0, np.uint8)
+            offsets = np.zeros(cnt.size + 1, dtype=np.int64)
+            np.cumsum(cnt, out=offsets[1:])
+            return decode_strings(values, offsets)
+        pos = np.concatenate(self.slot_pos[s]) if self.slot_pos[s] else np.empty(0, np.int64)
+        if slot.kind == "table":
+            return Nested(tables[slot.child], pos, cnt)
+        buf = np.concatenate(self.slot_buf[s]) if self.slot_buf[s] else np.empty(0, np.int32)
+        ragged = Ragged(self.buffers, buf, pos, cnt, slot.dtype)  # type: ignore[arg-type]
+        if ragged.uniform and cnt.size and int(cnt[0]) * slot.dtype.itemsize <= DENSE_LIMIT:  # type: ignore[union-attr]
+            return ragged.to_numpy()
+        return ragged

@@ -1,0 +1,175 @@
+"""Numba kernels: one generic interpreter of layout programs, and byte gathers.
+
+Every function here is a plain ``@njit(cache=True, nogil=True)`` function of
+arrays and integers: the op program of :mod:`fastbag.layout` is data, so a new
+message type compiles nothing and the on-disk cache serves every type. This
+module is imported on first use (``import fastbag`` does not load Numba).
+
+Every read of the message buffer is checked against the message's end before
+it happens; a failure is reported through the ``status`` array, never by
+reading past the buffer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Op codes (mirrors fastbag.layout; kept literal so the kernels need no import).
+OP_END, OP_COPY, OP_STRING, OP_ARRAY, OP_TABLE = 0, 1, 2, 3, 4
+
+# status[0] codes
+OK = 0
+SHORT = 1        # a read would run past the message's end
+TRAILING = 2     # bytes left over after the last field
+TOO_DEEP = 3     # nested arrays deeper than the stack
+BAD_SPAN = 4     # the message span itself lies outside the buffer
+
+STACK_DEPTH = 64
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _u32(buf, pos):
+    return np.int64(buf[pos]) | (np.int64(buf[pos + 1]) << 8) | (np.int64(buf[pos + 2]) << 16) | \
+        (np.int64(buf[pos + 3]) << 24)
+
+
+@njit(cache=True, nogil=True)
+def walk(buf, starts, lengths, ops, row_sizes, fixed, fixed_base, slot_base, slot_pos, slot_cnt,
+         table_rows, fill, status):
+    """Walk messages ``buf[starts[m]:starts[m]+lengths[m]]`` through the op program.
+
+    With ``fill`` false, only counts child-table rows into ``table_rows`` and
+    validates every message. With ``fill`` true, also copies fixed parts into
+    ``fixed`` (table t's row r at ``fixed_base[t] + r * row_sizes[t]``) and
+    records each slot's data position and count (slot s of row r at
+    ``slot_base[s] + r``); ``table_rows`` must then start from the same values
+    as the counting pass did. Root rows are message indices ``m``.
+
+    On failure ``status`` = (code, message index, byte position) and the walk
+    stops; on success ``status[0]`` stays ``OK``.
+    """
+    stack = np.empty((STACK_DEPTH, 5), dtype=np.int64)
+    size = buf.size
+    for m in range(starts.size):
+        pos = starts[m]
+        end = pos + lengths[m]
+        if pos < 0 or lengths[m] < 0 or end > size:
+            status[0] = BAD_SPAN
+            status[1] = m
+            status[2] = pos
+            return
+        table = 0
+        row = m
+        pc = 0
+        sp = 0
+        while True:
+            code = ops[pc, 0]
+            if code == OP_COPY:
+                n = ops[pc, 1]
+                if n > end - pos:
+                    status[0] = SHORT
+                    status[1] = m
+                    status[2] = pos
+                    return
+                if fill:
+                    dst = fixed_base[table] + row * row_sizes[table] + ops[pc, 2]
+                    fixed[dst:dst + n] = buf[pos:pos + n]
+                pos += n
+                pc += 1
+            elif code == OP_STRING or code == OP_ARRAY:
+                if 4 > end - pos:
+                    status[0] = SHORT
+                    status[1] = m
+                    status[2] = pos
+                    return
+                count = _u32(buf, pos)
+                pos += 4
+                nbytes = count if code == OP_STRING else count * ops[pc, 2]
+                if nbytes > end - pos:
+                    status[0] = SHORT
+                    status[1] = m
+                    status[2] = pos - 4
+                    return
+                if fill:
+                    k = slot_base[ops[pc, 1]] + row
+                    slot_pos[k] = pos
+                    slot_cnt[k] = count
+                pos += nbytes
+                pc += 1
+            elif code == OP_TABLE:
+                count = ops[pc, 4]
+                if count < 0:
+                    if 4 > end - pos:
+                        status[0] = SHORT
+                        status[1] = m
+                        status[2] = pos
+                        return
+                    count = _u32(buf, pos)
+                    pos += 4
+                    # every element takes at least one length field: bounds the work by the bytes
+                    if count > end - pos:
+                        status[0] = SHORT
+                        status[1] = m
+                        status[2] = pos - 4
+                        return
+                child = ops[pc, 2]
+                first = table_rows[child]
+                table_rows[child] = first + count
+                if fill:
+                    k = slot_base[ops[pc, 1]] + row
+                    slot_pos[k] = first
+                    slot_cnt[k] = count
+                if count == 0:
+                    pc += 1
+                else:
+                    if sp >= STACK_DEPTH:
+                        status[0] = TOO_DEEP
+                        status[1] = m
+                        status[2] = pos
+                        return
+                    stack[sp, 0] = pc + 1
+                    stack[sp, 1] = table
+                    stack[sp, 2] = row
+                    stack[sp, 3] = count - 1
+                    stack[sp, 4] = ops[pc, 3]
+                    sp += 1
+                    table = child
+                    row = first
+                    pc = ops[pc, 3]
+            else:  # OP_END: next element of the innermost array, or back to its parent
+                if sp == 0:
+                    break
+                if stack[sp - 1, 3] > 0:
+                    stack[sp - 1, 3] -= 1
+                    row += 1
+                    pc = stack[sp - 1, 4]
+                else:
+                    sp -= 1
+                    pc = stack[sp, 0]
+                    table = stack[sp, 1]
+                    row = stack[sp, 2]
+        if pos != end:
+            status[0] = TRAILING
+            status[1] = m
+            status[2] = pos
+            return
+
+
+@njit(cache=True, nogil=True)
+def gather(buf, pos, nbytes, out, out_offsets):
+    """Copy ``buf[pos[i]:pos[i]+nbytes[i]]`` to ``out[out_offsets[i]:]`` for every i (spans pre-checked)."""
+    for i in range(pos.size):
+        n = nbytes[i]
+        o = out_offsets[i]
+        p = pos[i]
+        out[o:o + n] = buf[p:p + n]
+
+
+@njit(cache=True, nogil=True)
+def spans_in_bounds(size, pos, nbytes):
+    """True when every span ``[pos[i], pos[i]+nbytes[i])`` lies inside ``[0, size)``."""
+    for i in range(pos.size):
+        if pos[i] < 0 or nbytes[i] < 0 or pos[i] + nbytes[i] > size:
+            return False
+    return True
