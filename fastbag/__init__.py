@@ -9,6 +9,7 @@
 """
 
 from .bag import Bag, Message, TopicInfo, open
+from .sensors import image, pointcloud
 from .errors import BagFormatError, DecodeError, DefinitionError, FastbagError, UnsupportedError
 from .index import Connection, FastbagWarning
 from .writer import Writer
@@ -17,5 +18,5 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Bag", "BagFormatError", "Connection", "DecodeError", "DefinitionError", "FastbagError",
-    "FastbagWarning", "Message", "TopicInfo", "UnsupportedError", "Writer", "open",
+    "FastbagWarning", "Message", "TopicInfo", "UnsupportedError", "Writer", "image", "open", "pointcloud",
 ]

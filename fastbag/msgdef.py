@@ -22,7 +22,13 @@ Rules, as ROS1 applies them (and as checked against real bags):
   the type using it.  If the resolved name has no ``MSG:`` block but exactly one
   block has that short name, that block is used: this is how 2010-era texts,
   whose ``Header`` is ``roslib/Header``, resolve, and it tolerates writers that
-  put a type in another package than the one its users assume.
+  put a type in another package than the one its users assume.  A full name
+  (``pkg/Type``) must be present as written.  ROS2 spellings ``pkg/msg/Type``
+  are read as ``pkg/Type``.
+* The md5 text of a type is its constants (``type NAME=value``, type and value
+  as written), then its fields: ``type[suffix] name`` for builtins (``byte``
+  and ``char`` as written), ``<md5 of the type> name`` for nested types, with
+  no array suffix.  So ``roslib/Header`` and ``std_msgs/Header`` hash alike.
 
 This module is pure Python (stdlib only) and cheap to import.
 """
@@ -30,7 +36,7 @@ This module is pure Python (stdlib only) and cheap to import.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .errors import DefinitionError
 
@@ -302,6 +308,7 @@ def _parse_block(name: str, lines: list[tuple[int, str]], known: set[str]) -> Ms
 
 
 def _parse_field(typename: str, lineno: int, line: str, code: str, known: set[str]) -> Field:
+    """Parse ``type name``, ``type[] name`` or ``type[N] name`` (``code`` is the line without comment)."""
     parts = code.split()
     if len(parts) != 2:
         raise _line_error(typename, lineno, line, "expected 'type name'")
@@ -330,6 +337,7 @@ def _parse_field(typename: str, lineno: int, line: str, code: str, known: set[st
 
 
 def _parse_constant(typename: str, lineno: int, line: str, code: str) -> Constant:
+    """Parse ``type NAME=value``; ``line`` is the raw line, ``code`` the line without comment."""
     written = code.split(None, 1)[0]
     if "<=" in written:  # string<=N, T[<=N]: the '=' made it look like a constant
         raise _line_error(typename, lineno, line, f"{written!r} is a bounded type, which ROS1 does not have")

@@ -1,0 +1,128 @@
+"""Helpers for sensor messages: PointCloud2 to structured points, Image to pixel arrays.
+
+Both return views of the message bytes where the layout allows (they do for
+every well-formed message): no pixel or point is copied unless a whole topic
+is stacked into one array.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .arrays import Record, StructArray
+from .errors import DecodeError, UnsupportedError
+
+# sensor_msgs/PointField datatypes
+POINT_FIELD_TYPES = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
+
+
+def point_dtype(names: Any, offsets: Any, datatypes: Any, counts: Any, point_step: int,
+                bigendian: bool = False) -> np.dtype:
+    """The structured dtype of one point from PointCloud2 ``fields`` (padding kept by ``point_step``)."""
+    order = ">" if bigendian else "<"
+    spec: dict[str, list[Any]] = {"names": [], "formats": [], "offsets": []}
+    for name, offset, datatype, count in zip(names, offsets, datatypes, counts):
+        name, offset, datatype, count = str(name), int(offset), int(datatype), int(count)
+        if not name or name in spec["names"]:
+            continue  # unnamed padding, or a repeated name: the first one wins
+        if datatype not in POINT_FIELD_TYPES:
+            raise DecodeError(f"point field {name!r} has unknown datatype {datatype}")
+        base = np.dtype(order + POINT_FIELD_TYPES[datatype])
+        fmt = base if count == 1 else np.dtype((base, (count,)))
+        if offset < 0 or offset + fmt.itemsize > point_step:
+            raise DecodeError(f"point field {name!r} at offset {offset} does not fit a {point_step}-byte point")
+        spec["names"].append(name)
+        spec["formats"].append(fmt)
+        spec["offsets"].append(offset)
+    return np.dtype({**spec, "itemsize": point_step})
+
+
+def _points(msg: Any) -> np.ndarray:
+    fields = msg["fields"]
+    height, width = int(msg["height"]), int(msg["width"])
+    point_step, row_step = int(msg["point_step"]), int(msg["row_step"])
+    dtype = point_dtype(fields["name"], fields["offset"], fields["datatype"], fields["count"], point_step,
+                        bool(msg["is_bigendian"]))
+    data = np.asarray(msg["data"])
+    if height and width and (height - 1) * row_step + width * point_step > data.size:
+        raise DecodeError(f"PointCloud2 of {height}x{width} points of {point_step} bytes (row_step {row_step}) "
+                          f"needs more than its {data.size} data bytes")
+    if height == 0 or width == 0:
+        return np.empty((0,), dtype=dtype)
+    points = np.ndarray((height, width), dtype=dtype, buffer=data, strides=(row_step, point_step))
+    return points[0] if height == 1 else points
+
+
+def pointcloud(cloud: Any) -> Any:
+    """Structured points (x, y, z, intensity, ring, ...) of PointCloud2 messages.
+
+    Given a topic (``bag.read("/points")``), yields one array per message;
+    given one message (``topic[i]`` or ``m.msg``), returns its array. An
+    unorganized cloud (height 1) has shape ``(width,)``, an organized one
+    ``(height, width)``. The arrays are views of the message's bytes.
+    """
+    if isinstance(cloud, StructArray):
+        return (_points(msg) for msg in cloud)
+    return _points(cloud)
+
+
+_CHANNELS = {"mono8": ("u1", 1), "mono16": ("u2", 1), "rgb8": ("u1", 3), "bgr8": ("u1", 3),
+             "rgba8": ("u1", 4), "bgra8": ("u1", 4), "rgb16": ("u2", 3), "bgr16": ("u2", 3),
+             "rgba16": ("u2", 4), "bgra16": ("u2", 4), "yuv422": ("u1", 2), "uyvy": ("u1", 2),
+             "yuyv": ("u1", 2), "nv21": ("u1", 1)}
+_CV_TYPE = re.compile(r"^(8|16|32|64)([USF])C(\d+)$")
+
+
+def pixel_format(encoding: str) -> tuple[str, int]:
+    """``(dtype code, channels)`` of an Image encoding (ROS names, OpenCV ``8UC3`` forms, bayer_*)."""
+    if encoding in _CHANNELS:
+        return _CHANNELS[encoding]
+    if encoding.startswith("bayer_"):
+        return ("u2" if encoding.endswith("16") else "u1", 1)
+    match = _CV_TYPE.match(encoding)
+    if match:
+        bits, kind, channels = int(match[1]), match[2], int(match[3])
+        code = {"U": "u", "S": "i", "F": "f"}[kind] + str(bits // 8)
+        if code in ("f1", "f2") or channels < 1:
+            raise UnsupportedError(f"image encoding {encoding!r} is not supported")
+        return code, channels
+    raise UnsupportedError(f"image encoding {encoding!r} is not supported")
+
+
+def _image(msg: Any) -> np.ndarray:
+    height, width, step = int(msg["height"]), int(msg["width"]), int(msg["step"])
+    code, channels = pixel_format(str(msg["encoding"]))
+    dtype = np.dtype((">" if int(msg["is_bigendian"]) else "<") + code)
+    data = np.asarray(msg["data"])
+    row = width * channels * dtype.itemsize
+    if row > step or (height and (height - 1) * step + row > data.size):
+        raise DecodeError(f"image of {height}x{width} {msg['encoding']} (step {step}) needs more than its "
+                          f"{data.size} data bytes")
+    shape: tuple[int, ...] = (height, width, channels) if channels > 1 else (height, width)
+    strides: tuple[int, ...] = (step, channels * dtype.itemsize, dtype.itemsize)[:len(shape)]
+    return np.ndarray(shape, dtype=dtype, buffer=data, strides=strides)
+
+
+def image(images: Any) -> Any:
+    """Pixels of sensor_msgs/Image messages as ``(H, W)`` or ``(H, W, C)`` arrays, honouring ``step``.
+
+    Given one message, returns a view of its pixels. Given a topic, returns
+    one ``(N, H, W[, C])`` array when every image has the same size and
+    encoding, else a list of per-message views. (CompressedImage data stays
+    bytes: decode it with an image library.)
+    """
+    if not isinstance(images, StructArray):
+        return _image(images)
+    views = [_image(msg) for msg in images]
+    if views and all(v.shape == views[0].shape and v.dtype == views[0].dtype for v in views):
+        return np.stack(views)
+    if not views:
+        return np.empty((0, 0, 0), dtype=np.uint8)
+    return views
+
+
+__all__ = ["image", "pixel_format", "point_dtype", "pointcloud", "Record"]
