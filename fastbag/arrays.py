@@ -391,8 +391,10 @@ class TopicBuilder:
     chunks are kept as file offsets, so views point into the mapping.
     """
 
-    def __init__(self, layout: Layout, file: np.ndarray, *, topic: str, msgtype: str) -> None:
+    def __init__(self, layout: Layout, file: np.ndarray, count: int, *, topic: str, msgtype: str) -> None:
         self.layout = layout
+        # Root rows of the whole read, written in place by the kernel (no concatenation).
+        self.root = np.empty(count * int(layout.row_sizes[0]), dtype=np.uint8)
         self.topic = topic
         self.msgtype = msgtype
         self.buffers: list[np.ndarray] = [file]
@@ -422,28 +424,33 @@ class TopicBuilder:
             m = int(np.flatnonzero(too_short)[0])
             raise DecodeError(f"message has {int(lengths[m])} bytes, fewer than the {layout.min_size} its "
                               "definition needs", topic=self.topic, msgtype=self.msgtype, index=first_index + m)
+        if int(self.total[0]) + n > self.root.size // max(1, int(layout.row_sizes[0])) and layout.row_sizes[0]:
+            raise ValueError("more messages than the builder was sized for")
         status = np.zeros(3, dtype=np.int64)
         rows = np.zeros(len(layout.tables), dtype=np.int64)
-        empty8, empty64 = np.empty(0, np.uint8), np.empty(0, np.int64)
-        kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, empty8, rows, rows, empty64,
-                     empty64, rows, False, status)
-        self._check(status, first_index)
+        if len(layout.tables) > 1:  # child tables: count their rows first, to allocate them exactly
+            empty8, empty64 = np.empty(0, np.uint8), np.empty(0, np.int64)
+            kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, empty8, empty8, rows, rows,
+                         empty64, empty64, rows, False, status)
+            self._check(status, first_index)
         rows[0] = n
+        child_bytes = rows * layout.row_sizes
+        child_bytes[0] = 0
         fixed_base = np.zeros(len(layout.tables), dtype=np.int64)
-        np.cumsum((rows * layout.row_sizes)[:-1], out=fixed_base[1:])
-        fixed = np.empty(int((rows * layout.row_sizes).sum()), dtype=np.uint8)
+        np.cumsum(child_bytes[:-1], out=fixed_base[1:])
+        fixed_base[0] = self.total[0] * layout.row_sizes[0]
+        fixed = np.empty(int(child_bytes.sum()), dtype=np.uint8)
         slot_rows = np.array([rows[s.table] for s in layout.slots], dtype=np.int64)
         slot_base = np.zeros(len(layout.slots), dtype=np.int64)
         np.cumsum(slot_rows[:-1], out=slot_base[1:])
         slot_pos = np.empty(int(slot_rows.sum()), dtype=np.int64)
         slot_cnt = np.empty_like(slot_pos)
         counters = np.zeros(len(layout.tables), dtype=np.int64)
-        kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, fixed, fixed_base, slot_base,
-                     slot_pos, slot_cnt, counters, True, status)
+        kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, self.root, fixed, fixed_base,
+                     slot_base, slot_pos, slot_cnt, counters, True, status)
         self._check(status, first_index)
-        for t, table in enumerate(layout.tables):
-            size = int(rows[t] * layout.row_sizes[t])
-            self.fixed[t].append(fixed[fixed_base[t]:fixed_base[t] + size])
+        for t in range(1, len(layout.tables)):
+            self.fixed[t].append(fixed[fixed_base[t]:fixed_base[t] + int(child_bytes[t])])
         buffer_id = self._buffer_id(payload, file_offset)
         for s, slot in enumerate(layout.slots):
             pos = slot_pos[slot_base[s]:slot_base[s] + slot_rows[s]]
@@ -493,7 +500,10 @@ class TopicBuilder:
             n = int(self.total[t])
             rows = None
             if table.dtype.itemsize:
-                raw = np.concatenate(self.fixed[t]) if self.fixed[t] else np.empty(0, np.uint8)
+                if t == 0:
+                    raw = self.root[:n * table.dtype.itemsize]
+                else:
+                    raw = np.concatenate(self.fixed[t]) if self.fixed[t] else np.empty(0, np.uint8)
                 rows = raw.view(table.dtype)
             own = {s.index: self._column(s, tables) for s in layout.slots if s.table == t}
             if table.scalar:

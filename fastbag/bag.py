@@ -262,7 +262,7 @@ class Bag:
             decoded: dict[int, tuple[Any, np.ndarray]] = {}
             for rank in np.unique(conns).tolist():
                 mine = np.flatnonzero(conns == rank)
-                builder = TopicBuilder(self._layout(connections[rank]), self._source.array,
+                builder = TopicBuilder(self._layout(connections[rank]), self._source.array, mine.size,
                                        topic=connections[rank].topic, msgtype=connections[rank].msgtype)
                 builder.add_run(payload, offset, starts[mine], lengths[mine], a + int(mine[0]))
                 row_of = np.zeros(b - a, dtype=np.int64)
@@ -300,7 +300,7 @@ class Bag:
                               f"({', '.join(info.msgtypes)}); they cannot share one array", topic=topic)
         selected = self._select([topic], start, end)
         connection = info.connections[0]
-        builder = TopicBuilder(self._layout(connection), self._source.array, topic=topic,
+        builder = TopicBuilder(self._layout(connection), self._source.array, selected.size, topic=topic,
                                msgtype=connection.msgtype)
         for chunk, payload, a, _, starts, lengths in self._runs(selected):
             builder.add_run(payload, self._file_offset(chunk), starts, lengths, a)

@@ -35,15 +35,17 @@ def _u32(buf, pos):
 
 
 @njit(cache=True, nogil=True)
-def walk(buf, starts, lengths, ops, row_sizes, fixed, fixed_base, slot_base, slot_pos, slot_cnt,
+def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, slot_base, slot_pos, slot_cnt,
          table_rows, fill, status):
     """Walk messages ``buf[starts[m]:starts[m]+lengths[m]]`` through the op program.
 
     With ``fill`` false, only counts child-table rows into ``table_rows`` and
-    validates every message. With ``fill`` true, also copies fixed parts into
-    ``fixed`` (table t's row r at ``fixed_base[t] + r * row_sizes[t]``) and
-    records each slot's data position and count (slot s of row r at
-    ``slot_base[s] + r``); ``table_rows`` must then start from the same values
+    validates every message. With ``fill`` true, also copies fixed parts:
+    row r of the root table to ``root_fixed[fixed_base[0] + r * row_sizes[0]:]``
+    (the caller's array for the whole read, so root rows are written once),
+    row r of child table t to ``fixed[fixed_base[t] + r * row_sizes[t]:]``;
+    and records each slot's data position and count (slot s of row r at
+    ``slot_base[s] + r``). ``table_rows`` must then start from the same values
     as the counting pass did. Root rows are message indices ``m``.
 
     On failure ``status`` = (code, message index, byte position) and the walk
@@ -74,7 +76,10 @@ def walk(buf, starts, lengths, ops, row_sizes, fixed, fixed_base, slot_base, slo
                     return
                 if fill:
                     dst = fixed_base[table] + row * row_sizes[table] + ops[pc, 2]
-                    fixed[dst:dst + n] = buf[pos:pos + n]
+                    if table == 0:
+                        root_fixed[dst:dst + n] = buf[pos:pos + n]
+                    else:
+                        fixed[dst:dst + n] = buf[pos:pos + n]
                 pos += n
                 pc += 1
             elif code == OP_STRING or code == OP_ARRAY:

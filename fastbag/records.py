@@ -183,9 +183,19 @@ def read_record(source: Source, offset: int, *, expect: Op | None = None) -> Rec
 
 
 def _gather_u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Little-endian uint32 at each position of ``at`` (positions must be in bounds)."""
-    b = buf[at[:, None] + np.arange(4)].astype(np.uint32)
-    return b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)
+    """Little-endian uint32 at each position of ``at`` (positions must be in bounds).
+
+    Four ``<u4`` views of the buffer, one per alignment, turn the byte-wise
+    gather into one element gather per position.
+    """
+    out = np.empty(at.size, dtype=np.int64)
+    align = at & 3
+    for r in range(4):
+        sel = align == r
+        if sel.any():
+            words = buf[r:r + (buf.size - r) // 4 * 4].view("<u4")
+            out[sel] = words[(at[sel] - r) >> 2]
+    return out
 
 
 def message_spans(payload: np.ndarray, offsets: np.ndarray, *, path: str, chunk_position: int
