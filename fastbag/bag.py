@@ -93,6 +93,13 @@ class Bag:
                                  salvaged=self._index.salvaged)
         self.topics: dict[str, TopicInfo] = self._topic_infos()
         self._layouts: dict[tuple[str, str], Layout] = {}
+        # Per chunk: is its payload the file itself (uncompressed, not salvaged), where, how big.
+        chunks = self._index.chunks
+        self._in_file = np.array([c.compression == "none" and k not in self._index.salvaged
+                                  for k, c in enumerate(chunks)], dtype=bool)
+        self._chunk_data_offset = np.array([c.data_offset for c in chunks], dtype=np.int64)
+        self._chunk_size = np.array([c.size for c in chunks], dtype=np.int64)
+        self._chunk_position = np.array([c.position for c in chunks], dtype=np.int64)
 
     # -- what the index says ---------------------------------------------------
     @property
@@ -197,42 +204,58 @@ class Bag:
         selected = self._select(topics, start, end)
         return self._iter_raw(selected) if raw else self._iter_decoded(selected)
 
-    def _runs(self, selected: np.ndarray) -> Iterator[tuple[int, np.ndarray, int, int, np.ndarray, np.ndarray]]:
+    def _runs(self, selected: np.ndarray) -> Iterator[tuple[int, np.ndarray, int | None, int, int, np.ndarray,
+                                                              np.ndarray]]:
         """Maximal runs of consecutive selected messages in one chunk, in read order.
 
-        Yields ``(chunk, payload, a, b, starts, lengths)``: messages
-        ``selected[a:b]`` lie at ``payload[starts[i]:starts[i]+lengths[i]]``.
-        Spans are located once per chunk, vectorized, however the chunks
-        interleave in time; a chunk is held only until its last run.
+        Yields ``(chunk, buf, base, a, b, starts, lengths)``: messages
+        ``selected[a:b]`` lie at ``buf[starts[i]:starts[i]+lengths[i]]``.
+        For an uncompressed chunk ``buf`` is the whole file and ``base`` 0
+        (positions are file offsets); spans of every such message are located
+        in one vectorized pass. For a compressed chunk ``buf`` is its
+        decompressed payload and ``base`` None; chunks are decompressed ahead
+        in parallel and held only until their last run.
         """
         index = self._index
         n = selected.size
         if n == 0:
             return
         chunk_of = index.chunk[selected]
-        by_chunk = np.argsort(chunk_of, kind="stable")
-        chunk_ids, group_starts = np.unique(chunk_of[by_chunk], return_index=True)
-        group_ends = np.append(group_starts[1:], n)
-        groups = {int(c): by_chunk[a:b] for c, a, b in zip(chunk_ids, group_starts, group_ends)}
+        starts = np.zeros(n, dtype=np.int64)
+        lengths = np.zeros(n, dtype=np.int64)
+        in_file = self._in_file[chunk_of]
+        if in_file.any():
+            rows = np.flatnonzero(in_file)
+            chunks = chunk_of[rows]
+            lo = self._chunk_data_offset[chunks]
+            starts[rows], lengths[rows] = message_spans(
+                self._source.array, lo + index.offset[selected[rows]], lo, lo + self._chunk_size[chunks],
+                self._chunk_position[chunks], path=self.path)
         bounds = np.flatnonzero(np.diff(chunk_of)) + 1
         run_starts = np.concatenate(([0], bounds)).tolist()
         run_ends = np.concatenate((bounds, [n])).tolist()
         run_chunks = chunk_of[run_starts].tolist()
         last_run = {c: k for k, c in enumerate(run_chunks)}
-        first_need = sorted(groups, key=lambda c: int(groups[c][0]))
-        payloads = self._store.iter_chunks(first_need)
-        starts = np.zeros(n, dtype=np.int64)
-        lengths = np.zeros(n, dtype=np.int64)
+        groups: dict[int, list[int]] = {}
+        for a, b, c in zip(run_starts, run_ends, run_chunks):
+            if not self._in_file[c]:
+                groups.setdefault(c, []).append((a, b))  # type: ignore[arg-type]
+        payloads = self._store.iter_chunks(list(groups))  # dicts keep first-need order
         live: dict[int, np.ndarray] = {}
         try:
             for k, (c, a, b) in enumerate(zip(run_chunks, run_starts, run_ends)):
+                if self._in_file[c]:
+                    yield c, self._source.array, 0, a, b, starts[a:b], lengths[a:b]
+                    continue
                 while c not in live:
                     got, payload = next(payloads)
-                    pos = groups[got]
-                    starts[pos], lengths[pos] = message_spans(payload, index.offset[selected[pos]], path=self.path,
-                                                              chunk_position=index.chunks[got].position)
+                    pos = np.concatenate([np.arange(x, y) for x, y in groups[got]])
+                    zero = np.zeros(pos.size, dtype=np.int64)
+                    starts[pos], lengths[pos] = message_spans(
+                        payload, index.offset[selected[pos]].astype(np.int64), zero, zero + payload.size,
+                        zero + index.chunks[got].position, path=self.path)
                     live[got] = payload
-                yield c, live[c], a, b, starts[a:b], lengths[a:b]
+                yield c, live[c], None, a, b, starts[a:b], lengths[a:b]
                 if last_run[c] == k:
                     del live[c]
         finally:
@@ -243,8 +266,10 @@ class Bag:
         connections = index.connections
         conn_of = index.conn[selected].tolist()
         time_of = index.time[selected].tolist()
-        for _, payload, a, b, starts, lengths in self._runs(selected):
-            view = memoryview(payload)
+        last, view = None, memoryview(b"")
+        for _, buf, _, a, b, starts, lengths in self._runs(selected):
+            if buf is not last:
+                last, view = buf, memoryview(buf)
             for k, s, n in zip(range(a, b), starts.tolist(), lengths.tolist()):
                 connection = connections[conn_of[k]]
                 yield Message(connection.topic, time_of[k], view[s:s + n], connection)
@@ -256,8 +281,7 @@ class Bag:
         connections = index.connections
         conn_of = index.conn[selected]
         time_of = index.time[selected].tolist()
-        for chunk, payload, a, b, starts, lengths in self._runs(selected):
-            offset = self._file_offset(chunk)
+        for _, payload, offset, a, b, starts, lengths in self._runs(selected):
             conns = conn_of[a:b]
             decoded: dict[int, tuple[Any, np.ndarray]] = {}
             for rank in np.unique(conns).tolist():
@@ -302,17 +326,12 @@ class Bag:
         connection = info.connections[0]
         builder = TopicBuilder(self._layout(connection), self._source.array, selected.size, topic=topic,
                                msgtype=connection.msgtype)
-        for chunk, payload, a, _, starts, lengths in self._runs(selected):
-            builder.add_run(payload, self._file_offset(chunk), starts, lengths, a)
+        for _, buf, base, a, _, starts, lengths in self._runs(selected):
+            builder.add_run(buf, base, starts, lengths, a)
         ranks = self._index.conn[selected]
         own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]
         local = np.searchsorted(np.array(own), ranks).astype(np.int32)
         return TopicArray(topic, self._index.time[selected], builder.finish(), local, list(info.connections))
-
-    def _file_offset(self, chunk: int) -> int | None:
-        """Where chunk ``chunk``'s payload starts in the file, when the payload is a view of it."""
-        c = self._index.chunks[chunk]
-        return c.data_offset if c.compression == "none" and chunk not in self._index.salvaged else None
 
     def _layout(self, connection: Connection) -> "Layout":
         """The compiled layout of a connection's type (cached), checking its md5sum once."""

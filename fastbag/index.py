@@ -50,8 +50,9 @@ class ChunkInfo:
     counts: dict[int, int] = field(default_factory=dict)
 
 
-# One index-data entry as stored: time (sec, nsec) and offset into the chunk.
-INDEX_ENTRY = np.dtype([("sec", "<u4"), ("nsec", "<u4"), ("offset", "<u4")])
+# One index-data entry as stored: time (u32 sec, u32 nsec) and u32 offset into the
+# chunk; entries are handled as (count, 3) uint32 arrays.
+INDEX_ENTRY_SIZE = 12
 
 
 @dataclass
@@ -84,25 +85,23 @@ class BagIndex:
 
 
 def _entries_to_index(version: str, connections: list[Connection], chunks: list[Chunk],
-                      per_conn: dict[int, list[tuple[int, np.ndarray]]], recovered: bool) -> BagIndex:
-    """Build the sorted message table from per-connection (chunk, entries) lists."""
-    times, conns, chunk_ids, offsets = [], [], [], []
-    for rank, connection in enumerate(connections):
-        for chunk_id, entries in per_conn.get(connection.id, ()):
-            n = entries.size
-            times.append(entries["sec"].astype(np.int64) * 1_000_000_000 + entries["nsec"])
-            conns.append(np.full(n, rank, dtype=np.int32))
-            chunk_ids.append(np.full(n, chunk_id, dtype=np.int32))
-            offsets.append(entries["offset"].astype(np.uint32))
-    if times:
-        time = np.concatenate(times)
-        # Stable: ties keep connection order, then index order (rosbag's merge).
-        order = np.argsort(time, kind="stable")
-        return BagIndex(version, connections, chunks, time[order], np.concatenate(conns)[order],
-                        np.concatenate(chunk_ids)[order], np.concatenate(offsets)[order], recovered)
-    empty = np.empty(0, dtype=np.int64)
-    return BagIndex(version, connections, chunks, empty, empty.astype(np.int32), empty.astype(np.int32),
-                    empty.astype(np.uint32), recovered)
+                      pieces: list[tuple[int, int, np.ndarray]], recovered: bool) -> BagIndex:
+    """Build the sorted message table from ``(connection id, chunk, entries)`` pieces in file order."""
+    if not pieces:
+        empty = np.empty(0, dtype=np.int64)
+        return BagIndex(version, connections, chunks, empty, empty.astype(np.int32), empty.astype(np.int32),
+                        empty.astype(np.uint32), recovered)
+    rank_of = {c.id: rank for rank, c in enumerate(connections)}
+    entries = np.concatenate([e for _, _, e in pieces])
+    counts = np.array([len(e) for _, _, e in pieces], dtype=np.int64)
+    ranks = np.repeat(np.array([rank_of[c] for c, _, _ in pieces], dtype=np.int32), counts)
+    chunk_ids = np.repeat(np.array([k for _, k, _ in pieces], dtype=np.int32), counts)
+    time = entries[:, 0].astype(np.int64) * 1_000_000_000 + entries[:, 1]
+    # Read order as rosbag's merge of per-connection indexes yields it: by time,
+    # ties by the connection's rank, then file order (lexsort is stable).
+    order = np.lexsort((ranks, time))
+    return BagIndex(version, connections, chunks, time[order], ranks[order], chunk_ids[order],
+                    entries[order, 2], recovered)
 
 
 def read_connection(source: Source, offset: int, record_header: Header, data_offset: int,
@@ -173,18 +172,20 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
                         f"the index holds {len(connections)} and {len(infos)}")
     conn_list = list(connections.values())
     chunks: list[Chunk] = []
-    per_conn: dict[int, list[tuple[int, np.ndarray]]] = {}
+    pieces: list[tuple[int, int, np.ndarray]] = []
+    reader = _IndexDataReader(source, problems)
     for chunk_id, info in enumerate(infos):
         chunk_record = read_record(source, info.position, expect=Op.CHUNK)
         chunks.append(_chunk_from_record(source, chunk_record))
         pos = chunk_record.end
         for _ in range(len(info.counts)):
-            conn_id, entries, pos = _read_index_data(source, pos, chunks[-1], problems)
+            conn_id, entries, next_pos = reader.read(pos, chunks[-1])
             if conn_id not in connections:
                 raise BagFormatError(f"index data names connection {conn_id}, which has no connection record",
                                      path=source.path, offset=pos, record="index data")
-            per_conn.setdefault(conn_id, []).append((chunk_id, entries))
-    index = _entries_to_index("2.0", conn_list, chunks, per_conn, recovered=False)
+            pieces.append((conn_id, chunk_id, entries))
+            pos = next_pos
+    index = _entries_to_index("2.0", conn_list, chunks, pieces, recovered=False)
     index.problems = problems
     return index
 
@@ -210,40 +211,75 @@ def _chunk_from_record(source: Source, record) -> Chunk:
                  data_offset=record.data_offset, data_len=record.data_len)
 
 
-def _read_index_data(source: Source, pos: int, chunk: Chunk, problems: list[str]) -> tuple[int, np.ndarray, int]:
-    """One index-data record at ``pos``: (connection id, entries, position after it)."""
-    try:
-        record = read_record(source, pos, expect=Op.INDEX_DATA)
-        count = None
-    except BagFormatError:
-        # Early writers (2010) stored a data length of count * 20 for count * 12
-        # bytes of entries, so the declared length may run past the file's end.
-        # Classic rosbag trusts the count; so do we, checked below.
-        record = None
-    if record is None:
-        header_len = source.u32(pos, "index data")
-        header = Header.parse(source.bytes(pos + 4, header_len, "index data"), path=source.path,
-                              offset=pos + 4, record="index data")
-        if header.op() != Op.INDEX_DATA:
-            raise BagFormatError("expected an index data record", path=source.path, offset=pos,
-                                 record="index data")
-        data_offset = pos + 8 + header_len
-    else:
-        header, data_offset = record.header, record.data_offset
-    ver = header.u32("ver")
-    if ver != 1:
-        raise UnsupportedError(f"index data version {ver} is not supported ({source.path}, offset {pos}, "
-                               "index data record)")
-    count = header.u32("count")
-    nbytes = count * INDEX_ENTRY.itemsize
-    if record is not None and record.data_len != nbytes:
-        problems.append(f"the index data record at offset {pos} declares {record.data_len} bytes for {count} "
-                        f"entries; used the count ({nbytes} bytes)")
-    entries = np.frombuffer(source.bytes(data_offset, nbytes, "index data"), dtype=INDEX_ENTRY)
-    if count and int(entries["offset"].max()) >= chunk.size:
-        raise BagFormatError(f"index data points past the end of its {chunk.size}-byte chunk",
-                             path=source.path, offset=pos, record="index data")
-    return header.u32("conn"), entries, data_offset + nbytes
+class _IndexDataReader:
+    """Reads index-data records, fast for the common header layout.
+
+    Writers emit the same header for every index-data record but for the
+    ``conn`` and ``count`` values. The first record is parsed in full; later
+    ones whose header bytes equal it outside those two values are read by
+    unpacking at the same offsets, which keeps opening a bag of thousands of
+    chunks in milliseconds. Anything else takes the checked parser.
+    """
+
+    def __init__(self, source: Source, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        self.template: tuple[bytes, int, int] | None = None  # header with conn/count zeroed, their offsets
+
+    def read(self, pos: int, chunk: Chunk) -> tuple[int, np.ndarray, int]:
+        """The record at ``pos``: (connection id, entries, position after it)."""
+        source = self.source
+        if self.template is not None:
+            raw, conn_at, count_at = self.template
+            header = source.bytes(pos, len(raw), "index data") if pos + len(raw) <= source.size else b""
+            if len(header) == len(raw):
+                masked = bytearray(header)
+                masked[conn_at:conn_at + 4] = masked[count_at:count_at + 4] = masked[-4:] = b"\0\0\0\0"
+                if masked == raw:
+                    conn_id = int.from_bytes(header[conn_at:conn_at + 4], "little")
+                    count = int.from_bytes(header[count_at:count_at + 4], "little")
+                    data_len = int.from_bytes(header[-4:], "little")
+                    return self._entries(pos, conn_id, count, pos + len(raw), data_len, chunk)
+        return self._read_full(pos, chunk)
+
+    def _read_full(self, pos: int, chunk: Chunk) -> tuple[int, np.ndarray, int]:
+        source = self.source
+        # Not read_record: early writers (2010) declare a data length of count*20
+        # for count*12 bytes of entries, which may run past the end of the file.
+        header, data_offset, data_len = read_record_header(source, pos, expect=Op.INDEX_DATA)
+        ver = header.u32("ver")
+        if ver != 1:
+            raise UnsupportedError(f"index data version {ver} is not supported ({source.path}, offset {pos}, "
+                                   "index data record)")
+        conn_id, count = header.u32("conn"), header.u32("count")
+        if self.template is None:
+            self.template = self._make_template(pos, data_offset, conn_id, count)
+        return self._entries(pos, conn_id, count, data_offset, data_len, chunk)
+
+    def _make_template(self, pos: int, data_offset: int, conn_id: int, count: int) -> tuple[bytes, int, int] | None:
+        raw = bytearray(self.source.bytes(pos, data_offset - pos, "index data"))
+        conn_at, count_at = raw.find(b"conn=") + 5, raw.find(b"count=") + 6
+        if conn_at < 5 or count_at < 6:
+            return None
+        if raw[conn_at:conn_at + 4] != conn_id.to_bytes(4, "little") or \
+                raw[count_at:count_at + 4] != count.to_bytes(4, "little"):
+            return None
+        raw[conn_at:conn_at + 4] = raw[count_at:count_at + 4] = b"\0\0\0\0"
+        raw[-4:] = b"\0\0\0\0"  # the data length varies too
+        return bytes(raw[:-4]) + b"\0\0\0\0", conn_at, count_at
+
+    def _entries(self, pos: int, conn_id: int, count: int, data_offset: int, data_len: int,
+                 chunk: Chunk) -> tuple[int, np.ndarray, int]:
+        source = self.source
+        nbytes = count * INDEX_ENTRY_SIZE
+        if data_len != nbytes:
+            self.problems.append(f"the index data record at offset {pos} declares {data_len} bytes for {count} "
+                                 f"entries; used the count ({nbytes} bytes)")
+        entries = np.frombuffer(source.bytes(data_offset, nbytes, "index data"), dtype="<u4").reshape(-1, 3)
+        if count and int(entries[:, 2].max()) >= chunk.size:
+            raise BagFormatError(f"index data points past the end of its {chunk.size}-byte chunk",
+                                 path=source.path, offset=pos, record="index data")
+        return conn_id, entries, data_offset + nbytes
 
 
 # -- recovery ---------------------------------------------------------------------
@@ -257,7 +293,7 @@ def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
     """
     connections: dict[int, Connection] = {}
     chunks: list[Chunk] = []
-    per_conn: dict[int, list[tuple[int, np.ndarray]]] = {}
+    pieces: list[tuple[int, int, np.ndarray]] = []
     lost: list[str] = []
     salvaged: dict[int, np.ndarray] = {}
     pos = start
@@ -299,15 +335,13 @@ def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
                         salvaged[len(chunks)] = payload
                     chunk_id = len(chunks)
                     chunks.append(chunk)
-                    for conn_id, entries in found.items():
-                        per_conn.setdefault(conn_id, []).append((chunk_id, entries))
+                    pieces += [(conn_id, chunk_id, entries) for conn_id, entries in found.items()]
         pos = data_offset + data_len
-    unknown = set(per_conn) - set(connections)
-    for conn_id in unknown:
+    for conn_id in sorted({c for c, _, _ in pieces} - set(connections)):
         lost.append(f"messages of connection {conn_id}, whose connection record is missing")
-        del per_conn[conn_id]
+    pieces = [p for p in pieces if p[0] in connections]
     conn_list = sorted(connections.values(), key=lambda c: c.id)
-    index = _entries_to_index("2.0", conn_list, chunks, per_conn, recovered=True)
+    index = _entries_to_index("2.0", conn_list, chunks, pieces, recovered=True)
     index.salvaged = salvaged
     text = (f"{reason}; rebuilt the index by scanning: recovered {index.message_count} messages "
             f"in {len(chunks)} chunks on {len(conn_list)} connections")
@@ -341,5 +375,5 @@ def _scan_chunk(source: Source, chunk: Chunk, payload: np.ndarray) -> tuple[dict
             complete = False
             break
         pos = record.end
-    entries = {c: np.array(rows, dtype=np.uint32).view(INDEX_ENTRY).reshape(-1) for c, rows in found.items()}
+    entries = {c: np.array(rows, dtype=np.uint32).reshape(-1, 3) for c, rows in found.items()}
     return entries, conns, complete

@@ -198,47 +198,52 @@ def _gather_u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
     return out
 
 
-def message_spans(payload: np.ndarray, offsets: np.ndarray, *, path: str, chunk_position: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Where each message's serialized bytes lie in an uncompressed chunk.
+def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray, *,
+                  path: str) -> tuple[np.ndarray, np.ndarray]:
+    """Where each message's serialized bytes lie in ``buf``.
 
-    ``offsets`` point at message-data records (as the index gives them).
-    Returns int64 ``(starts, lengths)``. The common record (a 38-byte header of
-    ``op``, ``conn`` and ``time`` in any order) is located with vectorized
-    gathers; anything else (a connection record before the message, extra
-    fields) goes through the checked record parser. Every length is checked
-    against the payload.
+    ``at`` points at message-data records (as the index gives them, in
+    ``buf`` coordinates); record ``i`` must lie inside its chunk's payload
+    ``buf[lo[i]:hi[i]]``, and ``chunk[i]`` is that chunk's file offset for
+    error messages. ``buf`` is the whole file (uncompressed chunks: one call
+    for a whole read) or one decompressed payload. Returns int64
+    ``(starts, lengths)``. The common record (a 38-byte header of ``op``,
+    ``conn`` and ``time`` in any order) is located with vectorized gathers;
+    anything else (a connection record before the message, extra fields)
+    goes through the checked record parser.
     """
-    size = payload.size
-    off = offsets.astype(np.int64)
+    size = buf.size
+    off = at.astype(np.int64)
     starts = np.zeros(off.size, dtype=np.int64)
     lengths = np.zeros(off.size, dtype=np.int64)
-    fast = off + 8 + 38 <= size
+    fast = (off >= lo) & (off + 8 + 38 <= hi)
     if fast.any():
-        o = off[fast]
-        header_len = _gather_u32(payload, o)
+        o, end = off[fast], hi[fast]
+        header_len = _gather_u32(buf, o)
         ok = header_len == 38
         # The three fields' offsets; clipped so that rows already failing stay in bounds.
         p = [np.minimum(o + 4, size - 8)]
         lens = []
         for _ in range(3):
-            lens.append(_gather_u32(payload, p[-1]))
+            lens.append(_gather_u32(buf, p[-1]))
             p.append(np.minimum(p[-1] + 4 + np.minimum(lens[-1], 38), size - 8))
         ok &= (lens[0] + lens[1] + lens[2] + 12) == 38
         is_op = np.zeros(o.size, dtype=bool)
         for k in range(3):
             q = p[k]
-            is_op |= ((lens[k] == 4) & (payload[q + 4] == 0x6F) & (payload[q + 5] == 0x70)
-                      & (payload[q + 6] == 0x3D) & (payload[q + 7] == Op.MSG_DATA))
+            is_op |= ((lens[k] == 4) & (buf[q + 4] == 0x6F) & (buf[q + 5] == 0x70)
+                      & (buf[q + 6] == 0x3D) & (buf[q + 7] == Op.MSG_DATA))
         ok &= is_op
-        data_len = _gather_u32(payload, np.minimum(o + 42, size - 4)).astype(np.int64)
-        ok &= o + 46 + data_len <= size
+        data_len = _gather_u32(buf, np.minimum(o + 42, size - 4)).astype(np.int64)
+        ok &= o + 46 + data_len <= end
         idx = np.flatnonzero(fast)[ok]
         starts[idx] = o[ok] + 46
         lengths[idx] = data_len[ok]
         fast[np.flatnonzero(fast)[~ok]] = False
-    for i in np.flatnonzero(~fast):
-        starts[i], lengths[i] = _message_span_slow(payload, int(off[i]), path, chunk_position)
+    for i in np.flatnonzero(~fast).tolist():
+        a, b = int(lo[i]), int(hi[i])
+        start, length = _message_span_slow(buf[a:b], int(off[i]) - a, path, int(chunk[i]))
+        starts[i], lengths[i] = start + a, length
     return starts, lengths
 
 
