@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,11 +76,21 @@ class Bag:
 
     ``cache_bytes`` bounds the decompressed chunks kept in memory; ``workers``
     is the number of threads decompressing ahead (default: the CPU count).
+    ``definitions`` supplies message definitions where the bag has none
+    (format 1.1, or a connection whose definition was lost): a mapping
+    ``{"pkg/Type": ".msg text"}`` or a folder of ``<pkg>/msg/<Type>.msg``
+    files; a type's dependencies are looked up in the same place.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
-                 workers: int | None = None) -> None:
+                 workers: int | None = None,
+                 definitions: Mapping[str, str] | str | os.PathLike[str] | None = None) -> None:
         self.path = os.fspath(path)
+        if definitions is None or isinstance(definitions, Mapping):
+            self._definitions = dict(definitions or {})
+        else:
+            from .msgdef import load_definitions
+            self._definitions = load_definitions(definitions)
         self._source = Source(self.path)
         try:
             self._index: BagIndex = read_index(self._source)
@@ -224,7 +234,10 @@ class Bag:
         starts = np.zeros(n, dtype=np.int64)
         lengths = np.zeros(n, dtype=np.int64)
         in_file = self._in_file[chunk_of]
-        if in_file.any():
+        if index.starts is not None:  # the container located every message already (legacy scans)
+            starts[:] = index.starts[selected]
+            lengths[:] = index.lengths[selected]  # type: ignore[index]
+        elif in_file.any():
             rows = np.flatnonzero(in_file)
             chunks = chunk_of[rows]
             lo = self._chunk_data_offset[chunks]
@@ -340,11 +353,11 @@ class Bag:
 
         key = (connection.msgtype, connection.definition)
         if key not in self._layouts:
-            if not connection.definition.strip():
-                raise DecodeError("the connection's message definition is empty, so its messages can only be "
-                                  "read raw", topic=connection.topic, msgtype=connection.msgtype)
+            definition = connection.definition
+            if not definition.strip():
+                definition = self._supplied_definition(connection)
             try:
-                layout = layout_for(connection.msgtype, connection.definition)
+                layout = layout_for(connection.msgtype, definition)
             except DefinitionError as exc:
                 raise DecodeError(f"the message definition cannot be parsed: {exc}", topic=connection.topic,
                                   msgtype=connection.msgtype) from exc
@@ -354,6 +367,22 @@ class Bag:
                               FastbagWarning, stacklevel=4)
             self._layouts[key] = layout
         return self._layouts[key]
+
+    def _supplied_definition(self, connection: Connection) -> str:
+        """A definition from ``definitions=`` for a connection that stores none."""
+        from .errors import DefinitionError
+        from .msgdef import compose_definition
+
+        if not self._definitions:
+            what = "the bag stores no message definitions (format 1.1)" if self.version == "1.1" else \
+                "the connection's message definition is empty"
+            raise DecodeError(f"{what}, so its messages can only be read raw; pass definitions= to "
+                              "fastbag.open to decode them", topic=connection.topic, msgtype=connection.msgtype)
+        try:
+            return compose_definition(connection.msgtype, self._definitions)
+        except DefinitionError as exc:
+            raise DecodeError(f"the supplied definitions cannot describe the type: {exc}", topic=connection.topic,
+                              msgtype=connection.msgtype) from exc
 
     # -- lifetime --------------------------------------------------------------
     def _check_open(self) -> None:

@@ -60,9 +60,12 @@ class BagIndex:
     """Everything needed to find every message, as NumPy arrays.
 
     ``time``, ``conn`` (position in ``connections``), ``chunk`` (position in
-    ``chunks``) and ``offset`` (of the message record in the uncompressed
-    chunk) are sorted in read order: by time, ties by connection order, then
-    index order, as rosbag and rosbags yield them.
+    ``chunks``) and ``offset`` (int64: of the message record in the
+    uncompressed chunk) are sorted in read order: by time, ties by connection
+    order, then file order, as rosbag and rosbags yield them. Legacy formats
+    have one chunk, the whole file. Where the container already knows where
+    each message's bytes are (a scan of a legacy file), ``starts`` and
+    ``lengths`` give them in file coordinates.
     """
 
     version: str
@@ -73,6 +76,8 @@ class BagIndex:
     chunk: np.ndarray
     offset: np.ndarray
     recovered: bool = False
+    starts: np.ndarray | None = None
+    lengths: np.ndarray | None = None
     # Payloads of chunks cut off by the end of the file, decompressed as far as
     # they go during recovery (keyed by position in ``chunks``).
     salvaged: dict[int, np.ndarray] = field(default_factory=dict)
@@ -84,24 +89,39 @@ class BagIndex:
         return int(self.time.size)
 
 
-def _entries_to_index(version: str, connections: list[Connection], chunks: list[Chunk],
-                      pieces: list[tuple[int, int, np.ndarray]], recovered: bool) -> BagIndex:
-    """Build the sorted message table from ``(connection id, chunk, entries)`` pieces in file order."""
-    if not pieces:
-        empty = np.empty(0, dtype=np.int64)
-        return BagIndex(version, connections, chunks, empty, empty.astype(np.int32), empty.astype(np.int32),
-                        empty.astype(np.uint32), recovered)
-    rank_of = {c.id: rank for rank, c in enumerate(connections)}
-    entries = np.concatenate([e for _, _, e in pieces])
-    counts = np.array([len(e) for _, _, e in pieces], dtype=np.int64)
-    ranks = np.repeat(np.array([rank_of[c] for c, _, _ in pieces], dtype=np.int32), counts)
-    chunk_ids = np.repeat(np.array([k for _, k, _ in pieces], dtype=np.int32), counts)
-    time = entries[:, 0].astype(np.int64) * 1_000_000_000 + entries[:, 1]
+def build_index(version: str, connections: list[Connection], chunks: list[Chunk], conn_ids: np.ndarray,
+                chunk_ids: np.ndarray, time: np.ndarray, offset: np.ndarray, *, recovered: bool = False,
+                spans: tuple[np.ndarray, np.ndarray] | None = None) -> BagIndex:
+    """Sort per-message arrays (given in file order) into the read-order table of a BagIndex.
+
+    ``conn_ids`` are connection ids (as the records give them); every one
+    must be among ``connections``.
+    """
+    ids = np.array([c.id for c in connections], dtype=np.int64)
+    by_id = np.argsort(ids)
+    ranks = by_id[np.searchsorted(ids[by_id], conn_ids)].astype(np.int32) if ids.size else \
+        np.zeros(0, dtype=np.int32)
     # Read order as rosbag's merge of per-connection indexes yields it: by time,
     # ties by the connection's rank, then file order (lexsort is stable).
     order = np.lexsort((ranks, time))
-    return BagIndex(version, connections, chunks, time[order], ranks[order], chunk_ids[order],
-                    entries[order, 2], recovered)
+    starts, lengths = (spans[0][order], spans[1][order]) if spans is not None else (None, None)
+    return BagIndex(version, connections, chunks, time[order].astype(np.int64), ranks[order],
+                    chunk_ids[order].astype(np.int32), offset[order].astype(np.int64), recovered, starts, lengths)
+
+
+def _index_from_pieces(version: str, connections: list[Connection], chunks: list[Chunk],
+                       pieces: list[tuple[int, int, np.ndarray]], recovered: bool) -> BagIndex:
+    """The table from ``(connection id, chunk, (n, 3) uint32 entries)`` pieces in file order."""
+    if not pieces:
+        entries = np.zeros((0, 3), dtype=np.uint32)
+        conn_ids = chunk_ids = np.zeros(0, dtype=np.int64)
+    else:
+        entries = np.concatenate([e for _, _, e in pieces])
+        counts = np.array([len(e) for _, _, e in pieces], dtype=np.int64)
+        conn_ids = np.repeat(np.array([c for c, _, _ in pieces], dtype=np.int64), counts)
+        chunk_ids = np.repeat(np.array([k for _, k, _ in pieces], dtype=np.int64), counts)
+    time = entries[:, 0].astype(np.int64) * 1_000_000_000 + entries[:, 1]
+    return build_index(version, connections, chunks, conn_ids, chunk_ids, time, entries[:, 2], recovered=recovered)
 
 
 def read_connection(source: Source, offset: int, record_header: Header, data_offset: int,
@@ -136,10 +156,11 @@ def detect_version(source: Source) -> str:
 
 
 def read_index(source: Source) -> BagIndex:
-    """Read a v2.0 bag's index; rebuild it by scanning when absent or damaged."""
+    """Read a bag's index (formats 2.0, 1.2, 1.1); rebuild it by scanning when absent or damaged."""
     version = detect_version(source)
     if version != "2.0":
-        raise UnsupportedError(f"bag format {version} is not supported yet ({source.path}, offset 0)")
+        from . import legacy  # formats 1.2 and 1.1 share everything above the index
+        return legacy.read_index_v12(source) if version == "1.2" else legacy.scan_v11(source)
     header = read_record(source, len(MAGIC_V20), expect=Op.BAG_HEADER)
     index_pos = header.header.u64("index_pos")
     if index_pos == 0:
@@ -185,7 +206,7 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
                                      path=source.path, offset=pos, record="index data")
             pieces.append((conn_id, chunk_id, entries))
             pos = next_pos
-    index = _entries_to_index("2.0", conn_list, chunks, pieces, recovered=False)
+    index = _index_from_pieces("2.0", conn_list, chunks, pieces, recovered=False)
     index.problems = problems
     return index
 
@@ -341,7 +362,7 @@ def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
         lost.append(f"messages of connection {conn_id}, whose connection record is missing")
     pieces = [p for p in pieces if p[0] in connections]
     conn_list = sorted(connections.values(), key=lambda c: c.id)
-    index = _entries_to_index("2.0", conn_list, chunks, pieces, recovered=True)
+    index = _index_from_pieces("2.0", conn_list, chunks, pieces, recovered=True)
     index.salvaged = salvaged
     text = (f"{reason}; rebuilt the index by scanning: recovered {index.message_count} messages "
             f"in {len(chunks)} chunks on {len(conn_list)} connections")

@@ -36,7 +36,10 @@ This module is pure Python (stdlib only) and cheap to import.
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import DefinitionError
 
@@ -48,6 +51,8 @@ __all__ = [
     "Field",
     "MsgDef",
     "TypeRegistry",
+    "compose_definition",
+    "load_definitions",
     "parse_definition",
 ]
 
@@ -456,3 +461,49 @@ def _check_acyclic(types: dict[str, MsgDef]) -> None:
 
     for name in types:
         visit(name, [])
+
+
+# --- definitions supplied by the user (format 1.1, lost definitions) -------------
+
+SEPARATOR_LINE = "=" * 80
+
+
+def compose_definition(msgtype: str, texts: Mapping[str, str]) -> str:
+    """A connection-style definition of ``msgtype`` built from per-type texts.
+
+    ``texts`` maps ``pkg/Type`` to that type's own ``.msg`` text. The result
+    is the main type's text followed by a ``MSG:`` block for every type it
+    uses, directly or not, as a bag's connection stores it. Raises
+    :class:`DefinitionError` naming a type whose text is missing.
+    """
+    lookup = {_normalize_name(k): v for k, v in texts.items()}
+    known = set(lookup)
+    main = _normalize_name(msgtype)
+    if main not in lookup:
+        raise DefinitionError(f"No definition was given for {main}.")
+    order, queue = [main], [main]
+    while queue:
+        name = queue.pop(0)
+        lines = list(enumerate(lookup[name].split("\n"), 1))
+        for f in _parse_block(name, lines, known).fields:
+            if not f.is_builtin and f.type not in order:
+                if f.type not in lookup:
+                    raise DefinitionError(f"Type {name} uses {f.type}, whose definition was not given.")
+                order.append(f.type)
+                queue.append(f.type)
+    blocks = [lookup[main].rstrip("\n")] + [f"{SEPARATOR_LINE}\nMSG: {n}\n{lookup[n].rstrip()}" for n in order[1:]]
+    return "\n".join(blocks) + "\n"
+
+
+def load_definitions(folder: str | os.PathLike[str]) -> dict[str, str]:
+    """``{pkg/Type: text}`` from ``.msg`` files laid out as ``<pkg>/msg/<Type>.msg`` or ``<pkg>/<Type>.msg``."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise DefinitionError(f"Definitions folder {root} does not exist.")
+    texts = {}
+    for path in sorted(root.rglob("*.msg")):
+        parts = path.relative_to(root).parts
+        pkg = parts[-3] if len(parts) >= 3 and parts[-2] == "msg" else parts[-2] if len(parts) >= 2 else None
+        if pkg:
+            texts.setdefault(f"{pkg}/{path.stem}", path.read_text(encoding="utf-8", errors="surrogateescape"))
+    return texts

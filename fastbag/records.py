@@ -248,7 +248,11 @@ def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarra
 
 
 def _message_span_slow(payload: np.ndarray, offset: int, path: str, chunk_position: int) -> tuple[int, int]:
-    """The checked path of :func:`message_spans` for one record, skipping connection records."""
+    """The checked path of :func:`message_spans` for one record.
+
+    Skips connection (2.0) and message definition (1.2) records that an index
+    entry may point at just before the message.
+    """
     inner = BufferSource(payload, f"{path} (chunk at offset {chunk_position})")
     pos = offset
     while True:
@@ -256,7 +260,7 @@ def _message_span_slow(payload: np.ndarray, offset: int, path: str, chunk_positi
         op = record.header.op()
         if op == Op.MSG_DATA:
             return record.data_offset, record.data_len
-        if op != Op.CONNECTION:
+        if op not in (Op.CONNECTION, Op.MSG_DEF):
             raise BagFormatError(f"index points at a {record_name(op)} record, not message data",
                                  path=inner.path, offset=pos, record="message data")
         pos = record.end
