@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .chunks import DEFAULT_CACHE_BYTES, ChunkStore
-from .errors import DecodeError
+from .errors import BagFormatError, DecodeError
 from .index import BagIndex, Connection, FastbagWarning, read_index
 from .records import message_spans
 from .source import Source
@@ -109,6 +109,8 @@ class Bag:
                                   for k, c in enumerate(chunks)], dtype=bool)
         self._chunk_data_offset = np.array([c.data_offset for c in chunks], dtype=np.int64)
         self._chunk_size = np.array([c.size for c in chunks], dtype=np.int64)
+        self._chunk_data_len = np.array([c.data_len for c in chunks], dtype=np.int64)
+        self._connection_ids = np.array([c.id for c in self._index.connections], dtype=np.int64)
         self._chunk_position = np.array([c.position for c in chunks], dtype=np.int64)
 
     # -- what the index says ---------------------------------------------------
@@ -227,10 +229,12 @@ class Bag:
         in parallel and held only until their last run.
         """
         index = self._index
+        self._check_open()  # a generator created before close() and started after it
         n = selected.size
         if n == 0:
             return
         chunk_of = index.chunk[selected]
+        conn_ids = self._connection_ids[index.conn[selected]]
         starts = np.zeros(n, dtype=np.int64)
         lengths = np.zeros(n, dtype=np.int64)
         in_file = self._in_file[chunk_of]
@@ -240,10 +244,15 @@ class Bag:
         elif in_file.any():
             rows = np.flatnonzero(in_file)
             chunks = chunk_of[rows]
+            mismatch = self._chunk_size[chunks] != self._chunk_data_len[chunks]
+            if mismatch.any():
+                c = index.chunks[int(chunks[np.argmax(mismatch)])]
+                raise BagFormatError(f"uncompressed chunk holds {c.data_len} bytes but its header says {c.size}",
+                                     path=self.path, offset=c.position, record="chunk")
             lo = self._chunk_data_offset[chunks]
             starts[rows], lengths[rows] = message_spans(
                 self._source.array, lo + index.offset[selected[rows]], lo, lo + self._chunk_size[chunks],
-                self._chunk_position[chunks], path=self.path)
+                self._chunk_position[chunks], conn_ids[rows], index.time[selected[rows]], path=self.path)
         bounds = np.flatnonzero(np.diff(chunk_of)) + 1
         run_starts = np.concatenate(([0], bounds)).tolist()
         run_ends = np.concatenate((bounds, [n])).tolist()
@@ -257,6 +266,7 @@ class Bag:
         live: dict[int, np.ndarray] = {}
         try:
             for k, (c, a, b) in enumerate(zip(run_chunks, run_starts, run_ends)):
+                self._check_open()
                 if self._in_file[c]:
                     yield c, self._source.array, 0, a, b, starts[a:b], lengths[a:b]
                     continue
@@ -265,8 +275,9 @@ class Bag:
                     pos = np.concatenate([np.arange(x, y) for x, y in groups[got]])
                     zero = np.zeros(pos.size, dtype=np.int64)
                     starts[pos], lengths[pos] = message_spans(
-                        payload, index.offset[selected[pos]].astype(np.int64), zero, zero + payload.size,
-                        zero + index.chunks[got].position, path=self.path)
+                        payload, index.offset[selected[pos]], zero, zero + payload.size,
+                        zero + index.chunks[got].position, conn_ids[pos], index.time[selected[pos]],
+                        path=self.path)
                     live[got] = payload
                 yield c, live[c], None, a, b, starts[a:b], lengths[a:b]
                 if last_run[c] == k:

@@ -188,7 +188,13 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
         elif op == Op.CHUNK_INFO:
             infos.append(_read_chunk_info(source, record))
         pos = record.end
-    if len(connections) != conn_count or len(infos) != chunk_count:
+    if len(connections) < conn_count or len(infos) < chunk_count:
+        # An index section cut short at a record boundary: the chunks it no
+        # longer lists are still in the file, so rebuild instead of trusting it.
+        raise BagFormatError(f"the bag header announces {conn_count} connections and {chunk_count} chunks but the "
+                             f"index holds {len(connections)} and {len(infos)}", path=source.path,
+                             offset=index_pos, record="index")
+    if len(connections) > conn_count or len(infos) > chunk_count:
         problems.append(f"the bag header announces {conn_count} connections and {chunk_count} chunks, "
                         f"the index holds {len(connections)} and {len(infos)}")
     conn_list = list(connections.values())

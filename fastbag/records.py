@@ -149,13 +149,15 @@ class Record:
 MAX_HEADER_LEN = 1 << 24
 
 
-def read_record_header(source: Source, offset: int, *, expect: Op | None = None) -> tuple[Header, int, int]:
+def read_record_header(source: Source, offset: int, *, expect: Op | None = None,
+                       kind: str | None = None) -> tuple[Header, int, int]:
     """The header of the record at ``offset``, its data offset and its declared data length.
 
     The data length is not checked against the file: :func:`read_record` does
     that; recovery uses this to salvage a chunk cut off by the end of the file.
+    ``kind`` names the record expected there in error messages.
     """
-    kind = RECORD_NAMES.get(expect, "record") if expect is not None else "record"
+    kind = kind or (RECORD_NAMES[expect] if expect is not None else "record")
     header_len = source.u32(offset, kind)
     if header_len > MAX_HEADER_LEN:
         raise BagFormatError(f"header length {header_len} is implausible", path=source.path,
@@ -171,13 +173,13 @@ def read_record_header(source: Source, offset: int, *, expect: Op | None = None)
     return header, data_len_at + 4, source.u32(data_len_at, header.record)
 
 
-def read_record(source: Source, offset: int, *, expect: Op | None = None) -> Record:
+def read_record(source: Source, offset: int, *, expect: Op | None = None, kind: str | None = None) -> Record:
     """Read the record at ``offset`` in the file, checking every length.
 
     With ``expect`` the op must match. Raises :class:`BagFormatError` naming
     the offset and the record kind when anything runs past the file's end.
     """
-    header, data_offset, data_len = read_record_header(source, offset, expect=expect)
+    header, data_offset, data_len = read_record_header(source, offset, expect=expect, kind=kind)
     source.check(data_offset, data_len, header.record)
     return Record(offset, header, data_offset, data_len)
 
@@ -198,19 +200,21 @@ def _gather_u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
     return out
 
 
-def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray, *,
-                  path: str) -> tuple[np.ndarray, np.ndarray]:
+def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
+                  conn: np.ndarray, time: np.ndarray, *, path: str) -> tuple[np.ndarray, np.ndarray]:
     """Where each message's serialized bytes lie in ``buf``.
 
     ``at`` points at message-data records (as the index gives them, in
     ``buf`` coordinates); record ``i`` must lie inside its chunk's payload
-    ``buf[lo[i]:hi[i]]``, and ``chunk[i]`` is that chunk's file offset for
-    error messages. ``buf`` is the whole file (uncompressed chunks: one call
-    for a whole read) or one decompressed payload. Returns int64
+    ``buf[lo[i]:hi[i]]``, hold connection id ``conn[i]`` and time ``time[i]``
+    (ns) as its index entry says; ``chunk[i]`` is that chunk's file offset
+    for error messages. ``buf`` is the whole file (uncompressed chunks: one
+    call for a whole read) or one decompressed payload. Returns int64
     ``(starts, lengths)``. The common record (a 38-byte header of ``op``,
-    ``conn`` and ``time`` in any order) is located with vectorized gathers;
-    anything else (a connection record before the message, extra fields)
-    goes through the checked record parser.
+    ``conn`` and ``time`` in any order) is located and checked with
+    vectorized gathers; anything else (a connection record before the
+    message, extra fields, a mismatch to explain) goes through the checked
+    record parser.
     """
     size = buf.size
     off = at.astype(np.int64)
@@ -222,19 +226,24 @@ def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarra
         header_len = _gather_u32(buf, o)
         ok = header_len == 38
         # The three fields' offsets; clipped so that rows already failing stay in bounds.
-        p = [np.minimum(o + 4, size - 8)]
+        p = [np.minimum(o + 4, size - 17)]
         lens = []
         for _ in range(3):
             lens.append(_gather_u32(buf, p[-1]))
-            p.append(np.minimum(p[-1] + 4 + np.minimum(lens[-1], 38), size - 8))
+            p.append(np.minimum(p[-1] + 4 + np.minimum(lens[-1], 38), size - 17))
         ok &= (lens[0] + lens[1] + lens[2] + 12) == 38
-        is_op = np.zeros(o.size, dtype=bool)
+        found_op = np.zeros(o.size, dtype=bool)
+        found_conn = np.zeros(o.size, dtype=bool)
+        found_time = np.zeros(o.size, dtype=bool)
+        want_conn, want_time = conn[fast], time[fast]
         for k in range(3):
             q = p[k]
-            is_op |= ((lens[k] == 4) & (buf[q + 4] == 0x6F) & (buf[q + 5] == 0x70)
-                      & (buf[q + 6] == 0x3D) & (buf[q + 7] == Op.MSG_DATA))
-        ok &= is_op
-        data_len = _gather_u32(buf, np.minimum(o + 42, size - 4)).astype(np.int64)
+            found_op |= (lens[k] == 4) & _named(buf, q, b"op=") & (buf[q + 7] == Op.MSG_DATA)
+            found_conn |= (lens[k] == 9) & _named(buf, q, b"conn=") & (_gather_u32(buf, q + 9) == want_conn)
+            found_time |= (lens[k] == 13) & _named(buf, q, b"time=") & (
+                _gather_u32(buf, q + 9) * 1_000_000_000 + _gather_u32(buf, q + 13) == want_time)
+        ok &= found_op & found_conn & found_time
+        data_len = _gather_u32(buf, np.minimum(o + 42, size - 4))
         ok &= o + 46 + data_len <= end
         idx = np.flatnonzero(fast)[ok]
         starts[idx] = o[ok] + 46
@@ -242,23 +251,42 @@ def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarra
         fast[np.flatnonzero(fast)[~ok]] = False
     for i in np.flatnonzero(~fast).tolist():
         a, b = int(lo[i]), int(hi[i])
-        start, length = _message_span_slow(buf[a:b], int(off[i]) - a, path, int(chunk[i]))
+        start, length = _message_span_slow(buf[a:b], int(off[i]) - a, int(conn[i]), int(time[i]), path,
+                                           int(chunk[i]))
         starts[i], lengths[i] = start + a, length
     return starts, lengths
 
 
-def _message_span_slow(payload: np.ndarray, offset: int, path: str, chunk_position: int) -> tuple[int, int]:
+def _named(buf: np.ndarray, at: np.ndarray, name: bytes) -> np.ndarray:
+    """True where the header field at ``at`` (its u32 length first) starts with ``name``."""
+    ok = np.ones(at.size, dtype=bool)
+    for k, byte in enumerate(name):
+        ok &= buf[at + 4 + k] == byte
+    return ok
+
+
+def _message_span_slow(payload: np.ndarray, offset: int, conn: int, time: int, path: str,
+                       chunk_position: int) -> tuple[int, int]:
     """The checked path of :func:`message_spans` for one record.
 
     Skips connection (2.0) and message definition (1.2) records that an index
-    entry may point at just before the message.
+    entry may point at just before the message, and checks the message's
+    connection and time (where its header has them) against the index entry.
     """
     inner = BufferSource(payload, f"{path} (chunk at offset {chunk_position})")
     pos = offset
     while True:
-        record = read_record(inner, pos)
-        op = record.header.op()
+        record = read_record(inner, pos, kind="message data")
+        header = record.header
+        op = header.op()
         if op == Op.MSG_DATA:
+            got_conn = header.u32("conn") if "conn" in header else conn
+            got_time = header.time("time") if "time" in header else \
+                header.u32("sec") * 1_000_000_000 + header.u32("nsec") if "sec" in header else time
+            if (got_conn, got_time) != (conn, time):
+                raise BagFormatError(f"the index says connection {conn} at time {time} but the message record holds "
+                                     f"connection {got_conn} at time {got_time}", path=inner.path, offset=pos,
+                                     record="message data")
             return record.data_offset, record.data_len
         if op not in (Op.CONNECTION, Op.MSG_DEF):
             raise BagFormatError(f"index points at a {record_name(op)} record, not message data",

@@ -43,11 +43,14 @@ class Source:
                 self.array = np.empty(0, dtype=np.uint8)
 
     # -- checked access -------------------------------------------------
+    #: what the bytes are, for error messages
+    what = "file"
+
     def check(self, offset: int, length: int, record: str) -> None:
         """Raise BagFormatError unless ``[offset, offset+length)`` lies inside the file."""
         if offset < 0 or length < 0 or offset + length > self.size:
             raise BagFormatError(
-                f"{record} record needs {length} bytes but the file ends at {self.size}",
+                f"{record} record needs {length} bytes but the {self.what} ends at {self.size}",
                 path=self.path, offset=offset, record=record)
 
     def u32(self, offset: int, record: str) -> int:
@@ -97,6 +100,8 @@ class BufferSource(Source):
     Offsets are relative to the buffer; ``path`` names where it came from for
     error messages (e.g. ``"run.bag (chunk at offset 4117)"``).
     """
+
+    what = "chunk"
 
     def __init__(self, array: np.ndarray, path: str) -> None:  # noqa: D107 - no file to open
         self.path = path

@@ -99,13 +99,14 @@ class Writer:
         self._check_open()
         if not (0 <= connection.id < len(self.connections)) or self.connections[connection.id] is not connection:
             raise FastbagError(f"connection {connection.topic!r} was not added to this writer")
+        message = record([("op", bytes([Op.MSG_DATA])), ("conn", _U32.pack(connection.id)),
+                          ("time", _time(time))], data)  # validates the time before anything is recorded
         chunk = self._chunk
         if connection.id not in self._in_chunk and connection.id not in self._written:
             chunk.data += self._connection_record(connection)
             self._in_chunk.add(connection.id)
         self._chunk_index.setdefault(connection.id, []).append((time, len(chunk.data)))
-        chunk.data += record([("op", bytes([Op.MSG_DATA])), ("conn", _U32.pack(connection.id)),
-                              ("time", _time(time))], data)
+        chunk.data += message
         chunk.start = time if chunk.start is None else min(chunk.start, time)
         chunk.end = time if chunk.end is None else max(chunk.end, time)
         if len(chunk.data) >= self.chunk_size:

@@ -216,9 +216,6 @@ def test_message_record_past_end_of_its_chunk(tmp_path):
     assert offset_in(text) in {victim.offset, victim.offset + 4 + header_len, victim.offset + 8 + header_len}
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT: a message record whose header length runs past its chunk is "
-                                       "reported as a 'record record', not naming the message data record the "
-                                       "index points at")
 def test_message_header_length_past_end_of_its_chunk_names_the_record(tmp_path):
     original, data = small_bag(tmp_path)
     layout = scan_file(original)
@@ -293,9 +290,6 @@ def test_chunk_size_disagrees_with_decompressed_payload(tmp_path, compression, d
     _check_size_disagreement(tmp_path, compression, delta)
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT: an uncompressed chunk whose header 'size' disagrees with its data "
-                                       "length is read using 'size' as its bound, with no error naming the chunk "
-                                       "(larger: silently reads past the chunk's data)")
 @pytest.mark.parametrize("delta", [+7, -7], ids=["larger", "smaller"])
 def test_chunk_size_disagrees_with_uncompressed_payload(tmp_path, delta):
     _check_size_disagreement(tmp_path, "none", delta)
@@ -341,9 +335,6 @@ def test_index_data_pointing_past_its_chunk_recovers_by_scanning(tmp_path):
         assert fastbag_read(bag) == rosbags_read(reader)
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT: an index entry pointing at another connection's message record is "
-                                       "not checked against the record's conn/time, so the message is yielded "
-                                       "under the wrong topic")
 def test_index_entry_pointing_at_another_connections_message(tmp_path):
     original, data = small_bag(tmp_path)
     layout = scan_file(original)
@@ -428,9 +419,6 @@ def test_closed_bag_refuses_to_read_and_views_stay_valid(tmp_path, compression):
     assert [bytes(v) for v in views] == copies  # the views outlive the Bag object itself
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT: an iterator from messages() created before close() and advanced "
-                                       "after it fails with a raw IndexError (uncompressed) or a BagFormatError "
-                                       "claiming the file is malformed (lz4) instead of a 'closed' error")
 @pytest.mark.parametrize("compression", ["none", "lz4"])
 def test_iterator_advanced_after_close(tmp_path, compression):
     path, _ = small_bag(tmp_path, compression)

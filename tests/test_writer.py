@@ -158,8 +158,6 @@ def test_writer_rejects_bad_input(tmp_path):
         w.write(foreign, 0, b"")
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT: Writer.write records the index entry before validating the time, "
-                                       "so a rejected write makes close() raise and leaves the bag unindexed")
 @pytest.mark.parametrize("bad_time", [-1, 1 << 62], ids=["negative", "past-u32-seconds"])
 def test_rejected_write_leaves_writer_usable(tmp_path, bad_time):
     path = tmp_path / "w.bag"
