@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import DEFAULT_CACHE_BYTES, ChunkStore
+from .chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from .errors import BagFormatError, DecodeError
 from .index import BagIndex, Connection, FastbagWarning, read_index
 from .records import message_spans
@@ -103,15 +103,8 @@ class Bag:
                                  salvaged=self._index.salvaged)
         self.topics: dict[str, TopicInfo] = self._topic_infos()
         self._layouts: dict[tuple[str, str], Layout] = {}
-        # Per chunk: is its payload the file itself (uncompressed, not salvaged), where, how big.
-        chunks = self._index.chunks
-        self._in_file = np.array([c.compression == "none" and k not in self._index.salvaged
-                                  for k, c in enumerate(chunks)], dtype=bool)
-        self._chunk_data_offset = np.array([c.data_offset for c in chunks], dtype=np.int64)
-        self._chunk_size = np.array([c.size for c in chunks], dtype=np.int64)
-        self._chunk_data_len = np.array([c.data_len for c in chunks], dtype=np.int64)
+        self._chunks = ChunkTable.of(self._index.chunks, self._index.salvaged)
         self._connection_ids = np.array([c.id for c in self._index.connections], dtype=np.int64)
-        self._chunk_position = np.array([c.position for c in chunks], dtype=np.int64)
 
     # -- what the index says ---------------------------------------------------
     @property
@@ -216,11 +209,10 @@ class Bag:
         selected = self._select(topics, start, end)
         return self._iter_raw(selected) if raw else self._iter_decoded(selected)
 
-    def _runs(self, selected: np.ndarray) -> Iterator[tuple[int, np.ndarray, int | None, int, int, np.ndarray,
-                                                              np.ndarray]]:
+    def _runs(self, selected: np.ndarray) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:
         """Maximal runs of consecutive selected messages in one chunk, in read order.
 
-        Yields ``(chunk, buf, base, a, b, starts, lengths)``: messages
+        Yields ``(buf, base, a, b, starts, lengths)``: messages
         ``selected[a:b]`` lie at ``buf[starts[i]:starts[i]+lengths[i]]``.
         For an uncompressed chunk ``buf`` is the whole file and ``base`` 0
         (positions are file offsets); spans of every such message are located
@@ -237,38 +229,39 @@ class Bag:
         conn_ids = self._connection_ids[index.conn[selected]]
         starts = np.zeros(n, dtype=np.int64)
         lengths = np.zeros(n, dtype=np.int64)
-        in_file = self._in_file[chunk_of]
+        table = self._chunks
+        in_file = table.in_file[chunk_of]
         if index.starts is not None:  # the container located every message already (legacy scans)
             starts[:] = index.starts[selected]
             lengths[:] = index.lengths[selected]  # type: ignore[index]
         elif in_file.any():
             rows = np.flatnonzero(in_file)
             chunks = chunk_of[rows]
-            mismatch = self._chunk_size[chunks] != self._chunk_data_len[chunks]
+            mismatch = table.size[chunks] != table.data_len[chunks]
             if mismatch.any():
                 c = index.chunks[int(chunks[np.argmax(mismatch)])]
                 raise BagFormatError(f"uncompressed chunk holds {c.data_len} bytes but its header says {c.size}",
                                      path=self.path, offset=c.position, record="chunk")
-            lo = self._chunk_data_offset[chunks]
+            lo = table.data_offset[chunks]
             starts[rows], lengths[rows] = message_spans(
-                self._source.array, lo + index.offset[selected[rows]], lo, lo + self._chunk_size[chunks],
-                self._chunk_position[chunks], conn_ids[rows], index.time[selected[rows]], path=self.path)
+                self._source.array, lo + index.offset[selected[rows]], lo, lo + table.size[chunks],
+                table.position[chunks], conn_ids[rows], index.time[selected[rows]], path=self.path)
         bounds = np.flatnonzero(np.diff(chunk_of)) + 1
         run_starts = np.concatenate(([0], bounds)).tolist()
         run_ends = np.concatenate((bounds, [n])).tolist()
         run_chunks = chunk_of[run_starts].tolist()
         last_run = {c: k for k, c in enumerate(run_chunks)}
-        groups: dict[int, list[int]] = {}
+        groups: dict[int, list[tuple[int, int]]] = {}  # compressed chunk -> its runs
         for a, b, c in zip(run_starts, run_ends, run_chunks):
-            if not self._in_file[c]:
-                groups.setdefault(c, []).append((a, b))  # type: ignore[arg-type]
+            if not table.in_file[c]:
+                groups.setdefault(c, []).append((a, b))
         payloads = self._store.iter_chunks(list(groups))  # dicts keep first-need order
         live: dict[int, np.ndarray] = {}
         try:
             for k, (c, a, b) in enumerate(zip(run_chunks, run_starts, run_ends)):
                 self._check_open()
-                if self._in_file[c]:
-                    yield c, self._source.array, 0, a, b, starts[a:b], lengths[a:b]
+                if table.in_file[c]:
+                    yield self._source.array, 0, a, b, starts[a:b], lengths[a:b]
                     continue
                 while c not in live:
                     got, payload = next(payloads)
@@ -279,7 +272,7 @@ class Bag:
                         zero + index.chunks[got].position, conn_ids[pos], index.time[selected[pos]],
                         path=self.path)
                     live[got] = payload
-                yield c, live[c], None, a, b, starts[a:b], lengths[a:b]
+                yield live[c], None, a, b, starts[a:b], lengths[a:b]
                 if last_run[c] == k:
                     del live[c]
         finally:
@@ -291,7 +284,7 @@ class Bag:
         conn_of = index.conn[selected].tolist()
         time_of = index.time[selected].tolist()
         last, view = None, memoryview(b"")
-        for _, buf, _, a, b, starts, lengths in self._runs(selected):
+        for buf, _, a, b, starts, lengths in self._runs(selected):
             if buf is not last:
                 last, view = buf, memoryview(buf)
             for k, s, n in zip(range(a, b), starts.tolist(), lengths.tolist()):
@@ -305,7 +298,7 @@ class Bag:
         connections = index.connections
         conn_of = index.conn[selected]
         time_of = index.time[selected].tolist()
-        for _, payload, offset, a, b, starts, lengths in self._runs(selected):
+        for payload, offset, a, b, starts, lengths in self._runs(selected):
             conns = conn_of[a:b]
             decoded: dict[int, tuple[Any, np.ndarray]] = {}
             for rank in np.unique(conns).tolist():
@@ -350,7 +343,7 @@ class Bag:
         connection = info.connections[0]
         builder = TopicBuilder(self._layout(connection), self._source.array, selected.size, topic=topic,
                                msgtype=connection.msgtype)
-        for _, buf, base, a, _, starts, lengths in self._runs(selected):
+        for buf, base, a, _, starts, lengths in self._runs(selected):
             builder.add_run(buf, base, starts, lengths, a)
         ranks = self._index.conn[selected]
         own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]

@@ -51,6 +51,28 @@ class Chunk:
     data_len: int
 
 
+@dataclass(frozen=True)
+class ChunkTable:
+    """The chunks' facts as arrays, for vectorized work over many messages at once.
+
+    ``in_file`` is True where a chunk's payload is the file itself
+    (uncompressed and not salvaged), so its messages are read in place.
+    """
+
+    position: np.ndarray
+    data_offset: np.ndarray
+    size: np.ndarray
+    data_len: np.ndarray
+    in_file: np.ndarray
+
+    @classmethod
+    def of(cls, chunks: list[Chunk], salvaged: dict[int, np.ndarray]) -> "ChunkTable":
+        def column(name: str) -> np.ndarray:
+            return np.array([getattr(c, name) for c in chunks], dtype=np.int64)
+        in_file = np.array([c.compression == "none" and k not in salvaged for k, c in enumerate(chunks)], dtype=bool)
+        return cls(column("position"), column("data_offset"), column("size"), column("data_len"), in_file)
+
+
 def decompress(source: Source, chunk: Chunk) -> np.ndarray:
     """The chunk's uncompressed payload as a read-only ``uint8`` array.
 
