@@ -68,6 +68,8 @@ class Ragged:
             if not -n <= i < n:
                 raise IndexError(f"index {i} out of range for {n} messages")
             i = int(i) % n
+            if self.dtype.itemsize == 0:  # elements of an empty type: nothing to view, no memory
+                return np.zeros(int(self.counts[i]), dtype=self.dtype)
             p = int(self.pos[i])
             raw = self.buffers[int(self.buf[i])][p:p + int(self.counts[i]) * self.dtype.itemsize]
             return raw.view(self.dtype)
@@ -91,6 +93,8 @@ class Ragged:
     @property
     def values(self) -> np.ndarray:
         """Every element of every message, packed in message order (a copy, made once)."""
+        if self._values is None and self.dtype.itemsize == 0:
+            self._values = np.zeros(int(self.counts.sum()), dtype=self.dtype)
         if self._values is None:
             self._values = _gather(self.buffers, self.buf, self.pos, self.counts * self.dtype.itemsize,
                                    self.offsets * self.dtype.itemsize).view(self.dtype)

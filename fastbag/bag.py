@@ -8,6 +8,7 @@ read, and compressed chunks are decompressed ahead on a thread pool.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
@@ -19,6 +20,7 @@ import numpy as np
 from .chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from .errors import BagFormatError, DecodeError
 from .index import BagIndex, Connection, FastbagWarning, read_index
+from .msgdef import EMPTY_MD5
 from .records import message_spans
 from .source import Source
 
@@ -97,6 +99,8 @@ class Bag:
         except BaseException:
             self._source.close()
             raise
+        if self._definitions:
+            self._index.connections = [self._with_supplied_definition(c) for c in self._index.connections]
         if self._index.problems:
             warnings.warn(f"{self.path}: {'; '.join(self._index.problems)}", FastbagWarning, stacklevel=3)
         self._store = ChunkStore(self._source, self._index.chunks, cache_bytes=cache_bytes, workers=workers,
@@ -358,7 +362,7 @@ class Bag:
         key = (connection.msgtype, connection.definition)
         if key not in self._layouts:
             definition = connection.definition
-            if not definition.strip():
+            if not definition.strip() and connection.md5sum != EMPTY_MD5:  # lost, not a type without fields
                 definition = self._supplied_definition(connection)
             try:
                 layout = layout_for(connection.msgtype, definition)
@@ -372,8 +376,22 @@ class Bag:
             self._layouts[key] = layout
         return self._layouts[key]
 
+    def _with_supplied_definition(self, connection: Connection) -> Connection:
+        """The connection, with its definition composed from ``definitions=`` when it stores none."""
+        from .errors import DefinitionError
+        from .msgdef import compose_definition
+
+        if connection.definition.strip() or connection.md5sum == EMPTY_MD5:
+            return connection
+        try:
+            return dataclasses.replace(connection, definition=compose_definition(connection.msgtype,
+                                                                                 self._definitions))
+        except DefinitionError:
+            return connection  # decoding it says what is missing
+
     def _supplied_definition(self, connection: Connection) -> str:
-        """A definition from ``definitions=`` for a connection that stores none."""
+        """A definition from ``definitions=`` for a connection that stores none (an empty text is a type
+        without fields, as the user supplied it)."""
         from .errors import DefinitionError
         from .msgdef import compose_definition
 

@@ -167,7 +167,7 @@ def read_index(source: Source) -> BagIndex:
         return scan_index(source, header.end, reason="it is not indexed (index_pos is 0)")
     if index_pos >= source.size and header.header.u32("chunk_count"):
         return scan_index(source, header.end,
-                          reason=f"its index_pos {index_pos} lies past the end of the file ({source.size} bytes)")
+                          reason=f"its index_pos {index_pos} is at or past the end of the file ({source.size} bytes)")
     try:
         return _read_indexed(source, index_pos, header.header.u32("conn_count"), header.header.u32("chunk_count"))
     except FastbagError as exc:

@@ -243,9 +243,13 @@ def compile_layout(registry: TypeRegistry) -> Layout:
 
 @lru_cache(maxsize=256)
 def layout_for(msgtype: str, definition: str) -> Layout:
-    """The layout of a connection's type, cached by its definition text."""
+    """The layout of a connection's type, cached by its definition text.
+
+    An empty text is a type without fields (``std_msgs/Empty``): callers
+    decide whether an empty definition is real or lost before asking.
+    """
     from .msgdef import parse_definition
-    registry = parse_definition(msgtype, definition)
+    registry = parse_definition(msgtype, definition, allow_empty=True)
     layout = compile_layout(registry)
     layout.md5sum = registry.md5sum()
     return layout

@@ -59,7 +59,7 @@ def read_index_v12(source: Source) -> BagIndex:
     if index_pos == 0:
         return scan_v12(source, start, reason="it has no index (index_pos is 0)")
     if index_pos >= source.size:
-        return scan_v12(source, start, reason=f"its index_pos {index_pos} lies past the end of the file "
+        return scan_v12(source, start, reason=f"its index_pos {index_pos} is at or past the end of the file "
                                               f"({source.size} bytes)")
     try:
         return _indexed_v12(source, start, index_pos)

@@ -157,7 +157,7 @@ def read_record_header(source: Source, offset: int, *, expect: Op | None = None,
     that; recovery uses this to salvage a chunk cut off by the end of the file.
     ``kind`` names the record expected there in error messages.
     """
-    kind = kind or (RECORD_NAMES[expect] if expect is not None else "record")
+    kind = kind or (RECORD_NAMES[expect] if expect is not None else "next")  # "next record needs..."
     header_len = source.u32(offset, kind)
     if header_len > MAX_HEADER_LEN:
         raise BagFormatError(f"header length {header_len} is implausible", path=source.path,
