@@ -213,7 +213,8 @@ class Bag:
         selected = self._select(topics, start, end)
         return self._iter_raw(selected) if raw else self._iter_decoded(selected)
 
-    def _runs(self, selected: np.ndarray) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:
+    def _runs(self, selected: np.ndarray, *, kernel: bool = False
+              ) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:
         """Maximal runs of consecutive selected messages in one chunk, in read order.
 
         Yields ``(buf, base, a, b, starts, lengths)``: messages
@@ -222,7 +223,8 @@ class Bag:
         (positions are file offsets); spans of every such message are located
         in one vectorized pass. For a compressed chunk ``buf`` is its
         decompressed payload and ``base`` None; chunks are decompressed ahead
-        in parallel and held only until their last run.
+        in parallel and held only until their last run. ``kernel`` locates
+        records with the Numba kernel (decoding callers).
         """
         index = self._index
         self._check_open()  # a generator created before close() and started after it
@@ -249,7 +251,7 @@ class Bag:
             lo = table.data_offset[chunks]
             starts[rows], lengths[rows] = message_spans(
                 self._source.array, lo + index.offset[selected[rows]], lo, lo + table.size[chunks],
-                table.position[chunks], conn_ids[rows], index.time[selected[rows]], path=self.path)
+                table.position[chunks], conn_ids[rows], index.time[selected[rows]], path=self.path, kernel=kernel)
         bounds = np.flatnonzero(np.diff(chunk_of)) + 1
         run_starts = np.concatenate(([0], bounds)).tolist()
         run_ends = np.concatenate((bounds, [n])).tolist()
@@ -274,7 +276,7 @@ class Bag:
                     starts[pos], lengths[pos] = message_spans(
                         payload, index.offset[selected[pos]], zero, zero + payload.size,
                         zero + index.chunks[got].position, conn_ids[pos], index.time[selected[pos]],
-                        path=self.path)
+                        path=self.path, kernel=kernel)
                     live[got] = payload
                 yield live[c], None, a, b, starts[a:b], lengths[a:b]
                 if last_run[c] == k:
@@ -302,7 +304,7 @@ class Bag:
         connections = index.connections
         conn_of = index.conn[selected]
         time_of = index.time[selected].tolist()
-        for payload, offset, a, b, starts, lengths in self._runs(selected):
+        for payload, offset, a, b, starts, lengths in self._runs(selected, kernel=True):
             conns = conn_of[a:b]
             decoded: dict[int, tuple[Any, np.ndarray]] = {}
             for rank in np.unique(conns).tolist():
@@ -347,7 +349,7 @@ class Bag:
         connection = info.connections[0]
         builder = TopicBuilder(self._layout(connection), self._source.array, selected.size, topic=topic,
                                msgtype=connection.msgtype)
-        for buf, base, a, _, starts, lengths in self._runs(selected):
+        for buf, base, a, _, starts, lengths in self._runs(selected, kernel=True):
             builder.add_run(buf, base, starts, lengths, a)
         ranks = self._index.conn[selected]
         own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]

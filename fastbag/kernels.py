@@ -178,3 +178,67 @@ def spans_in_bounds(size, pos, nbytes):
         if pos[i] < 0 or nbytes[i] < 0 or pos[i] + nbytes[i] > size:
             return False
     return True
+
+
+@njit(cache=True, nogil=True)
+def record_spans(buf, at, lo, hi, conn, time, starts, lengths, verified):
+    """Locate message-data records: ``buf[at[i]:]`` within ``[lo[i], hi[i])``.
+
+    Parses each record header field by field (any order, extra fields
+    allowed), skipping connection (op 7) and definition (op 1) records in
+    front of the message, and checks ``op`` = 2 and, where the header has
+    them, ``conn`` = ``conn[i]`` and ``time`` = ``time[i]`` (ns). Sets
+    ``starts``/``lengths`` and ``verified[i]`` for each record that passes;
+    the caller explains the others with the checked Python parser.
+    """
+    for i in range(at.size):
+        verified[i] = False
+        pos = at[i]
+        end = hi[i]
+        if pos < lo[i] or end > buf.size:
+            continue
+        for _ in range(16):  # a few metadata records may precede the message
+            if end - pos < 4:
+                break
+            header_len = _u32(buf, pos)
+            if header_len > end - pos - 8:
+                break
+            field = pos + 4
+            header_end = field + header_len
+            op = -1
+            got_conn = -1
+            got_time = -1
+            ok = True
+            while field < header_end:
+                if header_end - field < 4:
+                    ok = False
+                    break
+                n = _u32(buf, field)
+                field += 4
+                if n > header_end - field:
+                    ok = False
+                    break
+                if n == 4 and buf[field] == 0x6F and buf[field + 1] == 0x70 and buf[field + 2] == 0x3D:
+                    op = buf[field + 3]  # op=
+                elif n == 9 and buf[field] == 0x63 and buf[field + 1] == 0x6F and buf[field + 2] == 0x6E \
+                        and buf[field + 3] == 0x6E and buf[field + 4] == 0x3D:
+                    got_conn = _u32(buf, field + 5)  # conn=
+                elif n == 13 and buf[field] == 0x74 and buf[field + 1] == 0x69 and buf[field + 2] == 0x6D \
+                        and buf[field + 3] == 0x65 and buf[field + 4] == 0x3D:
+                    got_time = _u32(buf, field + 5) * 1_000_000_000 + _u32(buf, field + 9)  # time=
+                field += n
+            if not ok:
+                break
+            data_len = _u32(buf, header_end)
+            data = header_end + 4
+            if data_len > end - data:
+                break
+            if op == 2:
+                if (got_conn == -1 or got_conn == conn[i]) and (got_time == -1 or got_time == time[i]):
+                    starts[i] = data
+                    lengths[i] = data_len
+                    verified[i] = True
+                break
+            if op != 7 and op != 1:
+                break
+            pos = data + data_len

@@ -201,7 +201,8 @@ def _gather_u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
-                  conn: np.ndarray, time: np.ndarray, *, path: str) -> tuple[np.ndarray, np.ndarray]:
+                  conn: np.ndarray, time: np.ndarray, *, path: str, kernel: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Where each message's serialized bytes lie in ``buf``.
 
     ``at`` points at message-data records (as the index gives them, in
@@ -214,14 +215,21 @@ def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarra
     ``conn`` and ``time`` in any order) is located and checked with
     vectorized gathers; anything else (a connection record before the
     message, extra fields, a mismatch to explain) goes through the checked
-    record parser.
+    record parser. With ``kernel``, a Numba kernel parses every header
+    instead (for callers that decode, and so have Numba loaded anyway).
     """
     size = buf.size
     off = at.astype(np.int64)
     starts = np.zeros(off.size, dtype=np.int64)
     lengths = np.zeros(off.size, dtype=np.int64)
-    fast = (off >= lo) & (off + 8 + 38 <= hi)
-    if fast.any():
+    if kernel:
+        from .kernels import record_spans
+        fast = np.empty(off.size, dtype=bool)
+        record_spans(buf, off, np.asarray(lo, np.int64), np.asarray(hi, np.int64), np.asarray(conn, np.int64),
+                     np.asarray(time, np.int64), starts, lengths, fast)
+    else:
+        fast = (off >= lo) & (off + 8 + 38 <= hi)
+    if fast.any() and not kernel:
         o, end = off[fast], hi[fast]
         header_len = _gather_u32(buf, o)
         ok = header_len == 38
