@@ -1,4 +1,4 @@
-"""The ``fastbag`` command: ``info``, ``demo``.
+"""The ``fastbag`` command: ``info``, ``demo``, ``bench``.
 
 ``fastbag info BAG`` prints what ``rosbag info`` prints; ``--json`` gives the
 same as JSON. ``fastbag demo`` writes a sample bag into a temporary folder,
@@ -136,6 +136,33 @@ def describe(value: object, prefix: str = "") -> list[str]:
     return lines
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from . import bench
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    # The generated suite compares with rosbags unless told not to; the user's bags only when asked.
+    against = args.against == "rosbags" or (not args.paths and args.against is None)
+    if against:
+        try:
+            import rosbags  # noqa: F401 - the comparison needs it
+        except ImportError:
+            if args.paths:
+                print("fastbag: --against rosbags needs rosbags: pip install rosbags", file=sys.stderr)
+                return 1
+            log("rosbags is not installed: timing fastbag alone (pip install rosbags for the ratios)")
+            against = False
+    if args.paths:
+        report = bench.bench_paths(args.paths, against=against, log=log)
+        print(bench.to_json(report) if args.json else bench.format_paths(report))
+    else:
+        report = bench.run_suite(args.jobs, seconds=args.seconds, bz2_seconds=args.bz2_seconds, against=against,
+                                 log=log)
+        print(bench.to_json(report) if args.json else bench.format_suite(report))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fastbag`` command."""
     parser = argparse.ArgumentParser(prog="fastbag", description="Read ROS bags into NumPy, fast.")
@@ -148,6 +175,17 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--seconds", type=float, default=3.0, help="recording length (default 3)")
     demo.add_argument("--compression", choices=("none", "lz4", "bz2"), default="lz4")
     demo.set_defaults(run=_cmd_demo)
+    bench = sub.add_parser("bench", help="time decoding side by side with rosbags (generated bags, or yours)")
+    bench.add_argument("paths", nargs="*", metavar="PATH", help="bags to time topic by topic (default: the "
+                       "generated benchmark bags, cached in $FASTBAG_BENCH_DIR or ~/.cache/fastbag/bench)")
+    bench.add_argument("--against", choices=("rosbags", "none"), default=None,
+                       help="compare with rosbags (the default for the generated bags)")
+    bench.add_argument("--json", action="store_true", help="print JSON")
+    bench.add_argument("--jobs", nargs="+", metavar="JOB", help="only these jobs of the generated suite: "
+                       "imu-1m livox pointcloud2 image imu-mixed raw-lz4 raw-bz2 open first-read")
+    bench.add_argument("--seconds", type=float, default=40.0, help="length of the mixed bags (default 40)")
+    bench.add_argument("--bz2-seconds", type=float, default=8.0, help="length of the bz2 bag (default 8)")
+    bench.set_defaults(run=_cmd_bench)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

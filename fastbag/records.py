@@ -200,6 +200,9 @@ def _gather_u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
     return out
 
 
+SMALL_GROUP = 16  # fewer messages than this are located one by one
+
+
 def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
                   conn: np.ndarray, time: np.ndarray, *, path: str, kernel: bool = False
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -227,6 +230,8 @@ def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarra
         fast = np.empty(off.size, dtype=bool)
         record_spans(buf, off, np.asarray(lo, np.int64), np.asarray(hi, np.int64), np.asarray(conn, np.int64),
                      np.asarray(time, np.int64), starts, lengths, fast)
+    elif off.size < SMALL_GROUP:  # a few large messages: NumPy's fixed cost per call would dominate
+        fast = np.zeros(off.size, dtype=bool)
     else:
         fast = (off >= lo) & (off + 8 + 38 <= hi)
     if fast.any() and not kernel:

@@ -1,0 +1,530 @@
+"""Decoding speed, side by side with rosbags and against this machine's own limits.
+
+``fastbag bench`` (and the pytest-benchmark suite in ``benchmarks/``) runs the
+jobs below on bags generated with :mod:`fastbag.synth` (deterministic, cached
+in a folder), or, given paths, on the user's bags topic by topic. Every job
+first checks that fastbag and rosbags give equal results, then times both in
+the same run: the page cache and the Numba cache are warm, each side gets a
+warm-up run, and the best of a few runs counts. rosbags does what its user
+would write: deserialize each message, then build the arrays with NumPy.
+
+The machine's limits are measured in the same run: memory copy bandwidth
+(the ceiling for uncompressed data) and single-thread lz4 and bz2
+decompression speed times the cores (the ceiling for compressed data).
+rosbags is imported only here, and only when a job runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import open as open_bag
+from .synth import IMU, MIXED_STREAMS, imu, write_bag
+
+IMU_FIELDS = ("orientation", "angular_velocity", "linear_acceleration")
+
+
+# -- the machine ---------------------------------------------------------------------------
+
+@dataclass
+class Limits:
+    """What this machine can do, measured now (bytes per second)."""
+
+    cores: int
+    memcpy: float
+    lz4: float  # decompressed bytes per second, one thread
+    bz2: float
+
+    def ceiling(self, compression: str) -> float:
+        """The fastest a bag of this compression could be read: copy bandwidth, or decompression on every core."""
+        if compression == "lz4":
+            return self.lz4 * self.cores
+        if compression == "bz2":
+            return self.bz2 * self.cores
+        return self.memcpy
+
+
+def _best(fn: Callable[[], Any], repeats: int, warmup: bool = True) -> tuple[float, Any]:
+    """Best wall time of ``repeats`` runs (after one warm-up run), and the last result."""
+    result = fn() if warmup else None
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - started)
+    return best, result
+
+
+def sample_payload(nbytes: int = 32 << 20, seed: int = 0) -> bytes:
+    """Realistic message bytes (Imu records and lidar points) to measure codecs on."""
+    rng = np.random.default_rng(seed)
+    parts, size = [], 0
+    times = np.arange(2000, dtype=np.int64) * 5_000_000
+    while size < nbytes:
+        chunk = b"".join(imu(times, rng))
+        cloud = rng.normal(10, 2, 200_000).astype(np.float32).tobytes()
+        parts += [chunk, cloud]
+        size += len(chunk) + len(cloud)
+    return b"".join(parts)[:nbytes]
+
+
+def measure_limits() -> Limits:
+    """Memory copy bandwidth and single-thread lz4 and bz2 decompression speed, measured now."""
+    import bz2
+
+    import lz4.frame
+
+    source = np.frombuffer(sample_payload(), dtype=np.uint8)
+    target = np.empty_like(source)
+    copy_time, _ = _best(lambda: np.copyto(target, source), 5)
+    payload = source.tobytes()
+    packed = lz4.frame.compress(payload)
+    lz4_time, _ = _best(lambda: lz4.frame.decompress(packed), 3)
+    small = payload[:8 << 20]
+    packed_bz2 = bz2.compress(small, 9)
+    bz2_time, _ = _best(lambda: bz2.decompress(packed_bz2), 1)
+    return Limits(os.cpu_count() or 1, source.nbytes / copy_time, len(payload) / lz4_time, len(small) / bz2_time)
+
+
+# -- the bags ----------------------------------------------------------------------------
+
+def bench_dir() -> Path:
+    """Where generated bags are cached: ``$FASTBAG_BENCH_DIR`` or ``~/.cache/fastbag/bench``."""
+    return Path(os.environ.get("FASTBAG_BENCH_DIR", Path.home() / ".cache" / "fastbag" / "bench"))
+
+
+def imu_bag(path: Path, count: int = 1_000_000, seed: int = 0) -> None:
+    """One topic of ``count`` Imu messages at 200 Hz, uncompressed."""
+    rng = np.random.default_rng(seed)
+    times = 1_700_000_000 * 10**9 + np.arange(count, dtype=np.int64) * 5_000_000
+    from .writer import Writer
+    with Writer(path) as writer:
+        conn = writer.add_connection("/imu", IMU.name, IMU.definition, IMU.md5sum)
+        for t, raw in zip(times.tolist(), imu(times, rng)):
+            writer.write(conn, t, raw)
+
+
+def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | None = None,
+                log: Callable[[str], None] = print) -> dict[str, Path]:
+    """Generate (once) and return the benchmark bags: imu-1m, mixed-none, mixed-lz4, mixed-bz2."""
+    folder = folder or bench_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    specs: dict[str, tuple[str, Callable[[Path], None]]] = {
+        "imu-1m": ("imu-1000000.bag", imu_bag),
+        "mixed-none": (f"mixed-{seconds:g}s-none.bag", lambda p: write_bag(p, MIXED_STREAMS, seconds=seconds)),
+        "mixed-lz4": (f"mixed-{seconds:g}s-lz4.bag",
+                      lambda p: write_bag(p, MIXED_STREAMS, seconds=seconds, compression="lz4")),
+        "mixed-bz2": (f"mixed-{bz2_seconds:g}s-bz2.bag",
+                      lambda p: write_bag(p, MIXED_STREAMS, seconds=bz2_seconds, compression="bz2")),
+    }
+    paths = {}
+    for key, (name, make) in specs.items():
+        path = folder / name
+        if not path.exists():
+            log(f"generating {path} ...")
+            partial = path.with_suffix(".partial")
+            make(partial)
+            partial.rename(path)
+        paths[key] = path
+    return paths
+
+
+# -- the jobs ----------------------------------------------------------------------------
+
+def _imu_arrays_fastbag(path: Path, topic: str = "/imu") -> dict[str, np.ndarray]:
+    with open_bag(path) as bag:
+        arr = bag.read(topic)
+        out = {"secs": arr["header"]["stamp"]["secs"], "nsecs": arr["header"]["stamp"]["nsecs"]}
+        for name in IMU_FIELDS:
+            for axis in arr[name].dtype.names:
+                out[f"{name}.{axis}"] = arr[name][axis]
+        return out
+
+
+def _imu_arrays_rosbags(path: Path, topic: str = "/imu") -> dict[str, np.ndarray]:
+    from rosbags.rosbag1 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS1_NOETIC)
+    columns: dict[str, list[float]] = {}
+    with Reader(path) as reader:
+        connections = [c for c in reader.connections if c.topic == topic]
+        for connection, _, raw in reader.messages(connections):
+            msg = store.deserialize_ros1(raw, connection.msgtype)
+            columns.setdefault("secs", []).append(msg.header.stamp.sec)
+            columns.setdefault("nsecs", []).append(msg.header.stamp.nanosec)
+            for name in IMU_FIELDS:
+                value = getattr(msg, name)
+                for axis in ("x", "y", "z", "w") if name == "orientation" else ("x", "y", "z"):
+                    columns.setdefault(f"{name}.{axis}", []).append(getattr(value, axis))
+    return {k: np.array(v) for k, v in columns.items()}
+
+
+def _check_columns(ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -> None:
+    assert ours.keys() == theirs.keys(), "different columns"
+    for key in ours:
+        assert np.array_equal(np.asarray(ours[key]), theirs[key].astype(np.asarray(ours[key]).dtype)), key
+
+
+def _rosbags_topic(path: Path, topic: str) -> list[Any]:
+    """Every message of ``topic`` deserialized by rosbags (types from the bag's definitions)."""
+    from rosbags.highlevel import AnyReader
+
+    with AnyReader([path]) as reader:
+        connections = [c for c in reader.connections if c.topic == topic]
+        return [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages(connections)]
+
+
+def _livox_fastbag(path: Path) -> list[np.ndarray]:
+    with open_bag(path) as bag:
+        points = bag.read("/livox/lidar")["points"]
+        return [points[i] for i in range(len(points))]
+
+
+def _livox_rosbags(path: Path) -> list[np.ndarray]:
+    fields = ("offset_time", "x", "y", "z", "reflectivity", "tag", "line")
+    from .synth import LIVOX_POINT
+    return [np.array([tuple(getattr(p, f) for f in fields) for p in msg.points], dtype=LIVOX_POINT)
+            for msg in _rosbags_topic(path, "/livox/lidar")]
+
+
+def _clouds_fastbag(path: Path) -> list[np.ndarray]:
+    from .sensors import pointcloud
+    with open_bag(path) as bag:
+        return list(pointcloud(bag.read("/points")))
+
+
+def _clouds_rosbags(path: Path) -> list[np.ndarray]:
+    from .sensors import point_dtype
+    clouds = []
+    for msg in _rosbags_topic(path, "/points"):
+        dtype = point_dtype([f.name for f in msg.fields], [f.offset for f in msg.fields],
+                            [f.datatype for f in msg.fields], [f.count for f in msg.fields], msg.point_step,
+                            msg.is_bigendian)
+        points = np.frombuffer(msg.data, dtype=dtype, count=msg.height * msg.width)
+        clouds.append(points.reshape(msg.height, msg.width) if msg.height > 1 else points)
+    return clouds
+
+
+def _images_fastbag(path: Path) -> list[np.ndarray]:
+    from .sensors import image
+    with open_bag(path) as bag:
+        arr = bag.read("/camera/image_raw")
+        return [image(arr[i]) for i in range(len(arr))]
+
+
+def _images_rosbags(path: Path) -> list[np.ndarray]:
+    return [msg.data.reshape(msg.height, msg.width, 3) for msg in _rosbags_topic(path, "/camera/image_raw")]
+
+
+def _check_arrays(ours: list[np.ndarray], theirs: list[np.ndarray]) -> None:
+    assert len(ours) == len(theirs), f"{len(ours)} != {len(theirs)} messages"
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a.shape == b.shape and a.tobytes() == np.ascontiguousarray(b).tobytes(), f"message {i} differs"
+
+
+def _raw_fastbag(path: Path) -> tuple[int, int]:
+    with open_bag(path) as bag:
+        count = nbytes = 0
+        for m in bag.messages(raw=True):
+            count += 1
+            nbytes += len(m.data)
+        return count, nbytes
+
+
+def _raw_rosbags(path: Path) -> tuple[int, int]:
+    from rosbags.rosbag1 import Reader
+    with Reader(path) as reader:
+        count = nbytes = 0
+        for _, _, raw in reader.messages():
+            count += 1
+            nbytes += len(raw)
+        return count, nbytes
+
+
+def _raw_digest(messages: Any) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for topic, stamp, raw in messages:
+        digest.update(topic.encode())
+        digest.update(stamp.to_bytes(8, "little"))
+        digest.update(raw)
+    return digest.hexdigest()
+
+
+def _check_raw(path: Path) -> None:
+    """The full (topic, time, bytes) sequences are equal (compared by digest, outside the timing)."""
+    from rosbags.rosbag1 import Reader
+    with open_bag(path) as bag:
+        ours = _raw_digest((m.topic, m.time, m.data) for m in bag.messages(raw=True))
+    with Reader(path) as reader:
+        theirs = _raw_digest((c.topic, t, raw) for c, t, raw in reader.messages())
+    assert ours == theirs, "raw messages differ"
+
+
+def _check_equal(ours: Any, theirs: Any) -> None:
+    assert ours == theirs, f"{ours!r} != {theirs!r}"
+
+
+def _open_fastbag(path: Path) -> int:
+    with open_bag(path) as bag:
+        return bag.message_count
+
+
+def _open_rosbags(path: Path) -> int:
+    from rosbags.rosbag1 import Reader
+    with Reader(path) as reader:
+        return reader.message_count
+
+
+@dataclass
+class Job:
+    """One benchmark: the same work done by fastbag and by rosbags on one bag."""
+
+    name: str
+    what: str
+    bag: str
+    fastbag: Callable[[Path], Any]
+    rosbags: Callable[[Path], Any] | None
+    check: Callable[[Any, Any], None] | None
+    target: float | None = None   # ratio rosbags / fastbag to reach
+    topic: str | None = None      # the topic whose bytes the job reads (for MB/s), None: the whole bag
+    repeats: int = 3
+    rosbags_repeats: int = 1
+
+
+JOBS: list[Job] = [
+    Job("imu-1m", "1 M Imu messages into arrays", "imu-1m", _imu_arrays_fastbag, _imu_arrays_rosbags,
+        _check_columns, 100, "/imu"),
+    Job("livox", "Livox CustomMsg (24,000 points a message) into per-message point arrays", "mixed-none",
+        _livox_fastbag, _livox_rosbags, _check_arrays, 300, "/livox/lidar"),
+    Job("pointcloud2", "PointCloud2 (130k points) into per-message structured points", "mixed-none",
+        _clouds_fastbag, _clouds_rosbags, _check_arrays, 50, "/points"),
+    Job("image", "Image 640x480 rgb8 into (H, W, C) per-message views", "mixed-none",
+        _images_fastbag, _images_rosbags, _check_arrays, 20, "/camera/image_raw"),
+    Job("imu-mixed", "Imu topic of the mixed bag (touching only Imu pages)", "mixed-none",
+        _imu_arrays_fastbag, _imu_arrays_rosbags, _check_columns, 20, "/imu"),
+    Job("raw-lz4", "all messages, raw, lz4 chunks", "mixed-lz4", _raw_fastbag, _raw_rosbags, None, 1.8),
+    Job("raw-bz2", "all messages, raw, bz2 chunks", "mixed-bz2", _raw_fastbag, _raw_rosbags, None, 1.7,
+        repeats=1),
+    Job("open", "open the mixed bag", "mixed-none", _open_fastbag, _open_rosbags, _check_equal, 5,
+        repeats=10, rosbags_repeats=5),
+]
+
+
+@dataclass
+class Row:
+    """One line of the report."""
+
+    job: str
+    what: str
+    bag: str
+    fastbag_s: float
+    rosbags_s: float | None = None
+    ratio: float | None = None
+    target: float | None = None
+    messages: int = 0
+    megabytes: float = 0.0
+    limit_fraction: float | None = None  # of this machine's ceiling for the bag's compression
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def met(self) -> bool | None:
+        if self.target is None or self.ratio is None:
+            return None
+        return self.ratio >= self.target
+
+
+def _volume(path: Path, topic: str | None) -> tuple[int, int, str]:
+    """(messages, bytes, compression) of a topic (its serialized messages) or a whole bag (its chunks)."""
+    with open_bag(path) as bag:
+        compression = next(iter(bag.compression), "none")
+        if topic is None:
+            return bag.message_count, sum(c.size for c in bag._index.chunks), compression
+        sizes = [len(m.data) for m in bag.messages(topics=[topic], raw=True)]
+        return len(sizes), sum(sizes), compression
+
+
+def run_job(job: Job, paths: dict[str, Path], limits: Limits, *, against: bool = True,
+            log: Callable[[str], None] = print) -> Row:
+    """Check fastbag against rosbags on the job, then time both; one report row."""
+    path = paths[job.bag]
+    count, nbytes, compression = _volume(path, job.topic)
+    row = Row(job.name, job.what, path.name, 0.0, target=job.target, messages=count, megabytes=nbytes / 1e6)
+    log(f"{job.name}: {job.what} ({path.name})")
+    fast_s, ours = _best(lambda: job.fastbag(path), job.repeats)
+    row.fastbag_s = fast_s
+    row.limit_fraction = (nbytes / fast_s) / limits.ceiling(compression) if job.topic or compression != "none" \
+        else None
+    if against and job.rosbags is not None:
+        if job.check is None:
+            _check_raw(path)
+        slow_s, theirs = _best(lambda: job.rosbags(path), job.rosbags_repeats, warmup=job.rosbags_repeats > 1)
+        if job.check is not None:
+            job.check(ours, theirs)
+        row.rosbags_s = slow_s
+        row.ratio = slow_s / fast_s
+    if job.name == "imu-1m":
+        copy_s = _copy_time(nbytes)
+        row.notes.append(f"{fast_s / copy_s:.1f}x the time of copying the topic's {nbytes / 1e6:.0f} MB once "
+                         f"({copy_s * 1e3:.0f} ms)")
+    if job.name == "open":
+        row.notes.append(f"{fast_s * 1e3:.1f} ms for {path.stat().st_size / 1e9:.2f} GB")
+    return row
+
+
+def _copy_time(nbytes: int) -> float:
+    """Copying ``nbytes`` once into fresh memory: the floor of any decode that produces new arrays."""
+    source = np.ones(nbytes, dtype=np.uint8)
+    best, _ = _best(lambda: source.copy(), 3)
+    return best
+
+
+def first_read_seconds(path: Path, topic: str) -> float:
+    """A fresh interpreter: import fastbag, open, read a topic; the child's own clock (Numba cache warm)."""
+    code = ("import time; t = time.perf_counter(); import fastbag\n"
+            f"with fastbag.open({str(path)!r}) as bag: bag.read({topic!r})\n"
+            "print(time.perf_counter() - t)")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)  # warm the on-disk cache
+    runs = [float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+                  .stdout.strip()) for _ in range(3)]
+    return min(runs)
+
+
+def run_suite(jobs: list[str] | None = None, *, seconds: float = 40.0, bz2_seconds: float = 8.0,
+              against: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every job (or those named) on the generated bags; a JSON-ready report."""
+    paths = ensure_bags(seconds, bz2_seconds, log=log)
+    limits = measure_limits()
+    rows = [run_job(job, paths, limits, against=against, log=log) for job in JOBS if not jobs or job.name in jobs]
+    first = None
+    if not jobs or "first-read" in jobs:
+        first = first_read_seconds(paths["mixed-none"], "/imu")
+    return {"machine": machine(limits), "rows": [dict(asdict(r), met=r.met) for r in rows],
+            "first_read_s": first, "command": " ".join(["fastbag bench", *sys.argv[2:]]).strip()}
+
+
+def machine(limits: Limits) -> dict[str, Any]:
+    """The facts a reader needs to weigh the numbers."""
+    import platform
+
+    import numba
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else \
+        platform.processor()
+    return {"cpu": cpu, "cores": limits.cores, "python": platform.python_version(), "numpy": np.__version__,
+            "numba": numba.__version__, "memcpy_GBps": round(limits.memcpy / 1e9, 2),
+            "lz4_MBps_per_core": round(limits.lz4 / 1e6), "bz2_MBps_per_core": round(limits.bz2 / 1e6)}
+
+
+# -- the user's bags -------------------------------------------------------------------------
+
+def bench_paths(paths: list[str], *, against: bool = False, limits: Limits | None = None,
+                log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Per topic of each bag: open, read into arrays, iterate raw; rosbags side by side with ``against``."""
+    from .compare import assert_same
+    from .errors import FastbagError
+
+    limits = limits or measure_limits()
+    rows = []
+    for name in paths:
+        path = Path(name)
+        open_s, _ = _best(lambda: _open_fastbag(path), 5)
+        with open_bag(path) as bag:
+            compression = next(iter(bag.compression), "none")
+            topics = list(bag.topics)
+        for topic in topics:
+            count, nbytes, _ = _volume(path, topic)
+            row: dict[str, Any] = {"bag": str(path), "topic": topic, "messages": count, "megabytes": nbytes / 1e6,
+                                   "open_s": open_s}
+
+            def raw() -> int:
+                with open_bag(path) as b:
+                    return sum(len(m.data) for m in b.messages(topics=[topic], raw=True))
+
+            row["raw_s"], _ = _best(raw, 3)
+
+            def read() -> Any:
+                with open_bag(path) as b:
+                    return b.read(topic)
+
+            try:
+                row["read_s"], arr = _best(read, 3)
+            except FastbagError as exc:
+                row["read_s"], arr = None, None
+                row["note"] = str(exc)
+            seconds = row["read_s"] or row["raw_s"]
+            row["msgs_per_s"] = count / seconds if seconds else None
+            row["MB_per_s"] = nbytes / 1e6 / seconds if seconds else None
+            row["limit_fraction"] = nbytes / seconds / limits.ceiling(compression) if seconds else None
+            if against and arr is not None:
+                try:
+                    started = time.perf_counter()
+                    theirs = _rosbags_topic(path, topic)
+                    row["rosbags_s"] = time.perf_counter() - started
+                    for i, msg in enumerate(theirs):
+                        assert_same(arr[i], msg, f"{topic}[{i}]")
+                    row["ratio"] = row["rosbags_s"] / row["read_s"]
+                except Exception as exc:  # noqa: BLE001 - rosbags refuses many real files: say so
+                    row["note"] = f"rosbags: {type(exc).__name__}: {exc}"[:200]
+            log(f"{path.name} {topic}: {count} messages")
+            rows.append(row)
+    return {"machine": machine(limits), "topics": rows}
+
+
+# -- printing --------------------------------------------------------------------------------
+
+def format_suite(report: dict[str, Any]) -> str:
+    """The report of :func:`run_suite` as a Markdown table."""
+    m = report["machine"]
+    lines = [f"machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}, NumPy {m['numpy']}, "
+             f"Numba {m['numba']}",
+             f"limits measured in this run: memcpy {m['memcpy_GBps']} GB/s, lz4 {m['lz4_MBps_per_core']} MB/s "
+             f"and bz2 {m['bz2_MBps_per_core']} MB/s per core", "",
+             "| job | fastbag | rosbags | ratio | target | messages | MB/s | of limit | notes |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in report["rows"]:
+        ratio = f"{r['ratio']:.1f}x" if r["ratio"] is not None else "-"
+        target = f">= {r['target']:g}x" + {True: " ok", False: " MISSED", None: ""}[r["met"]] if r["target"] else "-"
+        rosbags = f"{r['rosbags_s']:.3f} s" if r["rosbags_s"] is not None else "-"
+        fraction = f"{r['limit_fraction'] * 100:.0f}%" if r["limit_fraction"] is not None else "-"
+        speed = f"{r['megabytes'] / r['fastbag_s']:,.0f}" if r["megabytes"] else "-"
+        lines.append(f"| {r['job']}: {r['what']} | {r['fastbag_s']:.4f} s | {rosbags} | {ratio} | {target} | "
+                     f"{r['messages']:,} | {speed} | {fraction} | {'; '.join(r['notes'])} |")
+    if report.get("first_read_s") is not None:
+        ok = "ok" if report["first_read_s"] < 1 else "MISSED"
+        lines.append(f"| first-read: import fastbag, open, read /imu in a fresh process | "
+                     f"{report['first_read_s']:.3f} s | - | - | < 1 s {ok} | | | | Numba cache warm |")
+    return "\n".join(lines)
+
+
+def format_paths(report: dict[str, Any]) -> str:
+    """The report of :func:`bench_paths` as a table."""
+    lines = ["| bag | topic | messages | open | read | raw | msgs/s | MB/s | of limit | rosbags | ratio | note |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+
+    def sec(value: float | None) -> str:
+        return f"{value:.4f} s" if value is not None else "-"
+
+    for r in report["topics"]:
+        lines.append(
+            f"| {Path(r['bag']).name} | {r['topic']} | {r['messages']:,} | {sec(r['open_s'])} | {sec(r['read_s'])} | "
+            f"{sec(r['raw_s'])} | {r['msgs_per_s'] or 0:,.0f} | {r['MB_per_s'] or 0:,.0f} | "
+            f"{(r['limit_fraction'] or 0) * 100:.0f}% | {sec(r.get('rosbags_s'))} | "
+            f"{(str(round(r['ratio'], 1)) + 'x') if r.get('ratio') else '-'} | {r.get('note', '')} |")
+    return "\n".join(lines)
+
+
+def to_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, default=float)
