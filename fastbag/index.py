@@ -199,22 +199,47 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
                         f"the index holds {len(connections)} and {len(infos)}")
     conn_list = list(connections.values())
     chunks: list[Chunk] = []
-    pieces: list[tuple[int, int, np.ndarray]] = []
+    records: list[tuple[int, int, int, int, int]] = []  # record offset, connection, chunk, data offset, count
     reader = _IndexDataReader(source, problems)
     for chunk_id, info in enumerate(infos):
         chunk_record = read_record(source, info.position, expect=Op.CHUNK)
         chunks.append(_chunk_from_record(source, chunk_record))
         pos = chunk_record.end
         for _ in range(len(info.counts)):
-            conn_id, entries, next_pos = reader.read(pos, chunks[-1])
+            conn_id, data_offset, count = reader.read(pos)
             if conn_id not in connections:
                 raise BagFormatError(f"index data names connection {conn_id}, which has no connection record",
                                      path=source.path, offset=pos, record="index data")
-            pieces.append((conn_id, chunk_id, entries))
-            pos = next_pos
-    index = _index_from_pieces("2.0", conn_list, chunks, pieces, recovered=False)
+            records.append((pos, conn_id, chunk_id, data_offset, count))
+            pos = data_offset + count * INDEX_ENTRY_SIZE
+    index = _gather_entries(source, conn_list, chunks, np.array(records, dtype=np.int64).reshape(-1, 5))
     index.problems = problems
     return index
+
+
+def _gather_entries(source: Source, connections: list[Connection], chunks: list[Chunk],
+                    records: np.ndarray) -> BagIndex:
+    """Every index entry of every index-data record, gathered in one pass.
+
+    ``records`` rows are (record offset, connection id, chunk, data offset,
+    count); each record's entries are count x (u32 sec, u32 nsec, u32 offset),
+    contiguous in the file: one slice each, one concatenation.
+    """
+    buf = source.array
+    counts = records[:, 4]
+    pieces = [buf[a:a + n * INDEX_ENTRY_SIZE] for a, n in zip(records[:, 3].tolist(), counts.tolist())]
+    raw = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint8)
+    entries = raw.view("<u4").reshape(-1, 3)
+    which = np.repeat(np.arange(counts.size), counts)  # the record each entry belongs to
+    chunk_ids = records[which, 2]
+    sizes = np.array([c.size for c in chunks], dtype=np.int64)
+    past = entries[:, 2] >= sizes[chunk_ids]
+    if past.any():
+        bad = int(which[np.argmax(past)])
+        raise BagFormatError(f"index data points past the end of its {int(sizes[records[bad, 2]])}-byte chunk",
+                             path=source.path, offset=int(records[bad, 0]), record="index data")
+    time = entries[:, 0].astype(np.int64) * 1_000_000_000 + entries[:, 1]
+    return build_index("2.0", connections, chunks, records[which, 1], chunk_ids, time, entries[:, 2])
 
 
 def _read_chunk_info(source: Source, record) -> ChunkInfo:
@@ -253,8 +278,9 @@ class _IndexDataReader:
         self.problems = problems
         self.template: tuple[bytes, int, int] | None = None  # header with conn/count zeroed, their offsets
 
-    def read(self, pos: int, chunk: Chunk) -> tuple[int, np.ndarray, int]:
-        """The record at ``pos``: (connection id, entries, position after it)."""
+    def read(self, pos: int) -> tuple[int, int, int]:
+        """The record at ``pos``: (connection id, offset of its entries, entry count); the entries are checked
+        to lie inside the file."""
         source = self.source
         if self.template is not None:
             raw, conn_at, count_at = self.template
@@ -266,10 +292,10 @@ class _IndexDataReader:
                     conn_id = int.from_bytes(header[conn_at:conn_at + 4], "little")
                     count = int.from_bytes(header[count_at:count_at + 4], "little")
                     data_len = int.from_bytes(header[-4:], "little")
-                    return self._entries(pos, conn_id, count, pos + len(raw), data_len, chunk)
-        return self._read_full(pos, chunk)
+                    return self._entries(pos, conn_id, count, pos + len(raw), data_len)
+        return self._read_full(pos)
 
-    def _read_full(self, pos: int, chunk: Chunk) -> tuple[int, np.ndarray, int]:
+    def _read_full(self, pos: int) -> tuple[int, int, int]:
         source = self.source
         # Not read_record: early writers (2010) declare a data length of count*20
         # for count*12 bytes of entries, which may run past the end of the file.
@@ -281,7 +307,7 @@ class _IndexDataReader:
         conn_id, count = header.u32("conn"), header.u32("count")
         if self.template is None:
             self.template = self._make_template(pos, data_offset, conn_id, count)
-        return self._entries(pos, conn_id, count, data_offset, data_len, chunk)
+        return self._entries(pos, conn_id, count, data_offset, data_len)
 
     def _make_template(self, pos: int, data_offset: int, conn_id: int, count: int) -> tuple[bytes, int, int] | None:
         raw = bytearray(self.source.bytes(pos, data_offset - pos, "index data"))
@@ -295,18 +321,13 @@ class _IndexDataReader:
         raw[-4:] = b"\0\0\0\0"  # the data length varies too
         return bytes(raw[:-4]) + b"\0\0\0\0", conn_at, count_at
 
-    def _entries(self, pos: int, conn_id: int, count: int, data_offset: int, data_len: int,
-                 chunk: Chunk) -> tuple[int, np.ndarray, int]:
-        source = self.source
+    def _entries(self, pos: int, conn_id: int, count: int, data_offset: int, data_len: int) -> tuple[int, int, int]:
         nbytes = count * INDEX_ENTRY_SIZE
         if data_len != nbytes:
             self.problems.append(f"the index data record at offset {pos} declares {data_len} bytes for {count} "
                                  f"entries; used the count ({nbytes} bytes)")
-        entries = np.frombuffer(source.bytes(data_offset, nbytes, "index data"), dtype="<u4").reshape(-1, 3)
-        if count and int(entries[:, 2].max()) >= chunk.size:
-            raise BagFormatError(f"index data points past the end of its {chunk.size}-byte chunk",
-                                 path=source.path, offset=pos, record="index data")
-        return conn_id, entries, data_offset + nbytes
+        self.source.check(data_offset, nbytes, "index data")
+        return conn_id, data_offset, count
 
 
 # -- recovery ---------------------------------------------------------------------

@@ -184,7 +184,7 @@ def read_record(source: Source, offset: int, *, expect: Op | None = None, kind: 
     return Record(offset, header, data_offset, data_len)
 
 
-def _gather_u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
+def gather_u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Little-endian uint32 at each position of ``at`` (positions must be in bounds).
 
     Four ``<u4`` views of the buffer, one per alignment, turn the byte-wise
@@ -236,13 +236,13 @@ def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarra
         fast = (off >= lo) & (off + 8 + 38 <= hi)
     if fast.any() and not kernel:
         o, end = off[fast], hi[fast]
-        header_len = _gather_u32(buf, o)
+        header_len = gather_u32(buf, o)
         ok = header_len == 38
         # The three fields' offsets; clipped so that rows already failing stay in bounds.
         p = [np.minimum(o + 4, size - 17)]
         lens = []
         for _ in range(3):
-            lens.append(_gather_u32(buf, p[-1]))
+            lens.append(gather_u32(buf, p[-1]))
             p.append(np.minimum(p[-1] + 4 + np.minimum(lens[-1], 38), size - 17))
         ok &= (lens[0] + lens[1] + lens[2] + 12) == 38
         found_op = np.zeros(o.size, dtype=bool)
@@ -252,11 +252,11 @@ def message_spans(buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarra
         for k in range(3):
             q = p[k]
             found_op |= (lens[k] == 4) & _named(buf, q, b"op=") & (buf[q + 7] == Op.MSG_DATA)
-            found_conn |= (lens[k] == 9) & _named(buf, q, b"conn=") & (_gather_u32(buf, q + 9) == want_conn)
+            found_conn |= (lens[k] == 9) & _named(buf, q, b"conn=") & (gather_u32(buf, q + 9) == want_conn)
             found_time |= (lens[k] == 13) & _named(buf, q, b"time=") & (
-                _gather_u32(buf, q + 9) * 1_000_000_000 + _gather_u32(buf, q + 13) == want_time)
+                gather_u32(buf, q + 9) * 1_000_000_000 + gather_u32(buf, q + 13) == want_time)
         ok &= found_op & found_conn & found_time
-        data_len = _gather_u32(buf, np.minimum(o + 42, size - 4))
+        data_len = gather_u32(buf, np.minimum(o + 42, size - 4))
         ok &= o + 46 + data_len <= end
         idx = np.flatnonzero(fast)[ok]
         starts[idx] = o[ok] + 46
