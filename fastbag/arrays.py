@@ -23,6 +23,7 @@ How a field presents (``arr[name]``):
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -388,6 +389,18 @@ def _plain(value: Any) -> Any:
 
 # -- building ------------------------------------------------------------------------
 
+@dataclass
+class _RunPiece:
+    """What :meth:`TopicBuilder.decode_run` made of one run, waiting to be appended."""
+
+    payload: np.ndarray
+    file_offset: int | None
+    rows: np.ndarray                 # rows per table
+    fixed: list[np.ndarray]          # child tables' fixed rows (index 0 unused: root rows are in place)
+    slots: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (pos, count) per slot
+    strings: dict[int, np.ndarray] = field(default_factory=dict)             # string slot -> its bytes
+
+
 class TopicBuilder:
     """Decode runs of messages of one layout into columns, then assemble a StructArray.
 
@@ -413,22 +426,30 @@ class TopicBuilder:
 
     def add_run(self, payload: np.ndarray, file_offset: int | None, starts: np.ndarray, lengths: np.ndarray,
                 first_index: int) -> None:
-        """Decode messages at ``payload[starts[i]:starts[i]+lengths[i]]``.
+        """Decode messages at ``payload[starts[i]:starts[i]+lengths[i]]`` and append them.
 
         ``file_offset`` is where ``payload`` starts in the file when it is a
         view of it (uncompressed chunk), else None. ``first_index`` is the
         first message's index in the read, for error messages.
         """
+        self.append(self.decode_run(payload, file_offset, starts, lengths, int(self.total[0]), first_index))
+
+    def decode_run(self, payload: np.ndarray, file_offset: int | None, starts: np.ndarray, lengths: np.ndarray,
+                   root_row: int, first_index: int) -> "_RunPiece":
+        """The kernel work of one run; safe on a worker thread (the kernels release the GIL).
+
+        Root rows go straight to rows ``root_row...`` of the read's array
+        (disjoint for every run); everything else comes back in the piece,
+        for :meth:`append` to add in read order.
+        """
         layout, kernels = self.layout, _kernels()
         n = int(starts.size)
-        if n == 0:
-            return
         too_short = lengths < layout.min_size
         if too_short.any():
             m = int(np.flatnonzero(too_short)[0])
             raise DecodeError(f"message has {int(lengths[m])} bytes, fewer than the {layout.min_size} its "
                               "definition needs", topic=self.topic, msgtype=self.msgtype, index=first_index + m)
-        if int(self.total[0]) + n > self.root.size // max(1, int(layout.row_sizes[0])) and layout.row_sizes[0]:
+        if layout.row_sizes[0] and (root_row + n) * int(layout.row_sizes[0]) > self.root.size:
             raise ValueError("more messages than the builder was sized for")
         status = np.zeros(3, dtype=np.int64)
         rows = np.zeros(len(layout.tables), dtype=np.int64)
@@ -442,7 +463,7 @@ class TopicBuilder:
         child_bytes[0] = 0
         fixed_base = np.zeros(len(layout.tables), dtype=np.int64)
         np.cumsum(child_bytes[:-1], out=fixed_base[1:])
-        fixed_base[0] = self.total[0] * layout.row_sizes[0]
+        fixed_base[0] = root_row * layout.row_sizes[0]
         fixed = np.empty(int(child_bytes.sum()), dtype=np.uint8)
         slot_rows = np.array([rows[s.table] for s in layout.slots], dtype=np.int64)
         slot_base = np.zeros(len(layout.slots), dtype=np.int64)
@@ -453,27 +474,38 @@ class TopicBuilder:
         kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, self.root, fixed, fixed_base,
                      slot_base, slot_pos, slot_cnt, counters, True, status)
         self._check(status, first_index)
-        for t in range(1, len(layout.tables)):
-            self.fixed[t].append(fixed[fixed_base[t]:fixed_base[t] + int(child_bytes[t])])
-        buffer_id = self._buffer_id(payload, file_offset)
+        piece = _RunPiece(payload, file_offset, rows,
+                          [fixed[fixed_base[t]:fixed_base[t] + int(child_bytes[t])] for t in range(len(rows))])
         for s, slot in enumerate(layout.slots):
             pos = slot_pos[slot_base[s]:slot_base[s] + slot_rows[s]]
             cnt = slot_cnt[slot_base[s]:slot_base[s] + slot_rows[s]]
-            if slot.kind == "string":
+            if slot.kind == "string":  # copied now: a compressed chunk's payload is not kept for strings
                 offsets = np.zeros(cnt.size + 1, dtype=np.int64)
                 np.cumsum(cnt, out=offsets[1:])
                 values = np.empty(int(offsets[-1]), dtype=np.uint8)
                 kernels.gather(payload, pos, cnt, values, offsets[:-1])
-                self.strings[s].append(values)
+                piece.strings[s] = values
+            elif slot.kind == "array" and file_offset is not None:
+                pos = pos + file_offset
+            piece.slots.append((pos, cnt))
+        return piece
+
+    def append(self, piece: "_RunPiece") -> None:
+        """Add a decoded run's columns, in read order."""
+        buffer_id = self._buffer_id(piece.payload, piece.file_offset)
+        for t in range(1, len(self.layout.tables)):
+            self.fixed[t].append(piece.fixed[t])
+        for s, slot in enumerate(self.layout.slots):
+            pos, cnt = piece.slots[s]
+            if slot.kind == "string":
+                self.strings[s].append(piece.strings[s])
             elif slot.kind == "table":
                 pos = pos + self.total[slot.child]  # child rows are numbered across runs
-            elif file_offset is not None:
-                pos = pos + file_offset
+            elif slot.kind == "array":
+                self.slot_buf[s].append(np.full(cnt.size, buffer_id, dtype=np.int32))
             self.slot_pos[s].append(pos)
             self.slot_cnt[s].append(cnt)
-            if slot.kind == "array":
-                self.slot_buf[s].append(np.full(cnt.size, buffer_id, dtype=np.int32))
-        self.total += rows
+        self.total += piece.rows
 
     def _buffer_id(self, payload: np.ndarray, file_offset: int | None) -> int:
         if file_offset is not None or not self.keeps_views:

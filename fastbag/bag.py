@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
+from .chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, ordered_map
 from .errors import BagFormatError, DecodeError
 from .index import BagIndex, Connection, FastbagWarning, read_index
 from .msgdef import EMPTY_MD5
@@ -349,8 +349,14 @@ class Bag:
         connection = info.connections[0]
         builder = TopicBuilder(self._layout(connection), self._source.array, selected.size, topic=topic,
                                msgtype=connection.msgtype)
-        for buf, base, a, _, starts, lengths in self._runs(selected, kernel=True):
-            builder.add_run(buf, base, starts, lengths, a)
+        def decode(run: tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]) -> Any:
+            buf, base, a, _, starts, lengths = run
+            return builder.decode_run(buf, base, starts, lengths, a, a)
+
+        # Runs decode on the worker threads (the kernels release the GIL) and append in read order.
+        pool = self._store.pool()
+        for piece in ordered_map(decode, self._runs(selected, kernel=True), pool, 2 * self._store.workers):
+            builder.append(piece)
         ranks = self._index.conn[selected]
         own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]
         local = np.searchsorted(np.array(own), ranks).astype(np.int32)

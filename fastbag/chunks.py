@@ -11,10 +11,11 @@ from __future__ import annotations
 import bz2
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -127,6 +128,34 @@ def decompress_truncated(source: Source, chunk: Chunk) -> np.ndarray:
     return np.frombuffer(out[:chunk.size], dtype=np.uint8)
 
 
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: ThreadPoolExecutor | None,
+                ahead: int) -> Iterator[R]:
+    """``map(fn, items)`` on ``pool``, results in order, at most ``ahead`` in flight.
+
+    Items are drawn lazily, so a generator of large items (chunk payloads)
+    holds only a bounded number at a time. Without a pool it is plain map.
+    """
+    if pool is None or ahead < 2:
+        yield from map(fn, items)
+        return
+    pending: deque[Future[R]] = deque()
+    source = iter(items)
+    try:
+        for item in source:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()
+
+
 DEFAULT_CACHE_BYTES = 256 << 20
 
 
@@ -185,27 +214,18 @@ class ChunkStore:
         """
         order = list(indices)
         compressed = sum(1 for i in order if self.chunks[i].compression != "none")
-        if compressed < 2 or self.workers < 2:
-            for i in order:
-                yield i, self.get(i)
-            return
+        workers = self.workers if compressed >= 2 else 1
+        for i, payload in ordered_map(lambda i: (i, self.get(i)), order, self.pool() if workers > 1 else None,
+                                      2 * workers):
+            yield i, payload
+
+    def pool(self) -> ThreadPoolExecutor | None:
+        """The worker threads (None with one worker): decompression and decoding share them."""
+        if self.workers < 2:
+            return None
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fastbag-chunk")
-        ahead = 2 * self.workers
-        pending: OrderedDict[int, Future[np.ndarray]] = OrderedDict()
-        submitted = 0
-        try:
-            for i in order:
-                while submitted < len(order) and len(pending) < ahead:
-                    j = order[submitted]
-                    submitted += 1
-                    if j not in pending:
-                        pending[j] = self._pool.submit(self.get, j)
-                future = pending.pop(i, None)
-                yield i, (future.result() if future is not None else self.get(i))
-        finally:
-            for future in pending.values():
-                future.cancel()
+            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fastbag")
+        return self._pool
 
     def close(self) -> None:
         """Forget cached chunks and stop the worker threads."""
