@@ -181,7 +181,13 @@ def decode_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
             return np.zeros(n, dtype="U1")
         matrix = values[:n * width].reshape(n, width)
         if (matrix == matrix[0]).all():  # a constant frame_id: decode once
-            return np.full(n, _text(matrix[0].tobytes()), dtype=object if _is_bytes(matrix[0]) else None)
+            text = _text(matrix[0].tobytes())
+            # NumPy's str arrays drop trailing NULs: such text (and bytes) go in an object array
+            if isinstance(text, str) and not text.endswith("\0"):
+                return np.full(n, text)
+            out = np.empty(n, dtype=object)
+            out.fill(text)  # np.full would pass the value through a str array, dropping trailing NULs
+            return out
     if values.size and values.max() < 0x80 and values.min() > 0:
         # ASCII without NULs: pad into fixed-width bytes and convert in one pass
         width = int(lengths.max())
@@ -190,8 +196,11 @@ def decode_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         return padded.view(f"S{width}").astype(f"U{width}")
     raw = values.tobytes()
     texts = [_text(raw[a:b]) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
-    kind = object if any(isinstance(t, bytes) for t in texts) else None
-    return np.array(texts, dtype=kind) if kind else np.array(texts)
+    if any(isinstance(t, bytes) or t.endswith("\0") for t in texts):
+        out = np.empty(n, dtype=object)  # bytes, or text NumPy's str arrays would cut at trailing NULs
+        out[:] = texts
+        return out
+    return np.array(texts)
 
 
 def _text(raw: bytes) -> str | bytes:
@@ -199,10 +208,6 @@ def _text(raw: bytes) -> str | bytes:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return raw
-
-
-def _is_bytes(row: np.ndarray) -> bool:
-    return isinstance(_text(row.tobytes()), bytes)
 
 
 # -- structs -------------------------------------------------------------------------
@@ -541,6 +546,8 @@ class TopicBuilder:
                 else:
                     raw = np.concatenate(self.fixed[t]) if self.fixed[t] else np.empty(0, np.uint8)
                 rows = raw.view(table.dtype)
+            elif table.dtype.names:  # fixed fields of 0 bytes (only T[0] arrays): empty rows, no memory
+                rows = np.zeros(n, dtype=table.dtype)
             own = {s.index: self._column(s, tables) for s in layout.slots if s.table == t}
             if table.scalar:
                 tables[t] = own[next(iter(own))]  # string[] elements: just the strings

@@ -26,6 +26,9 @@ TOO_DEEP = 3     # nested arrays deeper than the stack
 BAD_SPAN = 4     # the message span itself lies outside the buffer
 
 STACK_DEPTH = 64
+#: Elements that can take no bytes (a struct of only ``T[0]`` fields) cost a row each but are not
+#: bounded by the message's bytes: a count read from the data may not exceed this.
+MAX_EMPTY_ELEMENTS = 1 << 20
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -112,8 +115,10 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                         return
                     count = _u32(buf, pos)
                     pos += 4
-                    # every element takes at least one length field: bounds the work by the bytes
-                    if count > end - pos:
+                    # each element takes at least ops[pc, 5] bytes: that bounds the work by the bytes
+                    smallest = ops[pc, 5]
+                    if (smallest > 0 and count > (end - pos) // smallest) or \
+                            (smallest == 0 and count > MAX_EMPTY_ELEMENTS):
                         status[0] = SHORT
                         status[1] = m
                         status[2] = pos - 4

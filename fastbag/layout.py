@@ -32,8 +32,9 @@ OP_END = 0     # end of a (sub-)program
 OP_COPY = 1    # a = bytes, b = offset in the current table's row
 OP_STRING = 2  # a = slot: u32 length, then bytes
 OP_ARRAY = 3   # a = slot, b = element size: u32 count, then count elements
-OP_TABLE = 4   # a = slot, b = child table, c = sub-program start, d = fixed count or -1 (u32 count first)
-OP_WIDTH = 5
+OP_TABLE = 4   # a = slot, b = child table, c = sub-program start, d = fixed count or -1 (u32 count first),
+#                e = the fewest bytes an element takes (bounds a count read from the data)
+OP_WIDTH = 6
 
 PRIMITIVES: dict[str, np.dtype] = {
     "bool": np.dtype("?"), "int8": np.dtype("i1"), "uint8": np.dtype("u1"),
@@ -143,12 +144,12 @@ class _Compiler:
         self.tables.append(Table(index, np.dtype([]), Node(msgtype), scalar))
         return index
 
-    def emit(self, code: int, a: int = 0, b: int = 0, c: int = 0, d: int = 0) -> int:
+    def emit(self, code: int, a: int = 0, b: int = 0, c: int = 0, d: int = 0, e: int = 0) -> int:
         if code == OP_COPY and self.ops and self.ops[-1][0] == OP_COPY and \
                 self.ops[-1][2] + self.ops[-1][1] == b:
             self.ops[-1][1] += a  # contiguous in the wire and in the row: one copy
             return len(self.ops) - 1
-        self.ops.append([code, a, b, c, d])
+        self.ops.append([code, a, b, c, d, e])
         return len(self.ops) - 1
 
     def new_slot(self, table: int, kind: str, **kw: object) -> Slot:
@@ -192,7 +193,7 @@ class _Compiler:
                 node.fields[f.name] = ("slot", slot)
             elif f.array is None:                              # nested struct with variable parts: inline
                 sub, sub_node = self.struct(table, f.type, offset + size)
-                if sub.itemsize:
+                if sub.names:  # even of 0 bytes (only T[0] fields): its fixed fields live in the row
                     names.append(f.name), formats.append(sub), offsets.append(size)
                     size += sub.itemsize
                     sub_node.has_fixed = True
@@ -218,21 +219,27 @@ class _Compiler:
             parent = next(s.table for s in self.slots if s.child == child)
             depth[child] = depth[parent] + 1
             self.program(child, msgtype, scalar)
+        for row in self.ops:  # each array of variable structs learns its elements' fewest bytes
+            if row[0] == OP_TABLE:
+                row[5] = _min_size(self.ops, row[3])
         ops = np.array(self.ops, dtype=np.int64).reshape(-1, OP_WIDTH)
         row_sizes = np.array([t.dtype.itemsize for t in self.tables], dtype=np.int64)
-        return Layout(main, self.tables, self.slots, ops, row_sizes, _min_size(ops), max(depth.values()))
+        return Layout(main, self.tables, self.slots, ops, row_sizes, _min_size(self.ops), max(depth.values()))
 
 
-def _min_size(ops: np.ndarray) -> int:
-    """Fewest bytes of a root message: its fixed bytes and a 4-byte length per variable part."""
+def _min_size(ops: list[list[int]], start: int = 0) -> int:
+    """Fewest bytes of the struct whose program starts at ``start``: its fixed bytes, 4 per length
+    prefix, and fixed-count arrays of structs at their elements' fewest bytes."""
     total = 0
-    for code, a, b, c, d in ops.tolist():
+    for code, a, b, c, d, e in ops[start:]:
         if code == OP_END:
             break
         if code == OP_COPY:
             total += a
         elif code in (OP_STRING, OP_ARRAY) or (code == OP_TABLE and d < 0):
             total += 4
+        elif code == OP_TABLE:
+            total += d * _min_size(ops, c)
     return total
 
 
