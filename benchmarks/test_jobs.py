@@ -18,6 +18,7 @@ import sys
 
 import pytest
 
+import fastbag
 from fastbag import bench
 
 pytest.importorskip("rosbags", reason="the benchmarks compare with rosbags: pip install -e '.[test]'")
@@ -35,18 +36,25 @@ def paths():
 
 @pytest.mark.parametrize(("job", "side"), CASES)
 def test_job(benchmark, paths, job, side):
+    """Reading jobs get open handles (opening is its own job); the others the path."""
     path = paths[job.bag]
     benchmark.group = f"{job.name}: {job.what}"
     if side == "rosbags":
-        _rosbags_results[job.name] = benchmark.pedantic(job.rosbags, args=(path,), rounds=job.rosbags_repeats,
-                                                        iterations=1)
+        reader = bench._rosbags_reader(path) if job.opened else None
+        try:
+            _rosbags_results[job.name] = benchmark.pedantic(job.rosbags, args=(reader if job.opened else path,),
+                                                            rounds=job.rosbags_repeats, iterations=1)
+        finally:
+            if reader is not None:
+                reader.close()
         return
-    if job.check is None:
-        bench._check_raw(path)  # whole-bag jobs: the full (topic, time, bytes) sequences agree
-    else:
-        theirs = _rosbags_results.get(job.name)
-        job.check(job.fastbag(path), theirs if theirs is not None else job.rosbags(path))
-    benchmark.pedantic(job.fastbag, args=(path,), rounds=job.repeats, iterations=1, warmup_rounds=1)
+    with fastbag.open(path) as bag:
+        target = bag if job.opened else path
+        if job.check is None:
+            bench._check_raw(path)  # whole-bag jobs: the full (topic, time, bytes) sequences agree
+        else:
+            job.check(job.fastbag(target), _rosbags_results[job.name])
+        benchmark.pedantic(job.fastbag, args=(target,), rounds=job.repeats, iterations=1, warmup_rounds=1)
 
 
 def test_first_read_in_a_fresh_process(benchmark, paths):

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from .layout import Layout
 
 
+#: Reads of fewer messages than twice this decode on the calling thread; larger runs are cut
+#: into parts of at least this many messages, one per worker.
+PARALLEL_MIN = 4096
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     """What the index says about one topic.
@@ -252,7 +257,10 @@ class Bag:
             starts[rows], lengths[rows] = message_spans(
                 self._source.array, lo + index.offset[selected[rows]], lo, lo + table.size[chunks],
                 table.position[chunks], conn_ids[rows], index.time[selected[rows]], path=self.path, kernel=kernel)
-        bounds = np.flatnonzero(np.diff(chunk_of)) + 1
+        # Runs break where the chunk changes, except between chunks that both
+        # lie in the file: those share one buffer, so one run serves them all.
+        key = np.where(in_file, -1, chunk_of)
+        bounds = np.flatnonzero(np.diff(key)) + 1
         run_starts = np.concatenate(([0], bounds)).tolist()
         run_ends = np.concatenate((bounds, [n])).tolist()
         run_chunks = chunk_of[run_starts].tolist()
@@ -349,13 +357,23 @@ class Bag:
         connection = info.connections[0]
         builder = TopicBuilder(self._layout(connection), self._source.array, selected.size, topic=topic,
                                msgtype=connection.msgtype)
-        def decode(run: tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]) -> Any:
-            buf, base, a, _, starts, lengths = run
+        workers = self._store.workers
+
+        def parts() -> Iterator[tuple[np.ndarray, int | None, int, np.ndarray, np.ndarray]]:
+            """Runs, large ones cut in even parts so every worker gets one."""
+            for buf, base, a, b, starts, lengths in self._runs(selected, kernel=True):
+                step = max(PARALLEL_MIN, -(-(b - a) // workers))
+                for k in range(0, b - a, step):
+                    yield buf, base, a + k, starts[k:k + step], lengths[k:k + step]
+
+        def decode(part: tuple[np.ndarray, int | None, int, np.ndarray, np.ndarray]) -> Any:
+            buf, base, a, starts, lengths = part
             return builder.decode_run(buf, base, starts, lengths, a, a)
 
-        # Runs decode on the worker threads (the kernels release the GIL) and append in read order.
-        pool = self._store.pool()
-        for piece in ordered_map(decode, self._runs(selected, kernel=True), pool, 2 * self._store.workers):
+        # Parts decode on the worker threads (the kernels release the GIL) and append in read order;
+        # a small read stays on this thread, where handing work over would cost more than it saves.
+        pool = self._store.pool() if selected.size >= 2 * PARALLEL_MIN else None
+        for piece in ordered_map(decode, parts(), pool, 2 * workers):
             builder.append(piece)
         ranks = self._index.conn[selected]
         own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]

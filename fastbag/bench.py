@@ -142,32 +142,24 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
 
 # -- the jobs ----------------------------------------------------------------------------
 
-def _imu_arrays_fastbag(path: Path, topic: str = "/imu") -> dict[str, np.ndarray]:
-    with open_bag(path) as bag:
-        arr = bag.read(topic)
-        out = {"secs": arr["header"]["stamp"]["secs"], "nsecs": arr["header"]["stamp"]["nsecs"]}
-        for name in IMU_FIELDS:
-            for axis in arr[name].dtype.names:
-                out[f"{name}.{axis}"] = arr[name][axis]
-        return out
+def _imu_arrays_fastbag(bag: Any, topic: str = "/imu") -> dict[str, np.ndarray]:
+    arr = bag.read(topic)
+    out = {"secs": arr["header"]["stamp"]["secs"], "nsecs": arr["header"]["stamp"]["nsecs"]}
+    for name in IMU_FIELDS:
+        for axis in arr[name].dtype.names:
+            out[f"{name}.{axis}"] = arr[name][axis]
+    return out
 
 
-def _imu_arrays_rosbags(path: Path, topic: str = "/imu") -> dict[str, np.ndarray]:
-    from rosbags.rosbag1 import Reader
-    from rosbags.typesys import Stores, get_typestore
-
-    store = get_typestore(Stores.ROS1_NOETIC)
+def _imu_arrays_rosbags(reader: Any, topic: str = "/imu") -> dict[str, np.ndarray]:
     columns: dict[str, list[float]] = {}
-    with Reader(path) as reader:
-        connections = [c for c in reader.connections if c.topic == topic]
-        for connection, _, raw in reader.messages(connections):
-            msg = store.deserialize_ros1(raw, connection.msgtype)
-            columns.setdefault("secs", []).append(msg.header.stamp.sec)
-            columns.setdefault("nsecs", []).append(msg.header.stamp.nanosec)
-            for name in IMU_FIELDS:
-                value = getattr(msg, name)
-                for axis in ("x", "y", "z", "w") if name == "orientation" else ("x", "y", "z"):
-                    columns.setdefault(f"{name}.{axis}", []).append(getattr(value, axis))
+    for msg in _rosbags_topic(reader, topic):
+        columns.setdefault("secs", []).append(msg.header.stamp.sec)
+        columns.setdefault("nsecs", []).append(msg.header.stamp.nanosec)
+        for name in IMU_FIELDS:
+            value = getattr(msg, name)
+            for axis in ("x", "y", "z", "w") if name == "orientation" else ("x", "y", "z"):
+                columns.setdefault(f"{name}.{axis}", []).append(getattr(value, axis))
     return {k: np.array(v) for k, v in columns.items()}
 
 
@@ -177,38 +169,42 @@ def _check_columns(ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -
         assert np.array_equal(np.asarray(ours[key]), theirs[key].astype(np.asarray(ours[key]).dtype)), key
 
 
-def _rosbags_topic(path: Path, topic: str) -> list[Any]:
-    """Every message of ``topic`` deserialized by rosbags (types from the bag's definitions)."""
+def _rosbags_reader(path: Path) -> Any:
+    """An open rosbags AnyReader (types registered from the bag's definitions)."""
     from rosbags.highlevel import AnyReader
 
-    with AnyReader([path]) as reader:
-        connections = [c for c in reader.connections if c.topic == topic]
-        return [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages(connections)]
+    reader = AnyReader([path])
+    reader.open()
+    return reader
 
 
-def _livox_fastbag(path: Path) -> list[np.ndarray]:
-    with open_bag(path) as bag:
-        points = bag.read("/livox/lidar")["points"]
-        return [points[i] for i in range(len(points))]
+def _rosbags_topic(reader: Any, topic: str) -> list[Any]:
+    """Every message of ``topic`` deserialized by rosbags."""
+    connections = [c for c in reader.connections if c.topic == topic]
+    return [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages(connections)]
 
 
-def _livox_rosbags(path: Path) -> list[np.ndarray]:
+def _livox_fastbag(bag: Any) -> list[np.ndarray]:
+    points = bag.read("/livox/lidar")["points"]
+    return [points[i] for i in range(len(points))]
+
+
+def _livox_rosbags(reader: Any) -> list[np.ndarray]:
     fields = ("offset_time", "x", "y", "z", "reflectivity", "tag", "line")
     from .synth import LIVOX_POINT
     return [np.array([tuple(getattr(p, f) for f in fields) for p in msg.points], dtype=LIVOX_POINT)
-            for msg in _rosbags_topic(path, "/livox/lidar")]
+            for msg in _rosbags_topic(reader, "/livox/lidar")]
 
 
-def _clouds_fastbag(path: Path) -> list[np.ndarray]:
+def _clouds_fastbag(bag: Any) -> list[np.ndarray]:
     from .sensors import pointcloud
-    with open_bag(path) as bag:
-        return list(pointcloud(bag.read("/points")))
+    return list(pointcloud(bag.read("/points")))
 
 
-def _clouds_rosbags(path: Path) -> list[np.ndarray]:
+def _clouds_rosbags(reader: Any) -> list[np.ndarray]:
     from .sensors import point_dtype
     clouds = []
-    for msg in _rosbags_topic(path, "/points"):
+    for msg in _rosbags_topic(reader, "/points"):
         dtype = point_dtype([f.name for f in msg.fields], [f.offset for f in msg.fields],
                             [f.datatype for f in msg.fields], [f.count for f in msg.fields], msg.point_step,
                             msg.is_bigendian)
@@ -217,15 +213,14 @@ def _clouds_rosbags(path: Path) -> list[np.ndarray]:
     return clouds
 
 
-def _images_fastbag(path: Path) -> list[np.ndarray]:
+def _images_fastbag(bag: Any) -> list[np.ndarray]:
     from .sensors import image
-    with open_bag(path) as bag:
-        arr = bag.read("/camera/image_raw")
-        return [image(arr[i]) for i in range(len(arr))]
+    arr = bag.read("/camera/image_raw")
+    return [image(arr[i]) for i in range(len(arr))]
 
 
-def _images_rosbags(path: Path) -> list[np.ndarray]:
-    return [msg.data.reshape(msg.height, msg.width, 3) for msg in _rosbags_topic(path, "/camera/image_raw")]
+def _images_rosbags(reader: Any) -> list[np.ndarray]:
+    return [msg.data.reshape(msg.height, msg.width, 3) for msg in _rosbags_topic(reader, "/camera/image_raw")]
 
 
 def _check_arrays(ours: list[np.ndarray], theirs: list[np.ndarray]) -> None:
@@ -289,18 +284,25 @@ def _open_rosbags(path: Path) -> int:
 
 @dataclass
 class Job:
-    """One benchmark: the same work done by fastbag and by rosbags on one bag."""
+    """One benchmark: the same work done by fastbag and by rosbags on one bag.
+
+    Reading jobs (``opened``) get an open ``fastbag.Bag`` and an open rosbags
+    ``AnyReader``: opening is timed by its own job, so each row measures
+    one thing. The others get the path and open it themselves each run (no
+    decompressed chunk survives from one run to the next).
+    """
 
     name: str
     what: str
     bag: str
-    fastbag: Callable[[Path], Any]
-    rosbags: Callable[[Path], Any] | None
+    fastbag: Callable[[Any], Any]
+    rosbags: Callable[[Any], Any] | None
     check: Callable[[Any, Any], None] | None
     target: float | None = None   # ratio rosbags / fastbag to reach
     topic: str | None = None      # the topic whose bytes the job reads (for MB/s), None: the whole bag
     repeats: int = 3
     rosbags_repeats: int = 1
+    opened: bool = True
 
 
 JOBS: list[Job] = [
@@ -314,11 +316,12 @@ JOBS: list[Job] = [
         _images_fastbag, _images_rosbags, _check_arrays, 20, "/camera/image_raw"),
     Job("imu-mixed", "Imu topic of the mixed bag (touching only Imu pages)", "mixed-none",
         _imu_arrays_fastbag, _imu_arrays_rosbags, _check_columns, 20, "/imu"),
-    Job("raw-lz4", "all messages, raw, lz4 chunks", "mixed-lz4", _raw_fastbag, _raw_rosbags, None, 1.8),
+    Job("raw-lz4", "all messages, raw, lz4 chunks", "mixed-lz4", _raw_fastbag, _raw_rosbags, None, 1.8,
+        opened=False),
     Job("raw-bz2", "all messages, raw, bz2 chunks", "mixed-bz2", _raw_fastbag, _raw_rosbags, None, 1.7,
-        repeats=1),
+        repeats=1, opened=False),
     Job("open", "open the mixed bag", "mixed-none", _open_fastbag, _open_rosbags, _check_equal, 5,
-        repeats=10, rosbags_repeats=5),
+        repeats=10, rosbags_repeats=5, opened=False),
 ]
 
 
@@ -362,14 +365,21 @@ def run_job(job: Job, paths: dict[str, Path], limits: Limits, *, against: bool =
     count, nbytes, compression = _volume(path, job.topic)
     row = Row(job.name, job.what, path.name, 0.0, target=job.target, messages=count, megabytes=nbytes / 1e6)
     log(f"{job.name}: {job.what} ({path.name})")
-    fast_s, ours = _best(lambda: job.fastbag(path), job.repeats)
+    with open_bag(path) as bag:
+        fast_s, ours = _best(lambda: job.fastbag(bag if job.opened else path), job.repeats)
     row.fastbag_s = fast_s
     row.limit_fraction = (nbytes / fast_s) / limits.ceiling(compression) if job.topic or compression != "none" \
         else None
     if against and job.rosbags is not None:
         if job.check is None:
             _check_raw(path)
-        slow_s, theirs = _best(lambda: job.rosbags(path), job.rosbags_repeats, warmup=job.rosbags_repeats > 1)
+        reader = _rosbags_reader(path) if job.opened else None
+        try:
+            slow_s, theirs = _best(lambda: job.rosbags(reader if job.opened else path), job.rosbags_repeats,
+                                   warmup=job.rosbags_repeats > 1)
+        finally:
+            if reader is not None:
+                reader.close()
         if job.check is not None:
             job.check(ours, theirs)
         row.rosbags_s = slow_s
@@ -470,9 +480,13 @@ def bench_paths(paths: list[str], *, against: bool = False, limits: Limits | Non
             row["limit_fraction"] = nbytes / seconds / limits.ceiling(compression) if seconds else None
             if against and arr is not None:
                 try:
-                    started = time.perf_counter()
-                    theirs = _rosbags_topic(path, topic)
-                    row["rosbags_s"] = time.perf_counter() - started
+                    reader = _rosbags_reader(path)
+                    try:
+                        started = time.perf_counter()
+                        theirs = _rosbags_topic(reader, topic)
+                        row["rosbags_s"] = time.perf_counter() - started
+                    finally:
+                        reader.close()
                     for i, msg in enumerate(theirs):
                         assert_same(arr[i], msg, f"{topic}[{i}]")
                     row["ratio"] = row["rosbags_s"] / row["read_s"]

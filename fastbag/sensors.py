@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,15 @@ POINT_FIELD_TYPES = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f
 def point_dtype(names: Any, offsets: Any, datatypes: Any, counts: Any, point_step: int,
                 bigendian: bool = False) -> np.dtype:
     """The structured dtype of one point from PointCloud2 ``fields`` (padding kept by ``point_step``)."""
+    return _point_dtype(tuple(str(n) for n in names), tuple(int(o) for o in offsets),
+                        tuple(int(d) for d in datatypes), tuple(int(c) for c in counts), int(point_step),
+                        bool(bigendian))
+
+
+@lru_cache(maxsize=64)
+def _point_dtype(names: tuple[str, ...], offsets: tuple[int, ...], datatypes: tuple[int, ...],
+                 counts: tuple[int, ...], point_step: int, bigendian: bool) -> np.dtype:
+    """point_dtype, cached: every message of a driver has the same fields."""
     order = ">" if bigendian else "<"
     spec: dict[str, list[Any]] = {"names": [], "formats": [], "offsets": []}
     for name, offset, datatype, count in zip(names, offsets, datatypes, counts):
@@ -43,11 +53,30 @@ def point_dtype(names: Any, offsets: Any, datatypes: Any, counts: Any, point_ste
 
 def _points(msg: Any) -> np.ndarray:
     fields = msg["fields"]
-    height, width = int(msg["height"]), int(msg["width"])
-    point_step, row_step = int(msg["point_step"]), int(msg["row_step"])
-    dtype = point_dtype(fields["name"], fields["offset"], fields["datatype"], fields["count"], point_step,
+    dtype = point_dtype(fields["name"], fields["offset"], fields["datatype"], fields["count"], int(msg["point_step"]),
                         bool(msg["is_bigendian"]))
-    data = np.asarray(msg["data"])
+    return _point_view(np.asarray(msg["data"]), dtype, int(msg["height"]), int(msg["width"]),
+                       int(msg["point_step"]), int(msg["row_step"]))
+
+
+def _clouds(topic: StructArray) -> Iterator[np.ndarray]:
+    """Points of every message of a PointCloud2 topic: columns pulled out once, dtypes cached."""
+    fields = topic["fields"]
+    names, offsets = fields.child["name"].tolist(), fields.child["offset"].tolist()
+    datatypes, counts = fields.child["datatype"].tolist(), fields.child["count"].tolist()
+    first, count = fields.first.tolist(), fields.counts.tolist()
+    columns = [topic[name].tolist() for name in ("height", "width", "point_step", "row_step", "is_bigendian")]
+    data = topic["data"]
+    for i, (height, width, point_step, row_step, bigendian) in enumerate(zip(*columns)):
+        a, b = first[i], first[i] + count[i]
+        dtype = _point_dtype(tuple(names[a:b]), tuple(offsets[a:b]), tuple(datatypes[a:b]), tuple(counts[a:b]),
+                             point_step, bool(bigendian))
+        yield _point_view(np.asarray(data[i]), dtype, height, width, point_step, row_step)
+
+
+def _point_view(data: np.ndarray, dtype: np.dtype, height: int, width: int, point_step: int,
+                row_step: int) -> np.ndarray:
+    """The points in ``data`` as a (height, width) array (or (width,) when height is 1), a view."""
     if height and width and (height - 1) * row_step + width * point_step > data.size:
         raise DecodeError(f"PointCloud2 of {height}x{width} points of {point_step} bytes (row_step {row_step}) "
                           f"needs more than its {data.size} data bytes")
@@ -66,7 +95,7 @@ def pointcloud(cloud: Any) -> Any:
     ``(height, width)``. The arrays are views of the message's bytes.
     """
     if isinstance(cloud, StructArray):
-        return (_points(msg) for msg in cloud)
+        return _clouds(cloud)
     return _points(cloud)
 
 
@@ -94,13 +123,23 @@ def pixel_format(encoding: str) -> tuple[str, int]:
 
 
 def _image(msg: Any) -> np.ndarray:
-    height, width, step = int(msg["height"]), int(msg["width"]), int(msg["step"])
-    code, channels = pixel_format(str(msg["encoding"]))
-    dtype = np.dtype((">" if int(msg["is_bigendian"]) else "<") + code)
-    data = np.asarray(msg["data"])
+    return _pixels(np.asarray(msg["data"]), int(msg["height"]), int(msg["width"]), int(msg["step"]),
+                   str(msg["encoding"]), int(msg["is_bigendian"]))
+
+
+def _images(topic: StructArray) -> list[np.ndarray]:
+    """Pixels of every message of an Image topic, columns pulled out once."""
+    columns = [topic[name].tolist() for name in ("height", "width", "step", "encoding", "is_bigendian")]
+    data = topic["data"]
+    return [_pixels(np.asarray(data[i]), *row) for i, row in enumerate(zip(*columns))]
+
+
+def _pixels(data: np.ndarray, height: int, width: int, step: int, encoding: str, bigendian: int) -> np.ndarray:
+    code, channels = pixel_format(encoding)
+    dtype = np.dtype((">" if bigendian else "<") + code)
     row = width * channels * dtype.itemsize
     if row > step or (height and (height - 1) * step + row > data.size):
-        raise DecodeError(f"image of {height}x{width} {msg['encoding']} (step {step}) needs more than its "
+        raise DecodeError(f"image of {height}x{width} {encoding} (step {step}) needs more than its "
                           f"{data.size} data bytes")
     shape: tuple[int, ...] = (height, width, channels) if channels > 1 else (height, width)
     strides: tuple[int, ...] = (step, channels * dtype.itemsize, dtype.itemsize)[:len(shape)]
@@ -117,7 +156,7 @@ def image(images: Any) -> Any:
     """
     if not isinstance(images, StructArray):
         return _image(images)
-    views = [_image(msg) for msg in images]
+    views = _images(images)
     if views and all(v.shape == views[0].shape and v.dtype == views[0].dtype for v in views):
         return np.stack(views)
     if not views:
