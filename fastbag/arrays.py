@@ -43,7 +43,37 @@ def _kernels():
 
 # -- columns -------------------------------------------------------------------------
 
-class Ragged:
+def offsets_of(counts: np.ndarray) -> np.ndarray:
+    """Arrow-style offsets (int64, N+1) of N counts."""
+    offsets = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+class _PerMessage:
+    """A column with a variable number of elements per message: ``counts``, ``offsets``, ``[i]``."""
+
+    counts: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.counts.size)
+
+    def _position(self, i: int | np.integer) -> int:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} out of range for {n} messages")
+        return int(i) % n
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self)):
+            yield self[i]  # type: ignore[index]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return offsets_of(self.counts)
+
+
+class Ragged(_PerMessage):
     """Per-message arrays of varying length: element ``i`` is a view of its bytes.
 
     ``counts`` (int64, N) and ``offsets`` (int64, N+1) describe the lengths;
@@ -60,31 +90,15 @@ class Ragged:
         self.dtype = dtype
         self._values: np.ndarray | None = None
 
-    def __len__(self) -> int:
-        return int(self.counts.size)
-
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, (int, np.integer)):
-            n = len(self)
-            if not -n <= i < n:
-                raise IndexError(f"index {i} out of range for {n} messages")
-            i = int(i) % n
+            i = self._position(i)
             if self.dtype.itemsize == 0:  # elements of an empty type: nothing to view, no memory
                 return np.zeros(int(self.counts[i]), dtype=self.dtype)
             p = int(self.pos[i])
             raw = self.buffers[int(self.buf[i])][p:p + int(self.counts[i]) * self.dtype.itemsize]
             return raw.view(self.dtype)
         return Ragged(self.buffers, self.buf[i], self.pos[i], self.counts[i], self.dtype)
-
-    def __iter__(self) -> Iterator[np.ndarray]:
-        for i in range(len(self)):
-            yield self[i]
-
-    @property
-    def offsets(self) -> np.ndarray:
-        offsets = np.zeros(len(self) + 1, dtype=np.int64)
-        np.cumsum(self.counts, out=offsets[1:])
-        return offsets
 
     @property
     def uniform(self) -> bool:
@@ -129,7 +143,7 @@ def _gather(buffers: list[np.ndarray], buf: np.ndarray, pos: np.ndarray, nbytes:
     return out
 
 
-class Nested:
+class Nested(_PerMessage):
     """Per-message arrays of variable-size structs: element ``i`` is a StructArray (or strings)."""
 
     def __init__(self, child: "StructArray | np.ndarray", first: np.ndarray, counts: np.ndarray) -> None:
@@ -137,28 +151,12 @@ class Nested:
         self.first = first
         self.counts = counts
 
-    def __len__(self) -> int:
-        return int(self.counts.size)
-
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, (int, np.integer)):
-            n = len(self)
-            if not -n <= i < n:
-                raise IndexError(f"index {i} out of range for {n} messages")
-            i = int(i) % n
+            i = self._position(i)
             a = int(self.first[i])
             return self.child[a:a + int(self.counts[i])]
         return Nested(self.child, self.first[i], self.counts[i])
-
-    def __iter__(self) -> Iterator[Any]:
-        for i in range(len(self)):
-            yield self[i]
-
-    @property
-    def offsets(self) -> np.ndarray:
-        offsets = np.zeros(len(self) + 1, dtype=np.int64)
-        np.cumsum(self.counts, out=offsets[1:])
-        return offsets
 
     @property
     def values(self) -> "StructArray | np.ndarray":
@@ -485,8 +483,7 @@ class TopicBuilder:
             pos = slot_pos[slot_base[s]:slot_base[s] + slot_rows[s]]
             cnt = slot_cnt[slot_base[s]:slot_base[s] + slot_rows[s]]
             if slot.kind == "string":  # copied now: a compressed chunk's payload is not kept for strings
-                offsets = np.zeros(cnt.size + 1, dtype=np.int64)
-                np.cumsum(cnt, out=offsets[1:])
+                offsets = offsets_of(cnt)
                 values = np.empty(int(offsets[-1]), dtype=np.uint8)
                 kernels.gather(payload, pos, cnt, values, offsets[:-1])
                 piece.strings[s] = values
@@ -563,9 +560,7 @@ class TopicBuilder:
         cnt = np.concatenate(self.slot_cnt[s]) if self.slot_cnt[s] else np.empty(0, np.int64)
         if slot.kind == "string":
             values = np.concatenate(self.strings[s]) if self.strings[s] else np.empty(0, np.uint8)
-            offsets = np.zeros(cnt.size + 1, dtype=np.int64)
-            np.cumsum(cnt, out=offsets[1:])
-            return decode_strings(values, offsets)
+            return decode_strings(values, offsets_of(cnt))
         pos = np.concatenate(self.slot_pos[s]) if self.slot_pos[s] else np.empty(0, np.int64)
         if slot.kind == "table":
             return Nested(tables[slot.child], pos, cnt)

@@ -37,6 +37,14 @@ def _u32(buf, pos):
         (np.int64(buf[pos + 3]) << 24)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _fail(status, code, m, pos):
+    """Record why message ``m`` failed, and where."""
+    status[0] = code
+    status[1] = m
+    status[2] = pos
+
+
 @njit(cache=True, nogil=True)
 def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, slot_base, slot_pos, slot_cnt,
          table_rows, fill, status):
@@ -60,9 +68,7 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
         pos = starts[m]
         end = pos + lengths[m]
         if pos < 0 or lengths[m] < 0 or end > size:
-            status[0] = BAD_SPAN
-            status[1] = m
-            status[2] = pos
+            _fail(status, BAD_SPAN, m, pos)
             return
         table = 0
         row = m
@@ -73,9 +79,7 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
             if code == OP_COPY:
                 n = ops[pc, 1]
                 if n > end - pos:
-                    status[0] = SHORT
-                    status[1] = m
-                    status[2] = pos
+                    _fail(status, SHORT, m, pos)
                     return
                 if fill:
                     dst = fixed_base[table] + row * row_sizes[table] + ops[pc, 2]
@@ -87,17 +91,13 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                 pc += 1
             elif code == OP_STRING or code == OP_ARRAY:
                 if 4 > end - pos:
-                    status[0] = SHORT
-                    status[1] = m
-                    status[2] = pos
+                    _fail(status, SHORT, m, pos)
                     return
                 count = _u32(buf, pos)
                 pos += 4
                 nbytes = count if code == OP_STRING else count * ops[pc, 2]
                 if nbytes > end - pos:
-                    status[0] = SHORT
-                    status[1] = m
-                    status[2] = pos - 4
+                    _fail(status, SHORT, m, pos - 4)
                     return
                 if fill:
                     k = slot_base[ops[pc, 1]] + row
@@ -109,9 +109,7 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                 count = ops[pc, 4]
                 if count < 0:
                     if 4 > end - pos:
-                        status[0] = SHORT
-                        status[1] = m
-                        status[2] = pos
+                        _fail(status, SHORT, m, pos)
                         return
                     count = _u32(buf, pos)
                     pos += 4
@@ -119,9 +117,7 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                     smallest = ops[pc, 5]
                     if (smallest > 0 and count > (end - pos) // smallest) or \
                             (smallest == 0 and count > MAX_EMPTY_ELEMENTS):
-                        status[0] = SHORT
-                        status[1] = m
-                        status[2] = pos - 4
+                        _fail(status, SHORT, m, pos - 4)
                         return
                 child = ops[pc, 2]
                 first = table_rows[child]
@@ -134,9 +130,7 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                     pc += 1
                 else:
                     if sp >= STACK_DEPTH:
-                        status[0] = TOO_DEEP
-                        status[1] = m
-                        status[2] = pos
+                        _fail(status, TOO_DEEP, m, pos)
                         return
                     stack[sp, 0] = pc + 1
                     stack[sp, 1] = table
@@ -160,9 +154,7 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                     table = stack[sp, 1]
                     row = stack[sp, 2]
         if pos != end:
-            status[0] = TRAILING
-            status[1] = m
-            status[2] = pos
+            _fail(status, TRAILING, m, pos)
             return
 
 
