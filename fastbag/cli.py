@@ -110,7 +110,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                       f"{nbytes / 1e6 / elapsed:>9,.0f}  {info.msgtype}")
                 for line in describe(arr):
                     print(f"{'':<22}{line}")
-            print("\n(the first read in a process includes loading the compiled kernels)")
+            print("\n(the first read in a process loads the compiled kernels; the very first after installing "
+                  "compiles them, once, into Numba's on-disk cache)")
     return 0
 
 
