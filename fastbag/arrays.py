@@ -523,7 +523,8 @@ class TopicBuilder:
         if code == 0:
             return
         reasons = {1: "is shorter than its definition says", 2: "has bytes left over after its last field",
-                   3: "nests arrays deeper than 64 levels", 4: "lies outside its chunk"}
+                   3: "nests arrays deeper than 64 levels", 4: "lies outside its chunk",
+                   5: "claims more than 1048576 elements of a type that takes no bytes"}
         raise DecodeError(f"message {reasons.get(code, 'cannot be decoded')} (at byte {pos} of its chunk)",
                           topic=self.topic, msgtype=self.msgtype, index=first_index + m)
 

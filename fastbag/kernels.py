@@ -24,6 +24,7 @@ SHORT = 1        # a read would run past the message's end
 TRAILING = 2     # bytes left over after the last field
 TOO_DEEP = 3     # nested arrays deeper than the stack
 BAD_SPAN = 4     # the message span itself lies outside the buffer
+TOO_MANY = 5     # more elements that take no bytes than MAX_EMPTY_ELEMENTS
 
 STACK_DEPTH = 64
 #: Elements that can take no bytes (a struct of only ``T[0]`` fields) cost a row each but are not
@@ -115,9 +116,11 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                     pos += 4
                     # each element takes at least ops[pc, 5] bytes: that bounds the work by the bytes
                     smallest = ops[pc, 5]
-                    if (smallest > 0 and count > (end - pos) // smallest) or \
-                            (smallest == 0 and count > MAX_EMPTY_ELEMENTS):
+                    if smallest > 0 and count > (end - pos) // smallest:
                         _fail(status, SHORT, m, pos - 4)
+                        return
+                    if smallest == 0 and count > MAX_EMPTY_ELEMENTS:
+                        _fail(status, TOO_MANY, m, pos - 4)
                         return
                 child = ops[pc, 2]
                 first = table_rows[child]
