@@ -19,7 +19,7 @@ import numpy as np
 
 from .chunks import Chunk, decompress, decompress_truncated
 from .errors import BagFormatError, FastbagError, UnsupportedError
-from .records import MAGIC_V11, MAGIC_V12, MAGIC_V20, Header, Op, read_record, read_record_header
+from .records import MAGIC_V11, MAGIC_V12, MAGIC_V20, Header, Op, gather_u32, read_record, read_record_header
 from .source import BufferSource, Source
 
 
@@ -174,7 +174,129 @@ def read_index(source: Source) -> BagIndex:
         return scan_index(source, header.end, reason=f"its index is damaged: {exc}")
 
 
+class _Template:
+    """A record header whose bytes repeat from record to record but for some field values.
+
+    Built from one parsed record (``raw``: its header with the leading u32
+    length); checks many positions at once and reads the varying fields
+    there, vectorized.
+    """
+
+    def __init__(self, raw: bytes, varying: tuple[str, ...]) -> None:
+        self.raw = np.frombuffer(raw, dtype=np.uint8)
+        self.fields: dict[str, tuple[int, int]] = {}
+        i = 4
+        while i + 4 <= len(raw):
+            n = int.from_bytes(raw[i:i + 4], "little")
+            name = raw[i + 4:i + 4 + n].split(b"=", 1)[0].decode("ascii", "replace")
+            self.fields[name] = (i + 4 + len(name) + 1, n - len(name) - 1)
+            i += 4 + n
+        self.mask = np.ones(len(raw), dtype=bool)
+        for name in varying:
+            at, n = self.fields.get(name, (0, 0))
+            if n not in (4, 8):  # missing or odd-sized: not the layout this fast path knows
+                raise BagFormatError(f"header field {name!r} is not a u32 or u64", record="template")
+            self.mask[at:at + n] = False
+
+    def match(self, buf: np.ndarray, at: np.ndarray) -> tuple[bool, np.ndarray]:
+        """Whether every header at ``at`` equals the template outside the varying fields; the headers."""
+        size = self.raw.size
+        if at.size == 0:
+            return True, np.zeros((0, size), dtype=np.uint8)
+        if at.min() < 0 or at.max() + size + 4 > buf.size:
+            return False, np.zeros((0, size), dtype=np.uint8)
+        headers = np.lib.stride_tricks.sliding_window_view(buf, size)[at]
+        return bool((headers[:, self.mask] == self.raw[self.mask]).all()), headers
+
+    def value(self, headers: np.ndarray, name: str) -> np.ndarray:
+        """A varying u32 or u64 field of every header, as int64."""
+        at, n = self.fields[name]
+        return np.ascontiguousarray(headers[:, at:at + n]).view("<u4" if n == 4 else "<u8")[:, 0].astype(np.int64)
+
+
+def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_count: int) -> BagIndex | None:
+    """The index of a well-formed bag, read with templates checked on every record at once.
+
+    Walks the index section's record boundaries (two u32 per record), then
+    checks chunk-info, chunk and index-data headers against the first of each
+    kind in vectorized passes and reads their varying fields in bulk. Returns
+    None at the first thing out of the ordinary (damage, mixed compressions,
+    an unusual writer): :func:`_read_indexed` then reads record by record and
+    says what is wrong.
+    """
+    try:
+        starts, pos = [], index_pos
+        while pos < source.size:
+            starts.append(pos)
+            header_len = source.u32(pos, "index")
+            pos += 8 + header_len + source.u32(pos + 4 + header_len, "index")
+        if pos != source.size or len(starts) != conn_count + chunk_count or chunk_count == 0:
+            return None
+        connections = []
+        for at in starts[:conn_count]:
+            record = read_record(source, at, expect=Op.CONNECTION)
+            connections.append(read_connection(source, at, record.header, record.data_offset, record.data_len))
+        buf = source.array
+        # chunk infos: ver, chunk_pos, start_time, end_time, count; data = count x (conn, messages)
+        info_at = np.array(starts[conn_count:], dtype=np.int64)
+        first = read_record(source, int(info_at[0]), expect=Op.CHUNK_INFO)
+        if first.header.u32("ver") != 1:
+            return None
+        infos = _Template(source.bytes(int(info_at[0]), first.data_offset - 4 - int(info_at[0]), "chunk info"),
+                          ("chunk_pos", "start_time", "end_time", "count"))
+        ok, headers = infos.match(buf, info_at)
+        if not ok:
+            return None
+        chunk_pos, pairs = infos.value(headers, "chunk_pos"), infos.value(headers, "count")
+        data_at = info_at + infos.raw.size + 4
+        if (gather_u32(buf, data_at - 4) != pairs * 8).any():
+            return None
+        conn_of = np.concatenate([buf[a:a + 8 * n] for a, n in zip(data_at.tolist(), pairs.tolist())]
+                                 ).view("<u4").reshape(-1, 2).astype(np.int64)
+        # chunk headers: op, compression, size (the same compression throughout, or the slow path)
+        first = read_record(source, int(chunk_pos[0]), expect=Op.CHUNK)
+        chunk = _Template(source.bytes(int(chunk_pos[0]), first.data_offset - 4 - int(chunk_pos[0]), "chunk"),
+                          ("size",))
+        ok, headers = chunk.match(buf, chunk_pos)
+        if not ok:
+            return None
+        size = chunk.value(headers, "size")
+        data_offset = chunk_pos + chunk.raw.size + 4
+        data_len = gather_u32(buf, data_offset - 4)
+        chunk_end = data_offset + data_len
+        if (chunk_end > source.size).any():
+            return None
+        compression = first.header.text("compression")
+        chunks = [Chunk(p, compression, n, d, dl) for p, n, d, dl in
+                  zip(chunk_pos.tolist(), size.tolist(), data_offset.tolist(), data_len.tolist())]
+        # index data after each chunk, one per (chunk, connection) pair in chunk-info order
+        first = read_record(source, int(chunk_end[0]), expect=Op.INDEX_DATA)
+        index = _Template(source.bytes(int(chunk_end[0]), first.data_offset - 4 - int(chunk_end[0]), "index data"),
+                          ("conn", "count"))
+        if first.header.u32("ver") != 1:
+            return None
+        chunk_of_pair = np.repeat(np.arange(chunk_count), pairs)
+        record_size = index.raw.size + 4 + INDEX_ENTRY_SIZE * conn_of[:, 1]
+        before = np.zeros(record_size.size, dtype=np.int64)
+        np.cumsum(record_size[:-1], out=before[1:])
+        first_of_chunk = np.zeros(chunk_count, dtype=np.int64)
+        np.cumsum(pairs[:-1], out=first_of_chunk[1:])
+        at = chunk_end[chunk_of_pair] + before - before[first_of_chunk][chunk_of_pair]
+        ok, headers = index.match(buf, at)
+        if not ok or (index.value(headers, "conn") != conn_of[:, 0]).any() or \
+                (index.value(headers, "count") != conn_of[:, 1]).any() or \
+                (gather_u32(buf, at + index.raw.size) != INDEX_ENTRY_SIZE * conn_of[:, 1]).any():
+            return None
+        records = np.stack([at, conn_of[:, 0], chunk_of_pair, at + index.raw.size + 4, conn_of[:, 1]], axis=1)
+        return _gather_entries(source, connections, chunks, records)
+    except (FastbagError, ValueError, IndexError, KeyError):
+        return None  # malformed in a way this path does not explain: the careful path will
+
+
 def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: int) -> BagIndex:
+    fast = _read_indexed_fast(source, index_pos, conn_count, chunk_count)
+    if fast is not None:
+        return fast
     problems: list[str] = []
     connections: dict[int, Connection] = {}
     infos: list[ChunkInfo] = []
