@@ -254,9 +254,19 @@ class Bag:
                 raise BagFormatError(f"uncompressed chunk holds {c.data_len} bytes but its header says {c.size}",
                                      path=self.path, offset=c.position, record="chunk")
             lo = table.data_offset[chunks]
-            starts[rows], lengths[rows] = message_spans(
-                self._source.array, lo + index.offset[selected[rows]], lo, lo + table.size[chunks],
-                table.position[chunks], conn_ids[rows], index.time[selected[rows]], path=self.path, kernel=kernel)
+            at, hi = lo + index.offset[selected[rows]], lo + table.size[chunks]
+            times = index.time[selected[rows]]
+
+            def locate(part: slice) -> tuple[np.ndarray, np.ndarray]:
+                return message_spans(self._source.array, at[part], lo[part], hi[part], table.position[chunks[part]],
+                                     conn_ids[rows[part]], times[part], path=self.path, kernel=kernel)
+
+            # Large reads locate their records in one part per worker (the kernel releases the GIL).
+            pool = self._store.pool() if kernel and rows.size >= 2 * PARALLEL_MIN else None
+            step = -(-rows.size // (self._store.workers if pool else 1))
+            parts = [slice(k, k + step) for k in range(0, rows.size, step)]
+            for part, (found_starts, found_lengths) in zip(parts, ordered_map(locate, parts, pool, len(parts))):
+                starts[rows[part]], lengths[rows[part]] = found_starts, found_lengths
         # Runs break where the chunk changes, except between chunks that both
         # lie in the file: those share one buffer, so one run serves them all.
         key = np.where(in_file, -1, chunk_of)
