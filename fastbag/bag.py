@@ -315,6 +315,15 @@ class Bag:
                 connection = connections[conn_of[k]]
                 yield Message(connection.topic, time_of[k], view[s:s + n], connection)
 
+    def _batches(self, selected: np.ndarray) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray,
+                                                                np.ndarray]]:
+        """The runs of :meth:`_runs`, cut into batches of at most PARALLEL_MIN messages: iteration decodes
+        a batch at a time, so memory and the wait for the first message stay small."""
+        for buf, base, a, b, starts, lengths in self._runs(selected, kernel=True):
+            for k in range(0, b - a, PARALLEL_MIN):
+                end = min(b - a, k + PARALLEL_MIN)
+                yield buf, base, a + k, a + end, starts[k:end], lengths[k:end]
+
     def _iter_decoded(self, selected: np.ndarray) -> Iterator[Message]:
         from .arrays import TopicBuilder
 
@@ -322,7 +331,7 @@ class Bag:
         connections = index.connections
         conn_of = index.conn[selected]
         time_of = index.time[selected].tolist()
-        for payload, offset, a, b, starts, lengths in self._runs(selected, kernel=True):
+        for payload, offset, a, b, starts, lengths in self._batches(selected):
             conns = conn_of[a:b]
             decoded: dict[int, tuple[Any, np.ndarray]] = {}
             for rank in np.unique(conns).tolist():
