@@ -15,7 +15,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -23,20 +23,43 @@ from .errors import BagFormatError, UnsupportedError
 from .source import Source
 
 
-def _lz4_frame(data: bytes | memoryview, size: int) -> bytes:
+STEP = 8 << 20  # a decompressor produces at most this much per call
+
+
+def _lz4_decompressor() -> Any:
     import lz4.frame  # imported on first use: a bag without lz4 chunks never needs it
-    return lz4.frame.decompress(data)
+    return lz4.frame.LZ4FrameDecompressor()
 
 
-def _bz2(data: bytes | memoryview, size: int) -> bytes:
-    return bz2.decompress(data)
+def _bz2_decompressor() -> Any:
+    return bz2.BZ2Decompressor()
 
 
-#: compression name -> function(compressed bytes, expected size) -> bytes.
-#: ``none`` is handled without copying. Add codecs here.
-DECOMPRESSORS: dict[str, Callable[[bytes | memoryview, int], bytes]] = {
-    "bz2": _bz2,
-    "lz4": _lz4_frame,
+def stream(decompressor: Any, data: bytes | memoryview, limit: int) -> bytes:
+    """Decompress ``data``, never producing more than ``limit + 1`` bytes.
+
+    Output grows STEP bytes at a time, so memory follows what the data
+    really holds, not what a header or a frame claims: a payload that would
+    expand past ``limit`` (a decompression bomb, a lying size) stops one byte
+    past it, for the caller to reject.
+    """
+    pieces = [decompressor.decompress(data, max_length=min(STEP, limit + 1))]
+    produced = len(pieces[0])
+    while produced <= limit and not decompressor.eof and not decompressor.needs_input:
+        piece = decompressor.decompress(b"", max_length=min(STEP, limit + 1 - produced))
+        if not piece:
+            break
+        pieces.append(piece)
+        produced += len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+#: compression name -> a new streaming decompressor (``decompress(data, max_length)``,
+#: ``eof``, ``needs_input``, as bz2 and lz4.frame offer). ``none`` is handled without
+#: copying. Add codecs here.
+DECOMPRESSORS: dict[str, Callable[[], Any]] = {
+    "bz2": _bz2_decompressor,
+    "lz4": _lz4_decompressor,
 }
 COMPRESSIONS = ("none", *DECOMPRESSORS)
 
@@ -94,10 +117,13 @@ def decompress(source: Source, chunk: Chunk) -> np.ndarray:
             f"chunk compression {chunk.compression!r} is not supported (known: {', '.join(COMPRESSIONS)}) "
             f"({source.path}, offset {chunk.position}, chunk record)") from None
     try:
-        out = codec(memoryview(raw), chunk.size)
+        out = stream(codec(), memoryview(raw), chunk.size)
     except Exception as exc:  # each codec has its own error types
         raise BagFormatError(f"{chunk.compression} chunk payload does not decompress: {exc}",
                              path=source.path, offset=chunk.position, record="chunk") from exc
+    if len(out) > chunk.size:  # decompression stopped there: it would have produced more
+        raise BagFormatError(f"{chunk.compression} chunk decompressed to more than its header's {chunk.size} bytes",
+                             path=source.path, offset=chunk.position, record="chunk")
     if len(out) != chunk.size:
         raise BagFormatError(
             f"{chunk.compression} chunk decompressed to {len(out)} bytes but its header says {chunk.size}",
@@ -116,11 +142,8 @@ def decompress_truncated(source: Source, chunk: Chunk) -> np.ndarray:
     try:
         if chunk.compression == "none":
             out = raw
-        elif chunk.compression == "bz2":
-            out = bz2.BZ2Decompressor().decompress(raw, max_length=chunk.size)
-        elif chunk.compression == "lz4":
-            import lz4.frame
-            out = lz4.frame.LZ4FrameDecompressor().decompress(raw, max_length=chunk.size)
+        elif chunk.compression in DECOMPRESSORS:
+            out = stream(DECOMPRESSORS[chunk.compression](), raw, chunk.size)
         else:
             out = b""
     except Exception:  # a damaged tail: nothing to salvage from this chunk
