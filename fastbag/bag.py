@@ -374,8 +374,9 @@ class Bag:
                               f"({', '.join(info.msgtypes)}); they cannot share one array", topic=topic)
         selected = self._select([topic], start, end)
         connection = info.connections[0]
-        builder = TopicBuilder(self._layout(connection), self._source.array, selected.size, topic=topic,
-                               msgtype=connection.msgtype)
+        layout = self._layout(connection)
+        self._check_fixed_size_fits(layout, selected, topic, connection.msgtype)
+        builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype)
         workers = self._store.workers
 
         def parts() -> Iterator[tuple[np.ndarray, int | None, int, np.ndarray, np.ndarray]]:
@@ -398,6 +399,23 @@ class Bag:
         own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]
         local = np.searchsorted(np.array(own), ranks).astype(np.int32)
         return TopicArray(topic, self._index.time[selected], builder.finish(), local, list(info.connections))
+
+    def _check_fixed_size_fits(self, layout: "Layout", selected: np.ndarray, topic: str, msgtype: str) -> None:
+        """Before allocating messages x the definition's fixed size: could the messages hold it?
+
+        Every message lies inside its chunk, so the chunks' sizes bound the
+        bytes there are. When the fixed parts alone would need more, some
+        message is too short: find the first and name it, allocating nothing.
+        """
+        bound = int(self._chunks.size[np.unique(self._index.chunk[selected])].sum())
+        if int(layout.min_size) * selected.size <= bound:
+            return
+        for _, _, a, _, _, lengths in self._runs(selected, kernel=True):
+            short = np.flatnonzero(lengths < layout.min_size)
+            if short.size:
+                m = int(short[0])
+                raise DecodeError(f"message has {int(lengths[m])} bytes, fewer than the {layout.min_size} its "
+                                  "definition needs", topic=topic, msgtype=msgtype, index=a + m)
 
     def _layout(self, connection: Connection) -> "Layout":
         """The compiled layout of a connection's type (cached), checking its md5sum once."""

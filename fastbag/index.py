@@ -203,7 +203,7 @@ class _Template:
         size = self.raw.size
         if at.size == 0:
             return True, np.zeros((0, size), dtype=np.uint8)
-        if at.min() < 0 or at.max() + size + 4 > buf.size:
+        if at.min() < 0 or at.max() > buf.size - size - 4:  # compared this way round: no int64 overflow
             return False, np.zeros((0, size), dtype=np.uint8)
         headers = np.lib.stride_tricks.sliding_window_view(buf, size)[at]
         return bool((headers[:, self.mask] == self.raw[self.mask]).all()), headers
@@ -457,9 +457,11 @@ class _IndexDataReader:
 def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
     """Rebuild the index by walking the chunk records from ``start``.
 
-    Every message in every complete chunk is recovered; a chunk cut off by the
-    end of the file, or whose payload is damaged, is skipped. One warning says
-    what was recovered and what was lost.
+    Every message in every intact chunk is recovered. A chunk cut off by the
+    end of the file gives its complete messages; a damaged record or chunk
+    is skipped, and the walk resumes at the next chunk header found after it
+    (:func:`next_chunk`), so one bad length does not lose the rest of the
+    file. One warning says what was recovered and what was lost.
     """
     connections: dict[int, Connection] = {}
     chunks: list[Chunk] = []
@@ -467,46 +469,63 @@ def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
     lost: list[str] = []
     salvaged: dict[int, np.ndarray] = {}
     pos = start
+
+    def skip(frm: int, what: str) -> int:
+        """Resume at the next chunk after ``frm``, noting what was lost; the end when there is none."""
+        resume = next_chunk(source, frm)
+        end = source.size if resume is None else resume
+        lost.append(f"{what}: bytes {pos} to {end}" if resume is not None else f"{what}: the last "
+                    f"{source.size - pos} bytes from offset {pos}")
+        return end
+
     while pos < source.size:
         try:
             header, data_offset, data_len = read_record_header(source, pos)
         except FastbagError as exc:
-            lost.append(f"the last {source.size - pos} bytes from offset {pos} ({exc})")
-            break
+            pos = skip(pos + 1, f"a damaged record ({exc})")
+            continue
         op = header.op()
-        truncated = data_offset + data_len > source.size
-        if truncated and op != Op.CHUNK:
-            lost.append(f"the last {source.size - pos} bytes from offset {pos} (a {header.record} record "
-                        "cut off by the end of the file)")
-            break
+        end = data_offset + data_len
+        if end > source.size and op != Op.CHUNK:
+            pos = skip(pos + 1, f"a {header.record} record running past the end of the file")
+            continue
         if op == Op.CONNECTION:
-            conn = read_connection(source, pos, header, data_offset, data_len)
+            try:
+                conn = read_connection(source, pos, header, data_offset, data_len)
+            except FastbagError as exc:
+                pos = skip(data_offset, f"a damaged connection record ({exc})")
+                continue
             connections.setdefault(conn.id, conn)
         elif op == Op.CHUNK:
+            resume = next_chunk(source, data_offset) if end > source.size else None
+            if resume is not None:  # a damaged length, not the end of a recording: the chunk ends before the next
+                end = resume
+            cut = end > source.size
             try:
                 chunk = Chunk(pos, header.text("compression"), header.u32("size"), data_offset,
-                              min(data_len, source.size - data_offset))
-                if truncated:
-                    lost.append(f"the end of the chunk at offset {pos}, cut off by the end of the file "
-                                f"({data_offset + data_len - source.size} bytes missing)")
+                              min(end, source.size) - data_offset)
+                if cut or resume is not None:
+                    lost.append(f"the end of the chunk at offset {pos}, " + (
+                        f"cut off by the end of the file ({end - source.size} bytes missing)" if cut else
+                        "whose length runs past the next chunk"))
                     payload = decompress_truncated(source, chunk)
                 else:
                     payload = decompress(source, chunk)
                 found, chunk_conns, complete = _scan_chunk(source, chunk, payload)
             except FastbagError as exc:
-                lost.append(f"the chunk at offset {pos} ({exc})")
-            else:
-                if not complete and not truncated:
-                    lost.append(f"the end of the chunk at offset {pos} (a damaged record)")
-                for conn in chunk_conns:
-                    connections.setdefault(conn.id, conn)
-                if found:
-                    if truncated:  # keep what we salvaged: the file alone cannot give it again
-                        salvaged[len(chunks)] = payload
-                    chunk_id = len(chunks)
-                    chunks.append(chunk)
-                    pieces += [(conn_id, chunk_id, entries) for conn_id, entries in found.items()]
-        pos = data_offset + data_len
+                pos = skip(data_offset, f"the chunk at offset {pos} ({exc})")
+                continue
+            if not complete and not cut and resume is None:
+                lost.append(f"the end of the chunk at offset {pos} (a damaged record)")
+            for conn in chunk_conns:
+                connections.setdefault(conn.id, conn)
+            if found:
+                if cut or resume is not None:  # keep what was salvaged: the file alone cannot give it again
+                    salvaged[len(chunks)] = payload
+                chunk_id = len(chunks)
+                chunks.append(chunk)
+                pieces += [(conn_id, chunk_id, entries) for conn_id, entries in found.items()]
+        pos = end
     for conn_id in sorted({c for c, _, _ in pieces} - set(connections)):
         lost.append(f"messages of connection {conn_id}, whose connection record is missing")
     pieces = [p for p in pieces if p[0] in connections]
@@ -518,6 +537,33 @@ def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
     text += f"; lost {'; '.join(lost)}" if lost else "; nothing lost"
     index.problems = [text]
     return index
+
+
+CHUNK_OP = b"op=\x05"
+
+
+def next_chunk(source: Source, start: int) -> int | None:
+    """Offset of the first plausible chunk record at or after ``start``, or None.
+
+    Looks for a header field ``op=\x05`` and, just before it, a record start
+    whose header parses, holds that field and says chunk. Used to resume a
+    recovery scan after damage.
+    """
+    data = source._mmap
+    at = start
+    while True:
+        k = data.find(CHUNK_OP, at) if data is not None else -1  # type: ignore[union-attr]
+        if k < 0:
+            return None
+        field = k - 4  # the field's u32 length precedes it
+        for s in range(field - 4, max(start, field - 4 - 256) - 1, -1):
+            try:
+                header, data_offset, _ = read_record_header(source, s)
+            except FastbagError:
+                continue
+            if header.op() == Op.CHUNK and s + 4 <= field < data_offset - 4:
+                return s
+        at = k + 1
 
 
 def _scan_chunk(source: Source, chunk: Chunk, payload: np.ndarray) -> tuple[dict[int, np.ndarray],
@@ -536,9 +582,8 @@ def _scan_chunk(source: Source, chunk: Chunk, payload: np.ndarray) -> tuple[dict
             record = read_record(inner, pos)
             op = record.header.op()
             if op == Op.MSG_DATA:
-                time = record.header.time("time")
-                found.setdefault(record.header.u32("conn"), []).append(
-                    (time // 1_000_000_000, time % 1_000_000_000, pos))
+                sec, nsec = record.header.time_parts("time")  # as stored, like index entries (no carry)
+                found.setdefault(record.header.u32("conn"), []).append((sec, nsec, pos))
             elif op == Op.CONNECTION:
                 conns.append(read_connection(inner, pos, record.header, record.data_offset, record.data_len))
         except FastbagError:

@@ -114,14 +114,15 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                         return
                     count = _u32(buf, pos)
                     pos += 4
-                    # each element takes at least ops[pc, 5] bytes: that bounds the work by the bytes
-                    smallest = ops[pc, 5]
-                    if smallest > 0 and count > (end - pos) // smallest:
-                        _fail(status, SHORT, m, pos - 4)
-                        return
-                    if smallest == 0 and count > MAX_EMPTY_ELEMENTS:
-                        _fail(status, TOO_MANY, m, pos - 4)
-                        return
+                # each element takes at least ops[pc, 5] bytes: that bounds the work by the bytes,
+                # whether the count comes from the data or from the definition (T[N])
+                smallest = ops[pc, 5]
+                if smallest > 0 and count > (end - pos) // smallest:
+                    _fail(status, SHORT, m, pos)
+                    return
+                if smallest == 0 and count > MAX_EMPTY_ELEMENTS:
+                    _fail(status, TOO_MANY, m, pos)
+                    return
                 child = ops[pc, 2]
                 first = table_rows[child]
                 table_rows[child] = first + count

@@ -255,10 +255,16 @@ def layout_for(msgtype: str, definition: str) -> Layout:
     An empty text is a type without fields (``std_msgs/Empty``): callers
     decide whether an empty definition is real or lost before asking.
     """
+    from .errors import DefinitionError
     from .msgdef import parse_definition
-    registry = parse_definition(msgtype, definition, allow_empty=True)
-    layout = compile_layout(registry)
-    layout.md5sum = registry.md5sum()
+    try:
+        registry = parse_definition(msgtype, definition, allow_empty=True)
+        layout = compile_layout(registry)
+        layout.md5sum = registry.md5sum()
+    except RecursionError:
+        raise DefinitionError(f"Type {msgtype} nests its types too deeply to decode.") from None
+    except (ValueError, OverflowError, MemoryError) as exc:  # NumPy refuses the dtype (a fixed array too large)
+        raise DefinitionError(f"Type {msgtype} has a fixed part too large to decode: {exc}") from exc
     return layout
 
 

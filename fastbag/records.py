@@ -120,7 +120,11 @@ class Header:
 
     def time(self, name: str) -> int:
         """A ``time`` field (u32 sec, u32 nsec) as int nanoseconds."""
-        return time_to_ns(*_TIME.unpack(self._get(name, 8)))
+        return time_to_ns(*self.time_parts(name))
+
+    def time_parts(self, name: str) -> tuple[int, int]:
+        """A ``time`` field as stored: (u32 sec, u32 nsec)."""
+        return _TIME.unpack(self._get(name, 8))
 
     def text(self, name: str, default: str | None = None) -> str:
         """A string field, decoded as UTF-8 (undecodable bytes replaced)."""
