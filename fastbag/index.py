@@ -48,6 +48,7 @@ class ChunkInfo:
     start_time: int
     end_time: int
     counts: dict[int, int] = field(default_factory=dict)
+    pairs: int = 0  # (connection, count) pairs listed: one index-data record follows the chunk per pair
 
 
 # One index-data entry as stored: time (u32 sec, u32 nsec) and u32 offset into the
@@ -327,7 +328,9 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
         chunk_record = read_record(source, info.position, expect=Op.CHUNK)
         chunks.append(_chunk_from_record(source, chunk_record))
         pos = chunk_record.end
-        for _ in range(len(info.counts)):
+        if info.pairs != len(info.counts):
+            problems.append(f"the chunk info of the chunk at offset {info.position} lists a connection twice")
+        for _ in range(info.pairs):
             conn_id, data_offset, count = reader.read(pos)
             if conn_id not in connections:
                 raise BagFormatError(f"index data names connection {conn_id}, which has no connection record",
@@ -376,7 +379,7 @@ def _read_chunk_info(source: Source, record) -> ChunkInfo:
                              path=source.path, offset=record.offset, record="chunk info")
     pairs = np.frombuffer(source.bytes(record.data_offset, record.data_len, "chunk info"), dtype="<u4")
     counts = {int(c): int(n) for c, n in zip(pairs[0::2], pairs[1::2])}
-    return ChunkInfo(h.u64("chunk_pos"), h.time("start_time"), h.time("end_time"), counts)
+    return ChunkInfo(h.u64("chunk_pos"), h.time("start_time"), h.time("end_time"), counts, count)
 
 
 def _chunk_from_record(source: Source, record) -> Chunk:

@@ -245,7 +245,7 @@ def parse_definition(msgtype: str, text: str | bytes, *, allow_empty: bool = Fal
         raise DefinitionError(f"Message type {main} has an empty definition.")
 
     blocks = _split_blocks(main, text)
-    names = set(blocks)
+    names = _Known(set(blocks))
     types = {}
     for name, lines in blocks.items():
         types[name] = _parse_block(name, lines, names)
@@ -399,6 +399,18 @@ def _constant_value(typ: str, text: str) -> int | float | bool | str:
 # --- names --------------------------------------------------------------------
 
 
+class _Known(frozenset):
+    """The type names of one definition, with an index by short name (``Header`` -> ``roslib/Header``)
+    so resolving a bare name is one lookup, not a scan of every block."""
+
+    def __new__(cls, names: set[str] | frozenset[str]) -> "_Known":
+        known = super().__new__(cls, names)
+        known.by_short = {}
+        for full in sorted(names):
+            known.by_short.setdefault(full.rpartition("/")[2], []).append(full)
+        return known
+
+
 def _resolve(typename: str, base: str, known: set[str]) -> str:
     """Full name of a nested type written ``base`` inside type ``typename``."""
     if base == "Header":
@@ -410,7 +422,8 @@ def _resolve(typename: str, base: str, known: set[str]) -> str:
     if full in known:
         return full
     # Lenient: a single block with that short name (roslib/Header in 2010 bags).
-    candidates = [k for k in known if k.rpartition("/")[2] == base]
+    by_short = known.by_short if isinstance(known, _Known) else _Known(known).by_short
+    candidates = by_short.get(base, [])
     return candidates[0] if len(candidates) == 1 else full
 
 
@@ -477,7 +490,7 @@ def compose_definition(msgtype: str, texts: Mapping[str, str]) -> str:
     :class:`DefinitionError` naming a type whose text is missing.
     """
     lookup = {_normalize_name(k): v for k, v in texts.items()}
-    known = set(lookup)
+    known = _Known(set(lookup))
     main = _normalize_name(msgtype)
     if main not in lookup:
         raise DefinitionError(f"No definition was given for {main}.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -16,6 +17,27 @@ import numpy as np
 
 from .arrays import Record, StructArray
 from .errors import DecodeError, UnsupportedError
+
+@contextmanager
+def _explained(what: str, topic: str | None, index: int | None) -> Iterator[None]:
+    """Errors in here become DecodeErrors naming the topic and message: a damaged or unexpected message
+    (a missing field, a field of another type, a size NumPy refuses) is the file's fault, not a bug."""
+    try:
+        yield
+    except DecodeError as exc:
+        if exc.topic is not None:
+            raise
+        raise DecodeError(str(exc), topic=topic, index=index) from exc
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError, MemoryError) as exc:
+        raise DecodeError(f"not a valid {what}: {type(exc).__name__}: {exc}", topic=topic, index=index) from exc
+
+
+def _origin(value: Any) -> tuple[str | None, int | None]:
+    """(topic, message index) of a topic array or of one of its records, where known."""
+    struct = value._struct if isinstance(value, Record) else value
+    topic = getattr(struct, "topic", None)
+    return topic, (value._i if isinstance(value, Record) else None)
+
 
 # sensor_msgs/PointField datatypes
 POINT_FIELD_TYPES = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
@@ -61,17 +83,21 @@ def _points(msg: Any) -> np.ndarray:
 
 def _clouds(topic: StructArray) -> Iterator[np.ndarray]:
     """Points of every message of a PointCloud2 topic: columns pulled out once, dtypes cached."""
-    fields = topic["fields"]
-    names, offsets = fields.child["name"].tolist(), fields.child["offset"].tolist()
-    datatypes, counts = fields.child["datatype"].tolist(), fields.child["count"].tolist()
-    first, count = fields.first.tolist(), fields.counts.tolist()
-    columns = [topic[name].tolist() for name in ("height", "width", "point_step", "row_step", "is_bigendian")]
-    data = topic["data"]
+    name, _ = _origin(topic)
+    with _explained("PointCloud2 topic", name, None):
+        fields = topic["fields"]
+        names, offsets = fields.child["name"].tolist(), fields.child["offset"].tolist()
+        datatypes, counts = fields.child["datatype"].tolist(), fields.child["count"].tolist()
+        first, count = fields.first.tolist(), fields.counts.tolist()
+        columns = [topic[c].tolist() for c in ("height", "width", "point_step", "row_step", "is_bigendian")]
+        data = topic["data"]
     for i, (height, width, point_step, row_step, bigendian) in enumerate(zip(*columns)):
-        a, b = first[i], first[i] + count[i]
-        dtype = _point_dtype(tuple(names[a:b]), tuple(offsets[a:b]), tuple(datatypes[a:b]), tuple(counts[a:b]),
-                             point_step, bool(bigendian))
-        yield _point_view(np.asarray(data[i]), dtype, height, width, point_step, row_step)
+        with _explained("PointCloud2", name, i):
+            a, b = first[i], first[i] + count[i]
+            dtype = _point_dtype(tuple(names[a:b]), tuple(offsets[a:b]), tuple(datatypes[a:b]),
+                                 tuple(counts[a:b]), point_step, bool(bigendian))
+            points = _point_view(np.asarray(data[i]), dtype, height, width, point_step, row_step)
+        yield points
 
 
 def _point_view(data: np.ndarray, dtype: np.dtype, height: int, width: int, point_step: int,
@@ -96,7 +122,8 @@ def pointcloud(cloud: Any) -> Any:
     """
     if isinstance(cloud, StructArray):
         return _clouds(cloud)
-    return _points(cloud)
+    with _explained("PointCloud2", *_origin(cloud)):
+        return _points(cloud)
 
 
 _CHANNELS = {"mono8": ("u1", 1), "mono16": ("u2", 1), "rgb8": ("u1", 3), "bgr8": ("u1", 3),
@@ -129,9 +156,15 @@ def _image(msg: Any) -> np.ndarray:
 
 def _images(topic: StructArray) -> list[np.ndarray]:
     """Pixels of every message of an Image topic, columns pulled out once."""
-    columns = [topic[name].tolist() for name in ("height", "width", "step", "encoding", "is_bigendian")]
-    data = topic["data"]
-    return [_pixels(np.asarray(data[i]), *row) for i, row in enumerate(zip(*columns))]
+    name, _ = _origin(topic)
+    with _explained("Image topic", name, None):
+        columns = [topic[c].tolist() for c in ("height", "width", "step", "encoding", "is_bigendian")]
+        data = topic["data"]
+    views = []
+    for i, row in enumerate(zip(*columns)):
+        with _explained("Image", name, i):
+            views.append(_pixels(np.asarray(data[i]), *row))
+    return views
 
 
 def _pixels(data: np.ndarray, height: int, width: int, step: int, encoding: str, bigendian: int) -> np.ndarray:
@@ -155,7 +188,8 @@ def image(images: Any) -> Any:
     bytes: decode it with an image library.)
     """
     if not isinstance(images, StructArray):
-        return _image(images)
+        with _explained("Image", *_origin(images)):
+            return _image(images)
     views = _images(images)
     if views and all(v.shape == views[0].shape and v.dtype == views[0].dtype for v in views):
         return np.stack(views)
