@@ -23,7 +23,7 @@ import numpy as np
 from .chunks import Chunk
 from .errors import BagFormatError, FastbagError, UnsupportedError
 from .index import BagIndex, Connection, build_index
-from .records import MAGIC_V11, MAGIC_V12, Header, Op, read_record, read_record_header
+from .records import MAGIC_V11, MAGIC_V12, Header, Op, gather_u32, read_record, read_record_header
 from .source import Source
 
 _V11_TAIL = struct.Struct("<III")  # sec, nsec, length
@@ -88,6 +88,7 @@ def _indexed_v12(source: Source, start: int, index_pos: int) -> BagIndex:
                              offset=index_pos, record="index data")
     connections: list[Connection] = []
     pieces = []
+    definitions: list[int] = []  # definition records that a topic's first entry points at
     for cid, (topic, entries) in enumerate(topics):
         positions = entries[:, 2].astype(np.int64) | (entries[:, 3].astype(np.int64) << 32)
         if positions.size and (positions.min() < start or positions.max() >= index_pos):
@@ -98,6 +99,7 @@ def _indexed_v12(source: Source, start: int, index_pos: int) -> BagIndex:
         first = read_record_header(source, int(positions[0]))[0] if positions.size else None
         if first is not None and first.op() == Op.MSG_DEF:
             definition = first
+            definitions.append(int(positions[0]))
             message = read_record_header(source, read_record(source, int(positions[0])).end)[0]
         else:
             definition = _find_definition(source, start, index_pos, topic)
@@ -108,7 +110,32 @@ def _indexed_v12(source: Source, start: int, index_pos: int) -> BagIndex:
     entries = np.concatenate([e for _, e, _ in pieces])
     time = entries[:, 0].astype(np.int64) * 1_000_000_000 + entries[:, 1]
     offsets = np.concatenate([p for _, _, p in pieces])
+    covered = _bytes_covered(source, offsets, np.array(definitions, dtype=np.int64), index_pos)
+    if covered != index_pos - start:
+        # Index records cut off (a file cut between them) leave their topics' messages unlisted.
+        raise BagFormatError(f"the index accounts for {covered} of the {index_pos - start} bytes of messages",
+                             path=source.path, offset=index_pos, record="index data")
     return build_index("1.2", connections, _whole_file(source), conn_ids, np.zeros_like(conn_ids), time, offsets)
+
+
+def _bytes_covered(source: Source, at: np.ndarray, definitions: np.ndarray, stop: int) -> int:
+    """Bytes of the records the index points at (``at``), plus the message after each definition record
+    an entry points at (``definitions``); -1 when a record runs past ``stop``. A complete index covers
+    the whole data section."""
+    buf = source.array
+
+    def sizes(pos: np.ndarray) -> np.ndarray:
+        ok = (pos >= 0) & (pos + 8 <= stop)
+        pos = np.where(ok, pos, 0)
+        header_len = gather_u32(buf, pos)
+        ok &= pos + 8 + header_len <= stop
+        size = 8 + header_len + gather_u32(buf, np.where(ok, pos + 4 + header_len, 0))
+        return np.where(ok & (pos + size <= stop), size, -1)
+
+    size, following = sizes(at), sizes(definitions + sizes(definitions))
+    if (size < 0).any() or (following < 0).any():
+        return -1
+    return int(size.sum() + following.sum())
 
 
 def _find_definition(source: Source, start: int, stop: int, topic: str) -> Header:
