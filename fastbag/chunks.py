@@ -201,8 +201,8 @@ class ChunkStore:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
-    def get(self, index: int) -> np.ndarray:
-        """The uncompressed payload of chunk ``index``."""
+    def get(self, index: int, remember: bool = True) -> np.ndarray:
+        """The uncompressed payload of chunk ``index`` (kept in the cache when ``remember``)."""
         chunk = self.chunks[index]
         if index in self.salvaged:
             return self.salvaged[index]
@@ -214,7 +214,8 @@ class ChunkStore:
                 self._cache.move_to_end(index)
                 return hit
         payload = decompress(self.source, chunk)
-        self._remember(index, payload)
+        if remember:
+            self._remember(index, payload)
         return payload
 
     def _remember(self, index: int, payload: np.ndarray) -> None:
@@ -238,8 +239,11 @@ class ChunkStore:
         order = list(indices)
         compressed = sum(1 for i in order if self.chunks[i].compression != "none")
         workers = self.workers if compressed >= 2 else 1
-        for i, payload in ordered_map(lambda i: (i, self.get(i)), order, self.pool() if workers > 1 else None,
-                                      2 * workers):
+        # A read larger than the cache would only evict what it caches before reusing it, and keep
+        # cache_bytes of freshly allocated payloads alive: it bypasses the cache.
+        remember = sum(self.chunks[i].size for i in order) <= self.cache_bytes
+        for i, payload in ordered_map(lambda i: (i, self.get(i, remember)), order,
+                                      self.pool() if workers > 1 else None, 2 * workers):
             yield i, payload
 
     def pool(self) -> ThreadPoolExecutor | None:
