@@ -461,6 +461,12 @@ class TopicBuilder:
             kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, empty8, empty8, rows, rows,
                          empty64, empty64, rows, False, status)
             self._check(status, first_index)
+            # Elements that take bytes are bounded by the bytes; those that take none only per message.
+            # Across the run, child rows may not outnumber the bytes plus one cap's worth of empty ones.
+            if int(rows.max()) > int(lengths.sum()) + kernels.MAX_EMPTY_ELEMENTS:
+                raise DecodeError(f"messages claim {int(rows.max())} array elements, more than their "
+                                  f"{int(lengths.sum())} bytes can hold", topic=self.topic, msgtype=self.msgtype,
+                                  index=first_index)
         rows[0] = n
         child_bytes = rows * layout.row_sizes
         child_bytes[0] = 0
