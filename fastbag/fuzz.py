@@ -1688,7 +1688,8 @@ def check_oracle(out: Outcome, mutant: Mutant, seed: Seed) -> list[Problem]:
             return problems
         s = seed.structure
         keep = [m for k, c in enumerate(s.chunks) if k != victim for m in c.messages]
-        missing = _multiset([(m.topic, m.time, m.data) for m in keep]) - _multiset(out.raw)
+        # (time, bytes): a damaged connection record inside the chunk may rename a topic, legitimately
+        missing = Counter((m.time, m.data) for m in keep) - _time_rows(out.raw)
         if missing:
             wrong(f"damage to chunk {victim} of an unindexed bag lost {sum(missing.values())} messages of other "
                   "chunks", "lost-other-chunks")
