@@ -34,6 +34,7 @@ test_errors.py and test_recovery.py already pin single damages down one by one; 
 from __future__ import annotations
 
 import bz2
+import contextlib
 import json
 import random
 import struct
@@ -43,6 +44,7 @@ import time
 import tracemalloc
 import warnings
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +85,18 @@ def run(path: Path, **kwargs) -> fuzz.Outcome:
     (The sensor helpers are left out here; their errors are tested below.)
     """
     return fuzz.Runner(str(path), sensors=False, **kwargs).run()
+
+
+@contextlib.contextmanager
+def peak_allocation() -> Iterator[list[int]]:
+    """``with peak_allocation() as peak:`` ... then ``peak[0]`` is the largest traced allocation inside."""
+    peak = [0]
+    tracemalloc.start()
+    try:
+        yield peak
+        peak[0] = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def problems(out: fuzz.Outcome) -> list[str]:
@@ -352,14 +366,10 @@ def test_lengths_claiming_gigabytes_allocate_nothing_near_that(seeds, scratch, n
     what = fuzz.mutate_set_number(rng, seed, buf)
     path = scratch / f"lengths-{name}.bag"
     path.write_bytes(bytes(buf))
-    tracemalloc.start()
-    try:
+    with peak_allocation() as peak:
         out = run(path, open_kwargs=seed.spec.open_kwargs)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
     assert not problems(out), (what, problems(out))
-    assert peak <= fuzz.OVERSIZE_FLOOR + fuzz.OVERSIZE_FACTOR * len(buf), (what, peak)
+    assert peak[0] <= fuzz.OVERSIZE_FLOOR + fuzz.OVERSIZE_FACTOR * len(buf), (what, peak[0])
 
 
 # -- 3. what rosbags does with the same damage ---------------------------------------------------------
@@ -504,13 +514,9 @@ def test_regression_deep_definition_raises_recursion_error(tmp_path):
 def test_regression_fixed_size_is_allocated_before_it_is_checked(tmp_path):
     path = tmp_path / "big-fixed.bag"
     _one_topic_bag(path, "uint8[1000000000] x", [b"\0" * 4])
-    tracemalloc.start()
-    try:
+    with peak_allocation() as peak:
         _read_expecting_fastbag_error(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 64 << 20, f"peak allocation {peak} bytes for a {path.stat().st_size}-byte bag"
+    assert peak[0] < 64 << 20, f"peak allocation {peak[0]} bytes for a {path.stat().st_size}-byte bag"
     _one_topic_bag(path, "uint8[2147483647] x", [b"\0" * 4] * 3000)
     _read_expecting_fastbag_error(path)  # MemoryError today
 
@@ -532,17 +538,12 @@ def test_regression_cut_lz4_chunk_allocates_its_size_claim(tmp_path):
     size_at = data.index(b"size=") + 5
     struct.pack_into("<I", data, size_at, 0xFFFFFFF0)
     path.write_bytes(bytes(data[:frame + 150_000]))  # two complete 64 KB blocks survive the cut
-    tracemalloc.start()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", fastbag.FastbagWarning)
-            with fastbag.open(path) as bag:
-                count = bag.message_count
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    with peak_allocation() as peak, warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        with fastbag.open(path) as bag:
+            count = bag.message_count
     assert count >= 25, "the complete messages of the cut chunk are salvaged"
-    assert peak < 64 << 20, f"peak allocation {peak} bytes for a {path.stat().st_size}-byte bag"
+    assert peak[0] < 64 << 20, f"peak allocation {peak[0]} bytes for a {path.stat().st_size}-byte bag"
 
 
 def test_regression_lz4_content_size_claim_is_allocated(tmp_path):
@@ -554,14 +555,9 @@ def test_regression_lz4_content_size_claim_is_allocated(tmp_path):
     frame = fuzz.lz4_with_content_size(data[start:start + n], 1 << 30)
     assert len(frame) == n
     path.write_bytes(data[:start] + frame + data[start + n:])
-    tracemalloc.start()
-    try:
-        with fastbag.open(path) as bag, pytest.raises(fastbag.BagFormatError):
-            list(bag.messages(raw=True))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 64 << 20, f"peak allocation {peak} bytes for a {len(data)}-byte bag"
+    with peak_allocation() as peak, fastbag.open(path) as bag, pytest.raises(fastbag.BagFormatError):
+        list(bag.messages(raw=True))
+    assert peak[0] < 64 << 20, f"peak allocation {peak[0]} bytes for a {len(data)}-byte bag"
 
 
 def test_regression_decompression_bomb(tmp_path):
@@ -575,14 +571,9 @@ def test_regression_decompression_bomb(tmp_path):
     at = out.index(b"index_pos=") + 10
     struct.pack_into("<Q", out, at, struct.unpack_from("<Q", out, at)[0] + len(bomb) - n)
     path.write_bytes(bytes(out))
-    tracemalloc.start()
-    try:
-        with fastbag.open(path) as bag, pytest.raises(fastbag.BagFormatError, match="bz2"):
-            list(bag.messages(raw=True))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 16 << 20, f"peak allocation {peak} bytes for a {len(out)}-byte bag"
+    with peak_allocation() as peak, fastbag.open(path) as bag, pytest.raises(fastbag.BagFormatError, match="bz2"):
+        list(bag.messages(raw=True))
+    assert peak[0] < 16 << 20, f"peak allocation {peak[0]} bytes for a {len(out)}-byte bag"
 
 
 def _pointcloud_bag(path: Path, count: int, offset_y: int | None = None) -> None:
@@ -672,13 +663,9 @@ def test_regression_zero_size_elements_make_work_unbounded(tmp_path):
     n, sep = 3_000_000, "=" * 80
     path = tmp_path / "zero.bag"
     _one_topic_bag(path, f"p/Z[{n}] zs\n{sep}\nMSG: p/Z\nstring[0] nothing\n", [b""])
-    tracemalloc.start()
-    try:
+    with peak_allocation() as peak:
         _read_expecting_fastbag_error(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 64 << 20, f"peak allocation {peak} bytes for a {path.stat().st_size}-byte bag"
+    assert peak[0] < 64 << 20, f"peak allocation {peak[0]} bytes for a {path.stat().st_size}-byte bag"
 
 
 def test_regression_definition_parse_is_quadratic():
