@@ -400,6 +400,7 @@ class _RunPiece:
     file_offset: int | None
     rows: np.ndarray                 # rows per table
     fixed: list[np.ndarray]          # child tables' fixed rows (index 0 unused: root rows are in place)
+    nbytes: int = 0                  # bytes of the run's messages
     slots: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (pos, count) per slot
     strings: dict[int, np.ndarray] = field(default_factory=dict)             # string slot -> its bytes
 
@@ -426,6 +427,7 @@ class TopicBuilder:
         self.slot_buf: list[list[np.ndarray]] = [[] for _ in layout.slots]
         self.strings: list[list[np.ndarray]] = [[] for _ in layout.slots]
         self.keeps_views = any(s.kind == "array" for s in layout.slots)
+        self.unbacked = 0  # child rows so far beyond the bytes of their runs (elements that take no bytes)
 
     def add_run(self, payload: np.ndarray, file_offset: int | None, starts: np.ndarray, lengths: np.ndarray,
                 first_index: int) -> None:
@@ -484,7 +486,8 @@ class TopicBuilder:
                      slot_base, slot_pos, slot_cnt, counters, True, status)
         self._check(status, first_index)
         piece = _RunPiece(payload, file_offset, rows,
-                          [fixed[fixed_base[t]:fixed_base[t] + int(child_bytes[t])] for t in range(len(rows))])
+                          [fixed[fixed_base[t]:fixed_base[t] + int(child_bytes[t])] for t in range(len(rows))],
+                          nbytes=int(lengths.sum()))
         for s, slot in enumerate(layout.slots):
             pos = slot_pos[slot_base[s]:slot_base[s] + slot_rows[s]]
             cnt = slot_cnt[slot_base[s]:slot_base[s] + slot_rows[s]]
@@ -499,7 +502,15 @@ class TopicBuilder:
         return piece
 
     def append(self, piece: "_RunPiece") -> None:
-        """Add a decoded run's columns, in read order."""
+        """Add a decoded run's columns, in read order.
+
+        Child rows beyond the bytes that back them (elements that take none)
+        are bounded across the whole read, not only per run.
+        """
+        self.unbacked += max(0, int(piece.rows[1:].max(initial=0)) - piece.nbytes)
+        if self.unbacked > _kernels().MAX_EMPTY_ELEMENTS:
+            raise DecodeError(f"messages claim more than {_kernels().MAX_EMPTY_ELEMENTS} array elements that take "
+                              "no bytes", topic=self.topic, msgtype=self.msgtype)
         buffer_id = self._buffer_id(piece.payload, piece.file_offset)
         for t in range(1, len(self.layout.tables)):
             self.fixed[t].append(piece.fixed[t])
@@ -530,7 +541,7 @@ class TopicBuilder:
             return
         reasons = {1: "is shorter than its definition says", 2: "has bytes left over after its last field",
                    3: "nests arrays deeper than 64 levels", 4: "lies outside its chunk",
-                   5: "claims more than 1048576 elements of a type that takes no bytes"}
+                   5: f"claims more than {_kernels().MAX_EMPTY_ELEMENTS} elements of a type that takes no bytes"}
         raise DecodeError(f"message {reasons.get(code, 'cannot be decoded')} (at byte {pos} of its chunk)",
                           topic=self.topic, msgtype=self.msgtype, index=first_index + m)
 

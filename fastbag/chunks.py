@@ -51,6 +51,9 @@ def stream(decompressor: Any, data: bytes | memoryview, limit: int) -> bytes:
             break
         pieces.append(piece)
         produced += len(piece)
+    if decompressor.eof and getattr(decompressor, "unused_data", b""):
+        # The stream ended before the payload did: its length is wrong (it may run into later chunks).
+        raise ValueError(f"{len(decompressor.unused_data)} bytes follow the end of the compressed stream")
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 

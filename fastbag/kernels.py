@@ -29,7 +29,7 @@ TOO_MANY = 5     # more elements that take no bytes than MAX_EMPTY_ELEMENTS
 STACK_DEPTH = 64
 #: Elements that can take no bytes (a struct of only ``T[0]`` fields) cost a row each but are not
 #: bounded by the message's bytes: a count read from the data may not exceed this.
-MAX_EMPTY_ELEMENTS = 1 << 20
+MAX_EMPTY_ELEMENTS = 1 << 18
 
 
 @njit(cache=True, nogil=True, inline="always")

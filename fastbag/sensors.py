@@ -28,6 +28,10 @@ def _explained(what: str, topic: str | None, index: int | None) -> Iterator[None
         if exc.topic is not None:
             raise
         raise DecodeError(str(exc), topic=topic, index=index) from exc
+    except UnsupportedError as exc:
+        where = ", ".join(w for w in (f"topic {topic}" if topic else "", f"message {index}" if index is not None
+                                       else "") if w)
+        raise UnsupportedError(f"{exc} ({where})" if where else str(exc)) from exc
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError, MemoryError) as exc:
         raise DecodeError(f"not a valid {what}: {type(exc).__name__}: {exc}", topic=topic, index=index) from exc
 

@@ -742,3 +742,50 @@ def test_regression_record_posing_as_a_connection_stops_recovery(tmp_path):
             got = Counter((m.time, bytes(m.data)) for m in bag.messages(raw=True))
     others = Counter((m.time, m.data) for k, c in enumerate(s.chunks) if k != 5 for m in c.messages)
     assert not others - got
+
+
+# -- D18-D20, found by a campaign against the fixed library; fixed -------------------------------
+
+
+def test_regression_long_chunk_length_swallows_intact_chunks(tmp_path):
+    path = tmp_path / "long.bag"
+    int32_bag(path, 100, chunk_size=300, compression="lz4")
+    data = bytearray(path.read_bytes())
+    s = fuzz.walk(bytes(data))
+    struct.pack_into("<Q", data, s.records[0].fields["index_pos"][0], 0)
+    chunk, covered = s.chunks[3].rec, s.chunks[5].rec
+    struct.pack_into("<I", data, chunk.data_start - 4, covered.data_start + 10 - chunk.data_start)
+    path.write_bytes(bytes(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        with fastbag.open(path) as bag:
+            got = Counter((m.time, bytes(m.data)) for m in bag.messages(raw=True))
+    others = Counter((m.time, m.data) for k, c in enumerate(s.chunks) if k != 3 for m in c.messages)
+    assert not others - got, f"lost {sum((others - got).values())} messages of intact chunks 4 and 5"
+
+
+def test_regression_empty_elements_are_capped_per_run_not_per_read(tmp_path):
+    path = tmp_path / "empty-elements.bag"
+    with fastbag.Writer(path, chunk_size=1, compression="lz4") as w:  # one message per chunk
+        c = w.add_connection("/t", "p/T", f"p/Z[1000000] zs\n{'=' * 80}\nMSG: p/Z\nstring[0] nothing\n", "*")
+        for k in range(4):
+            w.write(c, 10**9 + k, b"")
+    with peak_allocation() as peak, fastbag.open(path) as bag:
+        try:
+            bag.read("/t")
+        except fastbag.DecodeError:
+            pass
+    assert peak[0] < 64 << 20, f"peak allocation {peak[0]} bytes for a {path.stat().st_size}-byte bag"
+
+
+def test_regression_image_encoding_error_names_nothing(tmp_path):
+    path = tmp_path / "encoding.bag"
+    msg = next(iter(synth.image(np.array([10**9]), np.random.default_rng(0), height=2, width=2)))
+    with fastbag.Writer(path) as w:
+        t = synth.IMAGE
+        w.write(w.add_connection("/camera", t.name, t.definition, t.md5sum), 10**9, msg.replace(b"rgb8", b"2gb8"))
+    with fastbag.open(path) as bag:
+        images = bag.read("/camera")
+        with pytest.raises(fastbag.UnsupportedError) as info:
+            fastbag.image(images)
+    assert "/camera" in str(info.value) and "message 0" in str(info.value), str(info.value)
