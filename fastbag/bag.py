@@ -336,7 +336,15 @@ class Bag:
             decoded: dict[int, tuple[Any, np.ndarray]] = {}
             for rank in np.unique(conns).tolist():
                 mine = np.flatnonzero(conns == rank)
-                builder = TopicBuilder(self._layout(connections[rank]), self._source.array, mine.size,
+                layout = self._layout(connections[rank])
+                # Checked before the builder allocates messages x the fixed size: then that is real bytes.
+                short = np.flatnonzero(lengths[mine] < layout.min_size)
+                if short.size:
+                    m = int(mine[short[0]])
+                    raise DecodeError(f"message has {int(lengths[m])} bytes, fewer than the {layout.min_size} its "
+                                      "definition needs", topic=connections[rank].topic,
+                                      msgtype=connections[rank].msgtype, index=a + m)
+                builder = TopicBuilder(layout, self._source.array, mine.size,
                                        topic=connections[rank].topic, msgtype=connections[rank].msgtype)
                 builder.add_run(payload, offset, starts[mine], lengths[mine], a + int(mine[0]))
                 row_of = np.zeros(b - a, dtype=np.int64)

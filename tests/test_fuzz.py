@@ -789,3 +789,27 @@ def test_regression_image_encoding_error_names_nothing(tmp_path):
         with pytest.raises(fastbag.UnsupportedError) as info:
             fastbag.image(images)
     assert "/camera" in str(info.value) and "message 0" in str(info.value), str(info.value)
+
+
+def test_regression_decoded_messages_allocate_the_fixed_size_claim(tmp_path):
+    path = tmp_path / "big-fixed.bag"
+    _one_topic_bag(path, "uint8[1000000000] x", [b"\0" * 8])
+    with peak_allocation() as peak, fastbag.open(path) as bag, pytest.raises(fastbag.DecodeError):
+        list(bag.messages())
+    assert peak[0] < 64 << 20, f"peak allocation {peak[0]} bytes for a {path.stat().st_size}-byte bag"
+    _one_topic_bag(path, "uint8[1000000000] x", [b"\0" * 8] * 77)
+    with fastbag.open(path) as bag, pytest.raises(fastbag.DecodeError):
+        list(bag.messages())
+
+
+@pytest.mark.xfail(strict=True, reason="DEFECT D22 (minor): the read-wide cap on array elements that take no bytes "
+                                       "raises a DecodeError that names the topic but no message index")
+def test_defect_read_cap_on_empty_elements_names_no_message(tmp_path):
+    path = tmp_path / "cap.bag"
+    with fastbag.Writer(path, chunk_size=1, compression="lz4") as w:  # one message per chunk
+        c = w.add_connection("/t", "p/T", f"p/Z[100000] zs\n{'=' * 80}\nMSG: p/Z\nstring[0] nothing\n", "*")
+        for k in range(4):
+            w.write(c, 10**9 + k, b"")
+    with fastbag.open(path) as bag, pytest.raises(fastbag.DecodeError) as info:
+        bag.read("/t")
+    assert info.value.topic == "/t" and info.value.index is not None, str(info.value)
