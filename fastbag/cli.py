@@ -146,9 +146,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     # The generated suite compares with rosbags unless told not to; the user's bags only when asked.
     against = args.against == "rosbags" or (not args.paths and args.against is None)
     if against:
-        try:
-            import rosbags  # noqa: F401 - the comparison needs it
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("rosbags") is None:  # the comparison needs it
             if args.paths:
                 print("fastbag: --against rosbags needs rosbags: pip install rosbags", file=sys.stderr)
                 return 1

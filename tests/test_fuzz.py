@@ -46,6 +46,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -640,6 +641,15 @@ def test_regression_pointcloud_decode_error_names_no_topic(tmp_path):
             list(fastbag.pointcloud(cloud))
     assert info.value.topic == "/points" and info.value.index == 0, str(info.value)
 
+def assert_other_chunks_survive(path: Path, s: Any, victim: int) -> None:
+    """Every message of every chunk but ``victim`` reads back from the damaged bag at ``path``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        with fastbag.open(path) as bag:
+            got = Counter((m.time, bytes(m.data)) for m in bag.messages(raw=True))
+    others = Counter((m.time, m.data) for k, c in enumerate(s.chunks) if k != victim for m in c.messages)
+    assert not others - got, f"lost {sum((others - got).values())} messages of intact chunks"
+
 
 @pytest.mark.parametrize("delta", [+1000, -5, 0xFFFFFFFF], ids=["longer", "shorter", "u32max"])
 def test_regression_damaged_chunk_length_loses_every_later_chunk(tmp_path, delta):
@@ -651,12 +661,7 @@ def test_regression_damaged_chunk_length_loses_every_later_chunk(tmp_path, delta
     chunk = s.chunks[3].rec
     struct.pack_into("<I", data, chunk.data_start - 4, delta if delta > 0xFFFF else chunk.data_len + delta)
     path.write_bytes(bytes(data))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", fastbag.FastbagWarning)
-        with fastbag.open(path) as bag:
-            got = Counter((m.time, bytes(m.data)) for m in bag.messages(raw=True))
-    others = Counter((m.time, m.data) for k, c in enumerate(s.chunks) if k != 3 for m in c.messages)
-    assert not others - got, f"lost {sum((others - got).values())} messages of intact chunks"
+    assert_other_chunks_survive(path, s, victim=3)
 
 
 def test_regression_zero_size_elements_make_work_unbounded(tmp_path):
@@ -756,12 +761,7 @@ def test_regression_long_chunk_length_swallows_intact_chunks(tmp_path):
     chunk, covered = s.chunks[3].rec, s.chunks[5].rec
     struct.pack_into("<I", data, chunk.data_start - 4, covered.data_start + 10 - chunk.data_start)
     path.write_bytes(bytes(data))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", fastbag.FastbagWarning)
-        with fastbag.open(path) as bag:
-            got = Counter((m.time, bytes(m.data)) for m in bag.messages(raw=True))
-    others = Counter((m.time, m.data) for k, c in enumerate(s.chunks) if k != 3 for m in c.messages)
-    assert not others - got, f"lost {sum((others - got).values())} messages of intact chunks 4 and 5"
+    assert_other_chunks_survive(path, s, victim=3)
 
 
 def test_regression_empty_elements_are_capped_per_run_not_per_read(tmp_path):
