@@ -3,7 +3,9 @@
 A chunk's ``size`` header field is its uncompressed length; every decompressed
 payload is checked against it. Decompressed chunks are cached in a small LRU
 bounded in bytes, and :meth:`ChunkStore.iter_chunks` decompresses ahead on a
-thread pool: bz2 and lz4 both release the GIL, so two cores give close to 2x.
+thread pool: bz2 and the lz4 kernel both release the GIL. lz4 chunks decode
+through :mod:`fastbag.lz4frame` (a Numba kernel writing into arrays the
+allocator recycles), bz2 through the standard library's streaming decoder.
 """
 
 from __future__ import annotations
@@ -23,16 +25,16 @@ from .errors import BagFormatError, UnsupportedError
 from .source import Source
 
 
-STEP = 8 << 20  # a decompressor produces at most this much per call
+STEP = 8 << 20  # a streaming decompressor produces at most this much per call
 
 
-def _lz4_decompressor() -> Any:
+class TooLarge(ValueError):
+    """A payload decompresses to more bytes than its chunk header declares."""
+
+
+def _lz4_stream() -> Any:
     import lz4.frame  # imported on first use: a bag without lz4 chunks never needs it
     return lz4.frame.LZ4FrameDecompressor()
-
-
-def _bz2_decompressor() -> Any:
-    return bz2.BZ2Decompressor()
 
 
 def stream(decompressor: Any, data: bytes | memoryview, limit: int) -> bytes:
@@ -57,13 +59,35 @@ def stream(decompressor: Any, data: bytes | memoryview, limit: int) -> bytes:
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
-#: compression name -> a new streaming decompressor (``decompress(data, max_length)``,
-#: ``eof``, ``needs_input``, as bz2 and lz4.frame offer). ``none`` is handled without
-#: copying. Add codecs here.
-DECOMPRESSORS: dict[str, Callable[[], Any]] = {
-    "bz2": _bz2_decompressor,
-    "lz4": _lz4_decompressor,
+def _streamed(factory: Callable[[], Any]) -> Callable[[np.ndarray, int], np.ndarray]:
+    def decompress(raw: np.ndarray, size: int) -> np.ndarray:
+        out = stream(factory(), memoryview(raw), size)
+        if len(out) > size:  # decompression stopped there: it would have produced more
+            raise TooLarge(f"more than {size} bytes")
+        return np.frombuffer(out, dtype=np.uint8)
+    return decompress
+
+
+def _lz4(raw: np.ndarray, size: int) -> np.ndarray:
+    # The Numba frame kernel decodes from the mapping into an array the allocator recycles
+    # (see fastbag.lz4frame for why); frame features it leaves alone go to lz4.frame.
+    from . import lz4frame
+
+    try:
+        return lz4frame.decompress(raw, size)
+    except lz4frame.Unsupported:
+        return _streamed(_lz4_stream)(raw, size)
+
+
+#: compression name -> ``decompress(raw, size)``: the payload ``raw`` (uint8, a view of the
+#: file) decompressed to a new uint8 array of at most ``size`` bytes; ValueError if malformed,
+#: TooLarge past ``size``. ``none`` is handled without copying. Add codecs here.
+DECOMPRESSORS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
+    "bz2": _streamed(bz2.BZ2Decompressor),
+    "lz4": _lz4,
 }
+#: The same codecs as streaming decompressors, for payloads cut off by the end of the file.
+STREAMING: dict[str, Callable[[], Any]] = {"bz2": bz2.BZ2Decompressor, "lz4": _lz4_stream}
 COMPRESSIONS = ("none", *DECOMPRESSORS)
 
 
@@ -120,18 +144,19 @@ def decompress(source: Source, chunk: Chunk) -> np.ndarray:
             f"chunk compression {chunk.compression!r} is not supported (known: {', '.join(COMPRESSIONS)}) "
             f"({source.path}, offset {chunk.position}, chunk record)") from None
     try:
-        out = stream(codec(), memoryview(raw), chunk.size)
+        out = codec(raw, chunk.size)
+    except TooLarge:
+        raise BagFormatError(f"{chunk.compression} chunk decompressed to more than its header's {chunk.size} bytes",
+                             path=source.path, offset=chunk.position, record="chunk") from None
     except Exception as exc:  # each codec has its own error types
         raise BagFormatError(f"{chunk.compression} chunk payload does not decompress: {exc}",
                              path=source.path, offset=chunk.position, record="chunk") from exc
-    if len(out) > chunk.size:  # decompression stopped there: it would have produced more
-        raise BagFormatError(f"{chunk.compression} chunk decompressed to more than its header's {chunk.size} bytes",
-                             path=source.path, offset=chunk.position, record="chunk")
-    if len(out) != chunk.size:
+    if out.size != chunk.size:
         raise BagFormatError(
-            f"{chunk.compression} chunk decompressed to {len(out)} bytes but its header says {chunk.size}",
+            f"{chunk.compression} chunk decompressed to {out.size} bytes but its header says {chunk.size}",
             path=source.path, offset=chunk.position, record="chunk")
-    return np.frombuffer(out, dtype=np.uint8)
+    out.flags.writeable = False  # shared by the cache and by every message view of it
+    return out
 
 
 def decompress_truncated(source: Source, chunk: Chunk) -> np.ndarray:
@@ -145,8 +170,8 @@ def decompress_truncated(source: Source, chunk: Chunk) -> np.ndarray:
     try:
         if chunk.compression == "none":
             out = raw
-        elif chunk.compression in DECOMPRESSORS:
-            out = stream(DECOMPRESSORS[chunk.compression](), raw, chunk.size)
+        elif chunk.compression in STREAMING:
+            out = stream(STREAMING[chunk.compression](), raw, chunk.size)
         else:
             out = b""
     except Exception:  # a damaged tail: nothing to salvage from this chunk

@@ -1,0 +1,136 @@
+"""The Numba LZ4 frame kernel against the reference, python-lz4 (the C library).
+
+Every frame variant ROS tools and python-lz4 write decodes to the original
+bytes; every real lz4 chunk in ../shared/data decodes as ``lz4.frame`` does;
+damaged frames give ValueError (or TooLarge, or Unsupported for the
+fallback), never a crash or bytes the reference would not produce.
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+
+import lz4.frame
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fastbag
+from fastbag import lz4frame
+from fastbag.chunks import TooLarge, decompress
+
+from conftest import DATA, NO_DATA
+
+BLOCK_SIZES = [lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX256KB, lz4.frame.BLOCKSIZE_MAX1MB,
+               lz4.frame.BLOCKSIZE_MAX4MB]
+
+
+def frame_options() -> st.SearchStrategy[dict]:
+    return st.fixed_dictionaries({
+        "block_size": st.sampled_from(BLOCK_SIZES), "block_linked": st.booleans(),
+        "content_checksum": st.booleans(), "block_checksum": st.booleans(), "store_size": st.booleans(),
+        "compression_level": st.sampled_from([0, 3, 9])})
+
+
+def payloads() -> st.SearchStrategy[bytes]:
+    """Short and long, compressible (repeats, long runs: overlapping matches) and not."""
+    return st.one_of(
+        st.binary(max_size=300),
+        st.builds(lambda unit, n: unit * n, st.binary(min_size=1, max_size=7), st.integers(1, 40_000)),
+        st.builds(lambda seed, n, k: np.random.default_rng(seed).integers(0, k, n).astype(np.uint8).tobytes(),
+                  st.integers(0, 2**32 - 1), st.integers(0, 300_000), st.sampled_from([2, 16, 256])))
+
+
+def kernel(frame: bytes, limit: int) -> bytes:
+    return lz4frame.decompress(np.frombuffer(frame, dtype=np.uint8), limit).tobytes()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payloads(), frame_options())
+def test_every_frame_variant_decodes_to_the_original(data: bytes, options: dict) -> None:
+    frame = lz4.frame.compress(data, **options)
+    assert kernel(frame, len(data)) == data
+    if data:  # one byte less than the content is more than the limit
+        with pytest.raises(TooLarge):
+            kernel(frame, len(data) - 1)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payloads(), frame_options(), st.data())
+def test_damaged_frames_fail_cleanly_or_agree_with_the_reference(data: bytes, options: dict, draw: st.DataObject
+                                                                 ) -> None:
+    frame = bytearray(lz4.frame.compress(data, **options))
+    edits = draw.draw(st.lists(st.tuples(st.integers(0, len(frame) - 1), st.integers(1, 255)), min_size=1,
+                               max_size=4))
+    for at, mask in edits:
+        frame[at] ^= mask
+    cut = draw.draw(st.integers(0, len(frame)))
+    damaged = bytes(frame[:cut])
+    limit = len(data) + draw.draw(st.integers(0, 1000))
+    try:
+        got = kernel(damaged, limit)
+    except lz4frame.Unsupported:
+        return  # handed to lz4.frame, which decides
+    except ValueError:
+        return  # includes TooLarge
+    # When the kernel accepts a frame, the reference must produce the very same bytes.
+    assert lz4.frame.decompress(damaged) == got
+
+
+def test_an_enormous_claimed_size_is_not_allocated_up_front() -> None:
+    frame = lz4.frame.compress(bytes(1000))
+    out = lz4frame.decompress(np.frombuffer(frame, dtype=np.uint8), 0xFFFFFFFF)
+    assert out.tobytes() == bytes(1000)
+    assert out.base is None or out.base.nbytes <= lz4frame.FIRST_GUESS_RATIO * len(frame) + (1 << 16)
+
+
+def test_output_grows_past_the_first_guess_when_the_data_really_is_that_compressible() -> None:
+    data = bytes(5_000_000)  # ~250x: more than the first guess allows
+    frame = lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB)
+    assert len(data) > lz4frame.FIRST_GUESS_RATIO * len(frame) + (1 << 16)
+    assert kernel(frame, 2 * len(data)) == data
+
+
+def test_bytes_after_the_frame_are_an_error() -> None:
+    frame = lz4.frame.compress(b"hello world" * 100)
+    with pytest.raises(ValueError, match="follow the end"):
+        kernel(frame + b"\0", 1100)
+
+
+@pytest.mark.parametrize("frame", [
+    struct.pack("<II", 0x184D2A50, 0),                                   # a skippable frame
+    struct.pack("<I", lz4frame.MAGIC) + bytes([0x41, 0x40]) + bytes(10),  # a dictionary ID
+    struct.pack("<I", lz4frame.MAGIC) + bytes([0x80, 0x40]) + bytes(10),  # another format version
+], ids=["skippable", "dictionary-id", "version"])
+def test_features_outside_the_kernel_are_handed_to_lz4_frame(frame: bytes) -> None:
+    with pytest.raises(lz4frame.Unsupported):
+        kernel(frame, 100)
+
+
+def test_xxh32_matches_the_frame_checksums_lz4_writes() -> None:
+    # lz4.frame writes xxh32(content) as the content checksum: the kernel's hash must equal it.
+    for n in (0, 1, 3, 15, 16, 17, 1000, 65537):
+        data = np.random.default_rng(n).integers(0, 256, n).astype(np.uint8)
+        frame = lz4.frame.compress(data.tobytes(), content_checksum=True)
+        (stored,) = struct.unpack("<I", frame[-4:])
+        assert lz4frame.xxh32(data, 0, n) == stored
+
+
+def test_real_lz4_chunks_decode_as_the_reference_does() -> None:
+    folder = DATA / "ros1v2"
+    if not folder.is_dir():
+        pytest.skip(NO_DATA)
+    checked = 0
+    for path in sorted(folder.glob("*.bag")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", fastbag.FastbagWarning)
+            bag = fastbag.open(path)
+        with bag:
+            for chunk in bag._index.chunks:
+                if chunk.compression == "lz4":
+                    raw = bag._source.view(chunk.data_offset, chunk.data_len, "chunk")
+                    assert decompress(bag._source, chunk).tobytes() == lz4.frame.decompress(raw), (path, chunk)
+                    checked += 1
+    assert checked > 0, "the real bags hold lz4 chunks (roslz4 frames): none were checked"
