@@ -401,6 +401,7 @@ class _RunPiece:
     rows: np.ndarray                 # rows per table
     fixed: list[np.ndarray]          # child tables' fixed rows (index 0 unused: root rows are in place)
     nbytes: int = 0                  # bytes of the run's messages
+    first_index: int = 0             # the run's first message's index in the read, for errors
     slots: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # (pos, count) per slot
     strings: dict[int, np.ndarray] = field(default_factory=dict)             # string slot -> its bytes
 
@@ -487,7 +488,7 @@ class TopicBuilder:
         self._check(status, first_index)
         piece = _RunPiece(payload, file_offset, rows,
                           [fixed[fixed_base[t]:fixed_base[t] + int(child_bytes[t])] for t in range(len(rows))],
-                          nbytes=int(lengths.sum()))
+                          nbytes=int(lengths.sum()), first_index=first_index)
         for s, slot in enumerate(layout.slots):
             pos = slot_pos[slot_base[s]:slot_base[s] + slot_rows[s]]
             cnt = slot_cnt[slot_base[s]:slot_base[s] + slot_rows[s]]
@@ -508,9 +509,10 @@ class TopicBuilder:
         are bounded across the whole read, not only per run.
         """
         self.unbacked += max(0, int(piece.rows[1:].max(initial=0)) - piece.nbytes)
-        if self.unbacked > _kernels().MAX_EMPTY_ELEMENTS:
-            raise DecodeError(f"messages claim more than {_kernels().MAX_EMPTY_ELEMENTS} array elements that take "
-                              "no bytes", topic=self.topic, msgtype=self.msgtype)
+        if self.unbacked > _kernels().MAX_EMPTY_ELEMENTS:  # named by the first message of the run that crossed it
+            raise DecodeError(f"messages up to this run claim more than {_kernels().MAX_EMPTY_ELEMENTS} array "
+                              "elements that take no bytes", topic=self.topic, msgtype=self.msgtype,
+                              index=piece.first_index)
         buffer_id = self._buffer_id(piece.payload, piece.file_offset)
         for t in range(1, len(self.layout.tables)):
             self.fixed[t].append(piece.fixed[t])

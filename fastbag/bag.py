@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 #: Reads of fewer messages than twice this decode on the calling thread; larger runs are cut
 #: into parts of at least this many messages, one per worker.
 PARALLEL_MIN = 4096
+#: Bytes a compressed chunk is assumed to hold, at most, per byte in the file before it is decompressed.
+PLAUSIBLE_RATIO = 64
 
 
 @dataclass(frozen=True)
@@ -412,10 +414,18 @@ class Bag:
         """Before allocating messages x the definition's fixed size: could the messages hold it?
 
         Every message lies inside its chunk, so the chunks' sizes bound the
-        bytes there are. When the fixed parts alone would need more, some
-        message is too short: find the first and name it, allocating nothing.
+        bytes there are. A compressed chunk's size is only a claim until it is
+        decompressed, so it counts for at most PLAUSIBLE_RATIO times its bytes
+        in the file: the allocation stays a small multiple of the file size.
+        When the fixed parts alone would need more, the messages are located
+        (decompressing) and the first too short is named, allocating nothing.
         """
-        bound = int(self._chunks.size[np.unique(self._index.chunk[selected])].sum())
+        table = self._chunks
+        chunks = np.unique(self._index.chunk[selected])
+        sizes = table.size[chunks]
+        claimed = ~table.in_file[chunks]
+        sizes[claimed] = np.minimum(sizes[claimed], PLAUSIBLE_RATIO * table.data_len[chunks][claimed])
+        bound = int(sizes.sum())
         if int(layout.min_size) * selected.size <= bound:
             return
         for _, _, a, _, _, lengths in self._runs(selected, kernel=True):

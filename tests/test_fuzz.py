@@ -379,6 +379,32 @@ def test_lengths_claiming_gigabytes_allocate_nothing_near_that(seeds, scratch, n
     assert peak[0] <= fuzz.OVERSIZE_FLOOR + fuzz.OVERSIZE_FACTOR * len(buf), (what, peak[0])
 
 
+def test_claimed_chunk_sizes_do_not_justify_a_read_allocation(tmp_path):
+    """read() sizes its array by messages x the definition's fixed size, after checking the chunks can hold
+    that much; a compressed chunk's size is only a claim (here 0xffffffff), so it may not vouch for more
+    than a small multiple of its bytes in the file."""
+    path = tmp_path / "claims.bag"
+    with fastbag.Writer(path, chunk_size=1, compression="lz4") as w:  # one message per chunk
+        c = w.add_connection("/big", "p/Big", "float64[100000] x\n", "*")  # 800,000 fixed bytes a message
+        for k in range(200):
+            w.write(c, 10**9 + k, bytes(8))
+    buf = bytearray(path.read_bytes())
+    with fastbag.open(path) as bag:
+        positions = [chunk.position for chunk in bag._index.chunks]
+    for position in positions:
+        field = buf.index(b"size=", position)
+        struct.pack_into("<I", buf, field + 5, 0xFFFFFFFF)
+    path.write_bytes(bytes(buf))
+    warm = tmp_path / "warm.bag"  # loads Numba and the kernels (Python objects tracemalloc would count)
+    int32_bag(warm, 3, compression="lz4")
+    with fastbag.open(warm) as bag:
+        bag.read("/a")
+    with fastbag.open(path) as bag, peak_allocation() as peak, pytest.raises(fastbag.FastbagError) as info:
+        bag.read("/big")  # 200 x 800 kB = 160 MB if the claims were believed
+    assert "offset" in str(info.value)
+    assert peak[0] < 16 << 20, peak[0]
+
+
 # -- 3. what rosbags does with the same damage ---------------------------------------------------------
 
 
@@ -808,9 +834,8 @@ def test_regression_decoded_messages_allocate_the_fixed_size_claim(tmp_path):
         list(bag.messages())
 
 
-@pytest.mark.xfail(strict=True, reason="DEFECT D22 (minor): the read-wide cap on array elements that take no bytes "
-                                       "raises a DecodeError that names the topic but no message index")
-def test_defect_read_cap_on_empty_elements_names_no_message(tmp_path):
+def test_read_cap_on_empty_elements_names_the_message(tmp_path):
+    """Fuzz defect D22 (fixed): the read-wide cap on elements that take no bytes named no message."""
     path = tmp_path / "cap.bag"
     with fastbag.Writer(path, chunk_size=1, compression="lz4") as w:  # one message per chunk
         c = w.add_connection("/t", "p/T", f"p/Z[100000] zs\n{'=' * 80}\nMSG: p/Z\nstring[0] nothing\n", "*")
@@ -818,4 +843,5 @@ def test_defect_read_cap_on_empty_elements_names_no_message(tmp_path):
             w.write(c, 10**9 + k, b"")
     with fastbag.open(path) as bag, pytest.raises(fastbag.DecodeError) as info:
         bag.read("/t")
-    assert info.value.topic == "/t" and info.value.index is not None, str(info.value)
+    # Each message claims 100,000 empty elements: the third crosses the 2^18 cap (one run per chunk).
+    assert info.value.topic == "/t" and info.value.index == 2, str(info.value)
