@@ -31,6 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rosbags.rosbag1 import Reader
 
+import fastbag.synth
+
 from conftest import data_files
 from rosbags_fixtures import (
     ConnSpec, assert_metadata_same, assert_same_as_rosbags, conn_spec, fastbag_read, open_quietly, payload_for,
@@ -300,3 +302,56 @@ def test_random_rosbags_bags(spec):
                     r for r in expected if r[0] == topic]
             assert fastbag_read(bag, start=start, end=end) == rosbags_read(reader, start=start, stop=end) == [
                 r for r in expected if start <= r[1] < end]
+
+
+# -- the vectorized index reader agrees with the record-by-record one ------------------------
+
+
+def _index_both_ways(path: Path):
+    from fastbag import index as index_module
+    from fastbag.records import MAGIC_V20, Op, read_record
+    from fastbag.source import Source
+
+    source = Source(path)
+    try:
+        if not source.array[:len(MAGIC_V20)].tobytes() == MAGIC_V20:
+            return None, None
+        header = read_record(source, len(MAGIC_V20), expect=Op.BAG_HEADER).header
+        args = (source, header.u64("index_pos"), header.u32("conn_count"), header.u32("chunk_count"))
+        fast = index_module._read_indexed_fast(*args)
+        original = index_module._read_indexed_fast
+        index_module._read_indexed_fast = lambda *a: None  # force the careful path
+        try:
+            careful = index_module._read_indexed(*args)
+        except Exception as exc:  # noqa: BLE001 - a damaged index: the fast path must have declined too
+            careful = exc
+        finally:
+            index_module._read_indexed_fast = original
+        return fast, careful
+    finally:
+        source.close()
+
+
+@pytest.mark.parametrize("path", REAL_BAGS)
+def test_fast_index_path_equals_the_careful_one(path):
+    """_read_indexed_fast (templates, pread) and _read_indexed (record by record) build the same index."""
+    fast, careful = _index_both_ways(path)
+    if fast is None:
+        return  # declined: the careful path is what open() used (proved by the oracle tests above)
+    assert not isinstance(careful, Exception), careful
+    for name in ("time", "conn", "chunk", "offset"):
+        assert np.array_equal(getattr(fast, name), getattr(careful, name)), name
+    assert fast.chunks == careful.chunks
+    assert [c.id for c in fast.connections] == [c.id for c in careful.connections]
+
+
+def test_fast_index_path_serves_well_formed_bags(built_bags):
+    """Bags as rosbags and fastbag's Writer write them take the vectorized path (open's speed depends on it)."""
+    taken = {(name, compression): _index_both_ways(built_bags(name, compression)[0])[0] is not None
+             for name in SCENARIOS for compression in COMPRESSIONS}
+    assert all(taken.values()), taken
+    writer_bag = Path(tempfile.mkdtemp()) / "writer.bag"
+    fastbag.synth.write_demo_bag(writer_bag, seconds=1)
+    assert _index_both_ways(writer_bag)[0] is not None
+    real = [_index_both_ways(p.values[0])[0] is not None for p in REAL_BAGS if p.values[0] is not None]
+    assert not real or sum(real) >= len(real) // 2, f"only {sum(real)} of {len(real)} real bags"
