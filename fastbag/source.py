@@ -83,8 +83,11 @@ class Source:
         index data), a page fault per place costs several times the system
         call on a VM. Raises ValueError if a range leaves the file.
         """
-        offsets = np.asarray(offsets, dtype=np.int64)
-        lengths = np.asarray(lengths, dtype=np.int64)
+        try:
+            offsets = np.asarray(offsets, dtype=np.int64)
+            lengths = np.asarray(lengths, dtype=np.int64)
+        except OverflowError:  # a position read from the file beyond 2**63
+            raise ValueError("a range to gather leaves the file") from None
         if offsets.size and ((offsets < 0).any() or (lengths < 0).any() or (offsets > self.size - lengths).any()):
             raise ValueError("a range to gather leaves the file")
         out = np.empty(int(lengths.sum()), dtype=np.uint8)

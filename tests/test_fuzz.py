@@ -379,6 +379,20 @@ def test_lengths_claiming_gigabytes_allocate_nothing_near_that(seeds, scratch, n
     assert peak[0] <= fuzz.OVERSIZE_FLOOR + fuzz.OVERSIZE_FACTOR * len(buf), (what, peak[0])
 
 
+@pytest.mark.parametrize("index_pos", [2**63 - 1, 2**63, 2**64 - 1])
+def test_index_pos_past_2_63_without_chunks_is_recovered(tmp_path, index_pos):
+    """Fuzz defect D24 (fixed): with chunk_count 0 an index_pos past the file was followed, and reading there
+    by pread raised OverflowError beyond 2**63."""
+    path = tmp_path / "empty.bag"
+    with fastbag.Writer(path) as w:
+        w.add_connection(*(("/a",) + INT32))
+    buf = bytearray(path.read_bytes())
+    struct.pack_into("<Q", buf, buf.index(b"index_pos=") + 10, index_pos)
+    path.write_bytes(bytes(buf))
+    with pytest.warns(fastbag.FastbagWarning, match="rebuilt the index"), fastbag.open(path) as bag:
+        assert bag.message_count == 0
+
+
 def test_claimed_chunk_sizes_do_not_justify_a_read_allocation(tmp_path):
     """read() sizes its array by messages x the definition's fixed size, after checking the chunks can hold
     that much; a compressed chunk's size is only a claim (here 0xffffffff), so it may not vouch for more
