@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from .chunks import TooLarge
+from .kernels import _copy  # forwards, byte by byte: an overlapping match repeats its pattern
 
 MAGIC = 0x184D2204
 
@@ -68,21 +69,13 @@ def _rotl(x, r):
 
 # Indices are made unsigned where the kernels index buffers: Numba then skips its
 # negative-index wraparound, and LLVM vectorizes the copies (~10x faster here).
+# kernels._copy copies forwards byte by byte, which an overlapping match needs.
 
 @njit(cache=True, nogil=True, inline="always")
 def _u32(buf, pos):
     p = np.uint64(pos)
     return np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16) | \
         (np.int64(buf[p + 3]) << 24)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _copy(dst, d, src, s, n):
-    """dst[d:d+n] = src[s:s+n], forwards byte by byte (an overlapping match repeats its pattern)."""
-    d0 = np.uint64(d)
-    s0 = np.uint64(s)
-    for k in range(np.uint64(n)):
-        dst[d0 + k] = src[s0 + k]
 
 
 @njit(cache=True, nogil=True, inline="always")
