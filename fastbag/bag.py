@@ -203,8 +203,8 @@ class Bag:
             unknown = wanted - set(self.topics)
             if unknown:
                 raise KeyError(f"no topic {sorted(unknown)[0]!r} in {self.path}; topics: {', '.join(self.topics)}")
-            ranks = [r for r, c in enumerate(index.connections) if c.topic in wanted]
-            selected = selected[np.isin(index.conn[lo:hi], ranks)]
+            want = np.array([c.topic in wanted for c in index.connections], dtype=bool)  # by connection rank
+            selected = selected[want[index.conn[lo:hi]]]
         return selected
 
     def messages(self, topics: Iterable[str] | str | None = None, start: int | None = None,
@@ -237,6 +237,11 @@ class Bag:
         self._check_open()  # a generator created before close() and started after it
         n = selected.size
         if n == 0:
+            return
+        if kernel and index.starts is None and bool(self._chunks.in_file.all()):
+            # Every chunk lies uncompressed in the file (the common large read): a kernel locates
+            # every message straight from the index arrays, and one run covers them all.
+            yield (self._source.array, 0, 0, n, *self._file_spans(selected))
             return
         chunk_of = index.chunk[selected]
         conn_ids = self._connection_ids[index.conn[selected]]
@@ -303,6 +308,45 @@ class Bag:
                     del live[c]
         finally:
             payloads.close()  # type: ignore[attr-defined]
+
+    def _file_spans(self, selected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, lengths) in the file of messages that all lie in uncompressed chunks.
+
+        The kernel runs in one part per worker for large reads (it releases
+        the GIL); records it cannot verify go through the checked parser,
+        which explains what is wrong with them.
+        """
+        from .kernels import file_spans
+
+        index, table = self._index, self._chunks
+        n = selected.size
+        starts = np.zeros(n, dtype=np.int64)
+        lengths = np.zeros(n, dtype=np.int64)
+        verified = np.zeros(n, dtype=bool)
+
+        def locate(part: slice) -> int:
+            first = file_spans(self._source.array, selected[part], index.chunk, index.offset, index.time, index.conn,
+                               self._connection_ids, table.data_offset, table.size, table.data_len, starts[part],
+                               lengths[part], verified[part])
+            return -1 if first < 0 else first + part.start
+
+        pool = self._store.pool() if n >= 2 * PARALLEL_MIN else None
+        step = -(-n // (self._store.workers if pool else 1))
+        parts = [slice(k, min(n, k + step)) for k in range(0, n, step)]
+        for first in ordered_map(locate, parts, pool, len(parts)):
+            if first >= 0:
+                c = index.chunks[int(index.chunk[selected[first]])]
+                raise BagFormatError(f"uncompressed chunk holds {c.data_len} bytes but its header says {c.size}",
+                                     path=self.path, offset=c.position, record="chunk")
+        rows = np.flatnonzero(~verified)
+        if rows.size:
+            chunks = index.chunk[selected[rows]]
+            lo = table.data_offset[chunks]
+            starts[rows], lengths[rows] = message_spans(
+                self._source.array, lo + index.offset[selected[rows]], lo, lo + table.size[chunks],
+                table.position[chunks], self._connection_ids[index.conn[selected[rows]]], index.time[selected[rows]],
+                path=self.path)
+        return starts, lengths
 
     def _iter_raw(self, selected: np.ndarray) -> Iterator[Message]:
         index = self._index
@@ -421,7 +465,9 @@ class Bag:
         (decompressing) and the first too short is named, allocating nothing.
         """
         table = self._chunks
-        chunks = np.unique(self._index.chunk[selected])
+        used = np.zeros(len(self._index.chunks), dtype=bool)
+        used[self._index.chunk[selected]] = True  # O(n), where np.unique would sort
+        chunks = np.flatnonzero(used)
         sizes = table.size[chunks]
         claimed = ~table.in_file[chunks]
         sizes[claimed] = np.minimum(sizes[claimed], PLAUSIBLE_RATIO * table.data_len[chunks][claimed])

@@ -360,6 +360,36 @@ def test_index_entry_pointing_at_another_connections_message(tmp_path):
     assert got == truth  # or not detected, but never a message under another topic
 
 
+@pytest.mark.parametrize("damage", ["size", "entry"])
+def test_read_of_uncompressed_chunks_names_damage_like_raw_reading(tmp_path, damage):
+    """read() locates messages of uncompressed chunks in one kernel pass from the index arrays
+    (Bag._file_spans): a chunk whose size disagrees, or an index entry pointing at another connection's
+    message, must be reported as raw reading reports it."""
+    original, data = small_bag(tmp_path)
+    layout = scan_file(original)
+    chunk = layout.chunks[1]
+    if damage == "size":
+        at = data.index(b"size=", chunk.position)
+        struct.pack_into("<I", data, at + 5, struct.unpack_from("<I", data, at + 5)[0] + 7)
+        record, offsets = "chunk", {chunk.position}
+    else:  # the first index entries of /a and /b in chunk 1 trade their offsets
+        first_a, first_b = [r for r in layout.records if r[1] == 0x04 and r[2] > chunk.position][:2]
+        a_at, b_at = first_a[2] + 8, first_b[2] + 8
+        data[a_at:a_at + 4], data[b_at:b_at + 4] = bytes(data[b_at:b_at + 4]), bytes(data[a_at:a_at + 4])
+        record, offsets = "message data", None
+    path = damaged(tmp_path, data)
+    with open_quietly(path) as bag:
+        with pytest.raises(fastbag.BagFormatError) as raw:
+            fastbag_read(bag)
+        for topic in ("/a", "/b"):
+            with pytest.raises(fastbag.BagFormatError) as decoded:
+                bag.read(topic)
+            assert str(path) in str(decoded.value) and record in str(decoded.value), str(decoded.value)
+            if offsets is not None:
+                assert_names(decoded.value, path, record, offsets)
+    assert record in str(raw.value)
+
+
 # -- any damage: only fastbag's own errors -----------------------------------------------
 
 ALLOWED = (fastbag.FastbagError,)
