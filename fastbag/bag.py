@@ -178,7 +178,9 @@ class Bag:
         infos = {}
         for topic, ranks in by_topic.items():
             first = index.connections[ranks[0]]
-            times = index.time[np.isin(index.conn, ranks)]
+            mine = np.zeros(len(index.connections), dtype=bool)
+            mine[ranks] = True
+            times = index.time[mine[index.conn]]
             frequency = None
             if times.size > 1:
                 period = float(np.median(np.diff(times)))
