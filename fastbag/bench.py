@@ -66,6 +66,26 @@ def _best(fn: Callable[[], Any], repeats: int, warmup: bool = True) -> tuple[flo
     return best, result
 
 
+def _interleaved(fast: Callable[[], Any], slow: Callable[[], Any] | None, fast_repeats: int, slow_repeats: int,
+                 *, slow_warmup: bool) -> tuple[tuple[float, Any], tuple[float, Any]]:
+    """Best times of ``fast`` and ``slow`` (fastbag and rosbags), their runs alternating.
+
+    This machine is shared and its speed drifts by 2x over minutes: timing
+    one side's runs after the other's compared two different machines.
+    Alternating lets each round see the same one. ``slow`` None: fast only.
+    """
+    results = [fast(), slow() if slow is not None and slow_warmup else None]
+    best = [float("inf"), float("inf")]
+    for round_ in range(max(fast_repeats, slow_repeats if slow is not None else 0)):
+        for side, fn, repeats in ((0, fast, fast_repeats), (1, slow, slow_repeats)):
+            if fn is None or round_ >= repeats:
+                continue
+            started = time.perf_counter()
+            results[side] = fn()
+            best[side] = min(best[side], time.perf_counter() - started)
+    return (best[0], results[0]), (best[1], results[1])
+
+
 def sample_payload(nbytes: int = 32 << 20, seed: int = 0) -> bytes:
     """Realistic message bytes (Imu records and lidar points) to measure codecs on."""
     rng = np.random.default_rng(seed)
@@ -301,7 +321,7 @@ class Job:
     target: float | None = None   # ratio rosbags / fastbag to reach
     topic: str | None = None      # the topic whose bytes the job reads (for MB/s), None: the whole bag
     repeats: int = 3
-    rosbags_repeats: int = 1
+    rosbags_repeats: int = 1      # more than 1: a warm-up run first, as for fastbag (where rosbags is quick)
     opened: bool = True
     views: bool = False  # the result is views of the bytes: nothing is copied, so no copy ceiling applies
 
@@ -312,15 +332,15 @@ JOBS: list[Job] = [
     Job("livox", "Livox CustomMsg (24,000 points a message) into per-message point arrays", "mixed-none",
         _livox_fastbag, _livox_rosbags, _check_arrays, 300, "/livox/lidar", views=True),
     Job("pointcloud2", "PointCloud2 (130k points) into per-message structured points", "mixed-none",
-        _clouds_fastbag, _clouds_rosbags, _check_arrays, 50, "/points", views=True),
+        _clouds_fastbag, _clouds_rosbags, _check_arrays, 50, "/points", views=True, rosbags_repeats=3),
     Job("image", "Image 640x480 rgb8 into (H, W, C) per-message views", "mixed-none",
-        _images_fastbag, _images_rosbags, _check_arrays, 20, "/camera/image_raw", views=True),
+        _images_fastbag, _images_rosbags, _check_arrays, 20, "/camera/image_raw", views=True, rosbags_repeats=3),
     Job("imu-mixed", "Imu topic of the mixed bag (touching only Imu pages)", "mixed-none",
-        _imu_arrays_fastbag, _imu_arrays_rosbags, _check_columns, 20, "/imu"),
+        _imu_arrays_fastbag, _imu_arrays_rosbags, _check_columns, 20, "/imu", rosbags_repeats=3),
     Job("raw-lz4", "all messages, raw, lz4 chunks", "mixed-lz4", _raw_fastbag, _raw_rosbags, None, 1.8,
-        opened=False),
+        rosbags_repeats=3, opened=False),
     Job("raw-bz2", "all messages, raw, bz2 chunks", "mixed-bz2", _raw_fastbag, _raw_rosbags, None, 1.7,
-        repeats=1, opened=False),
+        repeats=2, rosbags_repeats=2, opened=False),
     Job("open", "open the mixed bag", "mixed-none", _open_fastbag, _open_rosbags, _check_equal, 5,
         repeats=10, rosbags_repeats=5, opened=False),
 ]
@@ -366,23 +386,25 @@ def run_job(job: Job, paths: dict[str, Path], limits: Limits, *, against: bool =
     count, nbytes, compression = _volume(path, job.topic)
     row = Row(job.name, job.what, path.name, 0.0, target=job.target, messages=count, megabytes=nbytes / 1e6)
     log(f"{job.name}: {job.what} ({path.name})")
+    compare = against and job.rosbags is not None
+    if compare and job.check is None:
+        _check_raw(path)
     with open_bag(path) as bag:
-        fast_s, ours = _best(lambda: job.fastbag(bag if job.opened else path), job.repeats)
+        reader = _rosbags_reader(path) if compare and job.opened else None
+        try:
+            fast = lambda: job.fastbag(bag if job.opened else path)  # noqa: E731
+            slow = (lambda: job.rosbags(reader if job.opened else path)) if compare else None  # noqa: E731
+            (fast_s, ours), (slow_s, theirs) = _interleaved(fast, slow, job.repeats, job.rosbags_repeats,
+                                                            slow_warmup=job.rosbags_repeats > 1)
+        finally:
+            if reader is not None:
+                reader.close()
     row.fastbag_s = fast_s
     row.limit_fraction = None if job.views or not (job.topic or compression != "none") else \
         (nbytes / fast_s) / limits.ceiling(compression)
     if job.views:
         row.notes.append("zero-copy views of the message bytes")
-    if against and job.rosbags is not None:
-        if job.check is None:
-            _check_raw(path)
-        reader = _rosbags_reader(path) if job.opened else None
-        try:
-            slow_s, theirs = _best(lambda: job.rosbags(reader if job.opened else path), job.rosbags_repeats,
-                                   warmup=job.rosbags_repeats > 1)
-        finally:
-            if reader is not None:
-                reader.close()
+    if compare:
         if job.check is not None:
             job.check(ours, theirs)
         row.rosbags_s = slow_s
