@@ -235,8 +235,7 @@ def _clouds_rosbags(reader: Any) -> list[np.ndarray]:
 
 def _images_fastbag(bag: Any) -> list[np.ndarray]:
     from .sensors import image
-    arr = bag.read("/camera/image_raw")
-    return [image(arr[i]) for i in range(len(arr))]
+    return image(bag.read("/camera/image_raw"), stack=False)
 
 
 def _images_rosbags(reader: Any) -> list[np.ndarray]:

@@ -15,25 +15,37 @@ from typing import Any
 
 import numpy as np
 
-from .arrays import Record, StructArray
+from .arrays import Ragged, Record, StructArray
 from .errors import DecodeError, UnsupportedError
 
+class _Where:
+    """Which message a topic-wide loop is at, for :func:`_explained` to name."""
+
+    index: int | None = None
+
+
 @contextmanager
-def _explained(what: str, topic: str | None, index: int | None) -> Iterator[None]:
+def _explained(what: str, topic: str | None, index: int | None) -> Iterator[_Where]:
     """Errors in here become DecodeErrors naming the topic and message: a damaged or unexpected message
-    (a missing field, a field of another type, a size NumPy refuses) is the file's fault, not a bug."""
+    (a missing field, a field of another type, a size NumPy refuses) is the file's fault, not a bug.
+
+    A loop over a topic's messages sets ``where.index`` as it goes: one context for the whole loop
+    costs less than one per message."""
+    where = _Where()
+    where.index = index
     try:
-        yield
+        yield where
     except DecodeError as exc:
         if exc.topic is not None:
             raise
-        raise DecodeError(str(exc), topic=topic, index=index) from exc
+        raise DecodeError(str(exc), topic=topic, index=where.index) from exc
     except UnsupportedError as exc:
-        where = ", ".join(w for w in (f"topic {topic}" if topic else "", f"message {index}" if index is not None
-                                       else "") if w)
-        raise UnsupportedError(f"{exc} ({where})" if where else str(exc)) from exc
+        named = ", ".join(w for w in (f"topic {topic}" if topic else "",
+                                      f"message {where.index}" if where.index is not None else "") if w)
+        raise UnsupportedError(f"{exc} ({named})" if named else str(exc)) from exc
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError, MemoryError) as exc:
-        raise DecodeError(f"not a valid {what}: {type(exc).__name__}: {exc}", topic=topic, index=index) from exc
+        raise DecodeError(f"not a valid {what}: {type(exc).__name__}: {exc}", topic=topic,
+                          index=where.index) from exc
 
 
 def _origin(value: Any) -> tuple[str | None, int | None]:
@@ -95,13 +107,48 @@ def _clouds(topic: StructArray) -> Iterator[np.ndarray]:
         first, count = fields.first.tolist(), fields.counts.tolist()
         columns = [topic[c].tolist() for c in ("height", "width", "point_step", "row_step", "is_bigendian")]
         data = topic["data"]
-    for i, (height, width, point_step, row_step, bigendian) in enumerate(zip(*columns)):
-        with _explained("PointCloud2", name, i):
+        views = _uniform_clouds(topic, fields, data)
+    if views is not None:
+        yield from views
+        return
+    layout: tuple[Any, ...] = ()
+    dtype = None
+    with _explained("PointCloud2", name, 0) as where:
+        for i, (height, width, point_step, row_step, bigendian) in enumerate(zip(*columns)):
+            where.index = i
             a, b = first[i], first[i] + count[i]
-            dtype = _point_dtype(tuple(names[a:b]), tuple(offsets[a:b]), tuple(datatypes[a:b]),
-                                 tuple(counts[a:b]), point_step, bool(bigendian))
-            points = _point_view(np.asarray(data[i]), dtype, height, width, point_step, row_step)
-        yield points
+            key = (names[a:b], offsets[a:b], datatypes[a:b], counts[a:b], point_step, bigendian)
+            if key != layout:  # a driver keeps its fields: the dtype is built again only when they change
+                layout = key
+                dtype = _point_dtype(tuple(names[a:b]), tuple(offsets[a:b]), tuple(datatypes[a:b]),
+                                     tuple(counts[a:b]), point_step, bool(bigendian))
+            yield _point_view(data[i], dtype, height, width, point_step, row_step)
+
+
+def _uniform_clouds(topic: StructArray, fields: Any, data: Any) -> list[np.ndarray] | None:
+    """Every message's points when all share one field layout and fit their data (what a driver
+    records), checked vectorized and viewed straight from the buffers; None otherwise, for the
+    message-by-message path that names what is wrong."""
+    if not isinstance(data, Ragged) or data.dtype != np.uint8 or not len(topic):
+        return None
+    n, k = len(topic), int(fields.counts[0])
+    if not (fields.counts == k).all() or k == 0:
+        return None
+    table = [np.asarray(fields.child[c]).reshape(n, k) for c in ("name", "offset", "datatype", "count")]
+    height, width, point_step, row_step, bigendian = (np.asarray(topic[c]).astype(np.int64) for c in
+                                                      ("height", "width", "point_step", "row_step", "is_bigendian"))
+    same = all((column == column[0]).all() for column in table) and (point_step == point_step[0]).all() \
+        and (bigendian == bigendian[0]).all()
+    fits = (height > 0) & (width > 0) & (row_step >= 0) & ((height - 1) * row_step + width * point_step <= data.counts)
+    if not same or not fits.all():
+        return None
+    dtype = _point_dtype(*(tuple(column[0].tolist()) for column in table), int(point_step[0]), bool(bigendian[0]))
+    step = int(point_step[0])
+    buffers = data.buffers
+    return [np.ndarray((w,), dtype=dtype, buffer=buffers[b], offset=p, strides=(step,)) if h == 1 else
+            np.ndarray((h, w), dtype=dtype, buffer=buffers[b], offset=p, strides=(r, step))
+            for h, w, r, b, p in zip(height.tolist(), width.tolist(), row_step.tolist(), data.buf.tolist(),
+                                     data.pos.tolist())]
 
 
 def _point_view(data: np.ndarray, dtype: np.dtype, height: int, width: int, point_step: int,
@@ -165,9 +212,10 @@ def _images(topic: StructArray) -> list[np.ndarray]:
         columns = [topic[c].tolist() for c in ("height", "width", "step", "encoding", "is_bigendian")]
         data = topic["data"]
     views = []
-    for i, row in enumerate(zip(*columns)):
-        with _explained("Image", name, i):
-            views.append(_pixels(np.asarray(data[i]), *row))
+    with _explained("Image", name, 0) as where:
+        for i, row in enumerate(zip(*columns)):
+            where.index = i
+            views.append(_pixels(data[i], *row))
     return views
 
 
@@ -183,18 +231,20 @@ def _pixels(data: np.ndarray, height: int, width: int, step: int, encoding: str,
     return np.ndarray(shape, dtype=dtype, buffer=data, strides=strides)
 
 
-def image(images: Any) -> Any:
+def image(images: Any, *, stack: bool = True) -> Any:
     """Pixels of sensor_msgs/Image messages as ``(H, W)`` or ``(H, W, C)`` arrays, honouring ``step``.
 
     Given one message, returns a view of its pixels. Given a topic, returns
-    one ``(N, H, W[, C])`` array when every image has the same size and
-    encoding, else a list of per-message views. (CompressedImage data stays
-    bytes: decode it with an image library.)
+    one ``(N, H, W[, C])`` array (a copy) when ``stack`` and every image has
+    the same size and encoding, else a list of per-message views.
+    (CompressedImage data stays bytes: decode it with an image library.)
     """
     if not isinstance(images, StructArray):
         with _explained("Image", *_origin(images)):
             return _image(images)
     views = _images(images)
+    if not stack:
+        return views
     if views and all(v.shape == views[0].shape and v.dtype == views[0].dtype for v in views):
         return np.stack(views)
     if not views:

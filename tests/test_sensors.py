@@ -142,3 +142,31 @@ def test_image_step_too_small_raises(tmp_path):
     bag, arr = _write(tmp_path / "img.bag", IMAGE, [msg])
     with bag, pytest.raises(fastbag.DecodeError, match="needs more than its 8 data bytes"):
         fastbag.image(arr[0])
+
+
+def test_uniform_topic_fast_path_equals_the_message_by_message_path(tmp_path, monkeypatch):
+    """A driver's topic (one field layout, every cloud fitting its data) is viewed in one vectorized pass;
+    its arrays must equal the per-message path's, organized and unorganized, and stay views."""
+    from fastbag import sensors
+
+    fields = [PointField(name="x", offset=0, datatype=7, count=1), PointField(name="ring", offset=4, datatype=4,
+                                                                               count=1)]
+    rng = np.random.default_rng(3)
+    messages = []
+    for i, (height, width) in enumerate([(1, 5), (2, 3), (3, 4)]):
+        step = 8
+        data = rng.integers(0, 256, height * width * step + 3).astype(np.uint8)  # 3 trailing bytes
+        messages.append(PointCloud2(header=_header(i), height=height, width=width, fields=fields,
+                                    is_bigendian=False, point_step=step, row_step=width * step, data=data,
+                                    is_dense=True))
+    bag, topic = _write(tmp_path / "c.bag", POINTCLOUD2, messages)
+    with bag:
+        assert sensors._uniform_clouds(topic, topic["fields"], topic["data"]) is not None  # the fast path serves it
+        fast = list(fastbag.pointcloud(topic))
+        monkeypatch.setattr(sensors, "_uniform_clouds", lambda *args: None)
+        slow = list(fastbag.pointcloud(topic))
+    assert len(fast) == len(slow) == 3
+    for a, b in zip(fast, slow):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        assert np.array_equal(a, b)
+    assert fast[0].base is not None  # a view, not a copy
