@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bz2
 import os
+import sys
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -59,8 +60,8 @@ def stream(decompressor: Any, data: bytes | memoryview, limit: int) -> bytes:
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
-def _streamed(factory: Callable[[], Any]) -> Callable[[np.ndarray, int], np.ndarray]:
-    def decompress(raw: np.ndarray, size: int) -> np.ndarray:
+def _streamed(factory: Callable[[], Any]) -> Callable[..., np.ndarray]:
+    def decompress(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
         out = stream(factory(), memoryview(raw), size)
         if len(out) > size:  # decompression stopped there: it would have produced more
             raise TooLarge(f"more than {size} bytes")
@@ -68,21 +69,22 @@ def _streamed(factory: Callable[[], Any]) -> Callable[[np.ndarray, int], np.ndar
     return decompress
 
 
-def _lz4(raw: np.ndarray, size: int) -> np.ndarray:
+def _lz4(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
     # The Numba frame kernel decodes from the mapping into an array the allocator recycles
     # (see fastbag.lz4frame for why); frame features it leaves alone go to lz4.frame.
     from . import lz4frame
 
     try:
-        return lz4frame.decompress(raw, size)
+        return lz4frame.decompress(raw, size, allocate)
     except lz4frame.Unsupported:
         return _streamed(_lz4_stream)(raw, size)
 
 
-#: compression name -> ``decompress(raw, size)``: the payload ``raw`` (uint8, a view of the
-#: file) decompressed to a new uint8 array of at most ``size`` bytes; ValueError if malformed,
-#: TooLarge past ``size``. ``none`` is handled without copying. Add codecs here.
-DECOMPRESSORS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
+#: compression name -> ``decompress(raw, size, allocate=None)``: the payload ``raw`` (uint8, a
+#: view of the file) decompressed to a new uint8 array of at most ``size`` bytes, written into
+#: ``allocate(n)`` where the codec can; ValueError if malformed, TooLarge past ``size``. ``none``
+#: is handled without copying. Add codecs here.
+DECOMPRESSORS: dict[str, Callable[..., np.ndarray]] = {
     "bz2": _streamed(bz2.BZ2Decompressor),
     "lz4": _lz4,
 }
@@ -127,11 +129,12 @@ class ChunkTable:
         return cls(*(np.ascontiguousarray(column) for column in columns), in_file)
 
 
-def decompress(source: Source, chunk: Chunk) -> np.ndarray:
+def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
     """The chunk's uncompressed payload as a read-only ``uint8`` array.
 
     For ``none`` this is a view of the file mapping; otherwise a new buffer
-    whose length is checked against the header's ``size``.
+    (from ``allocate`` where the codec can use one) whose length is checked
+    against the header's ``size``.
     """
     raw = source.view(chunk.data_offset, chunk.data_len, "chunk")
     if chunk.compression == "none":
@@ -147,7 +150,7 @@ def decompress(source: Source, chunk: Chunk) -> np.ndarray:
             f"chunk compression {chunk.compression!r} is not supported (known: {', '.join(COMPRESSIONS)}) "
             f"({source.path}, offset {chunk.position}, chunk record)") from None
     try:
-        out = codec(raw, chunk.size)
+        out = codec(raw, chunk.size, allocate)
     except TooLarge:
         raise BagFormatError(f"{chunk.compression} chunk decompressed to more than its header's {chunk.size} bytes",
                              path=source.path, offset=chunk.position, record="chunk") from None
@@ -213,6 +216,51 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: ThreadPoolExecut
 DEFAULT_CACHE_BYTES = 256 << 20
 
 
+class BufferPool:
+    """Payload arrays handed out again once nothing references them any more.
+
+    A whole-bag read decompresses chunk after chunk into buffers of about
+    the same size. Fresh ones cost a page fault per 4 KiB page (the
+    allocator returns freed ones to the system), which was more than lz4
+    decoding itself. A buffer is free again when only the pool holds it:
+    every view of it (a message's ``data``, a decoded array) references it.
+    At most ``max_bytes`` are pooled.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._arrays: list[np.ndarray] = []
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> np.ndarray:
+        """A writable uint8 array of ``size`` bytes: a free pooled buffer (a view of it) or a new one."""
+        with self._lock:
+            best = -1
+            for k in range(len(self._arrays)):
+                # 2: the list's reference and getrefcount's argument; anything more is a user of it
+                if self._arrays[k].size >= size and sys.getrefcount(self._arrays[k]) == 2 and \
+                        (best < 0 or self._arrays[k].size < self._arrays[best].size):
+                    best = k
+            if best >= 0:
+                return self._arrays[best][:size]
+            out = np.empty(size, dtype=np.uint8)
+            for k in reversed(range(len(self._arrays))):  # make room: drop free buffers
+                if self._bytes + size <= self.max_bytes:
+                    break
+                if sys.getrefcount(self._arrays[k]) == 2:
+                    self._bytes -= self._arrays.pop(k).size
+            if self._bytes + size <= self.max_bytes:
+                self._arrays.append(out)
+                self._bytes += size
+            return out[:]  # always a view: users may make theirs read-only, the pooled array stays writable
+
+    def clear(self) -> None:
+        with self._lock:
+            self._arrays.clear()
+            self._bytes = 0
+
+
 class ChunkStore:
     """Decompressed chunks of one bag, with a byte-bounded LRU cache.
 
@@ -228,6 +276,8 @@ class ChunkStore:
         self.cache_bytes = cache_bytes
         self.workers = workers or os.cpu_count() or 1
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        # room for the chunks in flight (read-ahead, the one being consumed), at most 64 MiB
+        self._buffers = BufferPool(min(64 << 20, max(8 << 20, cache_bytes // 4)))
         self._cached = 0
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -244,7 +294,7 @@ class ChunkStore:
             if hit is not None:
                 self._cache.move_to_end(index)
                 return hit
-        payload = decompress(self.source, chunk)
+        payload = decompress(self.source, chunk, self._buffers.take)
         if remember:
             self._remember(index, payload)
         return payload
@@ -293,3 +343,4 @@ class ChunkStore:
         with self._lock:
             self._cache.clear()
             self._cached = 0
+        self._buffers.clear()

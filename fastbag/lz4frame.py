@@ -18,6 +18,8 @@ Imported on first use, like :mod:`fastbag.kernels`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit
 
@@ -297,16 +299,18 @@ class Unsupported(Exception):
 FIRST_GUESS_RATIO = 32
 
 
-def decompress(src: np.ndarray, limit: int) -> np.ndarray:
+def decompress(src: np.ndarray, limit: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
     """The LZ4 frame ``src`` (uint8) decompressed: a new uint8 array of at most ``limit`` bytes.
 
     Raises ValueError if malformed, :class:`~fastbag.chunks.TooLarge` past
     ``limit``, :class:`Unsupported` for a frame to hand to ``lz4.frame``. Memory follows what the data produces: a
     ``limit`` far beyond what the frame could plausibly hold is not
-    allocated up front; the buffer doubles as blocks arrive.
+    allocated up front; the buffer doubles as blocks arrive. ``allocate(n)``
+    gives the first buffer (a recycled one, say; default ``np.empty``).
     """
     guess = FIRST_GUESS_RATIO * src.size + (1 << 16)
-    out = np.empty(limit if limit <= guess else guess, dtype=np.uint8)
+    first = limit if limit <= guess else guess
+    out = allocate(first) if allocate is not None else np.empty(first, dtype=np.uint8)
     state = np.zeros(STATE_SIZE, dtype=np.int64)
     while True:
         status = decode(src, out, limit, state)

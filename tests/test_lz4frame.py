@@ -134,3 +134,44 @@ def test_real_lz4_chunks_decode_as_the_reference_does() -> None:
                     assert decompress(bag._source, chunk).tobytes() == lz4.frame.decompress(raw), (path, chunk)
                     checked += 1
     assert checked > 0, "the real bags hold lz4 chunks (roslz4 frames): none were checked"
+
+
+# -- recycled payload buffers ------------------------------------------------------------------
+
+
+def test_pool_reuses_a_buffer_only_once_nothing_references_it():
+    from fastbag.chunks import BufferPool
+
+    pool = BufferPool(1 << 20)
+    a = pool.take(1000)
+    a[:] = 1
+    b = pool.take(1000)  # `a` is alive: a new buffer
+    assert not np.shares_memory(a, b)
+    keep = a[10:20]  # a view keeps its buffer busy after `a` goes
+    del a
+    c = pool.take(500)
+    assert not np.shares_memory(c, keep) and (keep == 1).all()
+    base = keep.base
+    del keep, c, base
+    d = pool.take(800)  # now free: handed out again, smallest that fits
+    assert d.size == 800 and d.flags.writeable
+    d.flags.writeable = False  # what decompress() does to a payload
+    del d
+    assert pool.take(1000).flags.writeable  # the pooled array itself stays writable
+
+
+def test_messages_kept_from_a_recycled_chunk_keep_their_bytes(tmp_path):
+    """Raw messages are views of decompressed chunks; keeping some while reading on must not let a
+    recycled buffer overwrite them."""
+    path = tmp_path / "many.bag"
+    rng = np.random.default_rng(0)
+    with fastbag.Writer(path, compression="lz4", chunk_size=4096) as w:
+        c = w.add_connection("/x", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+        payloads = [rng.integers(0, 256, 1000).astype(np.uint8).tobytes() for _ in range(300)]
+        for k, p in enumerate(payloads):
+            w.write(c, 10**9 + k, len(p).to_bytes(4, "little") + p)
+    with fastbag.open(path, workers=2) as bag:
+        kept = [m.data for k, m in enumerate(bag.messages(raw=True)) if k % 7 == 0]
+        for m in bag.messages(raw=True):  # read everything again: buffers are reused where free
+            pass
+        assert [bytes(d)[4:] for d in kept] == payloads[::7]
