@@ -150,6 +150,10 @@ def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarra
             f"chunk compression {chunk.compression!r} is not supported (known: {', '.join(COMPRESSIONS)}) "
             f"({source.path}, offset {chunk.position}, chunk record)") from None
     try:
+        if allocate is not None and type(source) is Source:
+            # Read into a recycled buffer rather than through the mapping, which would fault every
+            # page of the payload in (and keep them mapped until the bag closes).
+            raw = source.read_into(chunk.data_offset, allocate(chunk.data_len), "chunk")
         out = codec(raw, chunk.size, allocate)
     except TooLarge:
         raise BagFormatError(f"{chunk.compression} chunk decompressed to more than its header's {chunk.size} bytes",

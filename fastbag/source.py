@@ -90,7 +90,15 @@ class Source:
             raise ValueError("a range to gather leaves the file") from None
         if offsets.size and ((offsets < 0).any() or (lengths < 0).any() or (offsets > self.size - lengths).any()):
             raise ValueError("a range to gather leaves the file")
-        out = np.empty(int(lengths.sum()), dtype=np.uint8)
+        return self._pread(offsets.tolist(), lengths.tolist(), np.empty(int(lengths.sum()), dtype=np.uint8))
+
+    def read_into(self, offset: int, out: np.ndarray, record: str) -> np.ndarray:
+        """``out`` (uint8) filled with the file's bytes at ``offset``: a chunk's payload read into a
+        recycled buffer costs one copy, where the mapping would fault each page in, and keep it."""
+        self.check(offset, out.size, record)
+        return self._pread([offset], [out.size], out)
+
+    def _pread(self, offsets: list[int], lengths: list[int], out: np.ndarray) -> np.ndarray:
         view = memoryview(out)
         fd = os.open(self.path, os.O_RDONLY)
         try:
@@ -98,7 +106,7 @@ class Source:
             if (stat.st_dev, stat.st_ino) != self._identity:
                 raise ValueError(f"{self.path} is no longer the file that was mapped")
             at = 0
-            for offset, length in zip(offsets.tolist(), lengths.tolist()):
+            for offset, length in zip(offsets, lengths):
                 got = os.preadv(fd, [view[at:at + length]], offset)
                 if got != length:  # the file shrank since it was mapped
                     raise ValueError(f"read {got} of {length} bytes at offset {offset}")
