@@ -4,8 +4,9 @@ A chunk's ``size`` header field is its uncompressed length; every decompressed
 payload is checked against it. Decompressed chunks are cached in a small LRU
 bounded in bytes, and :meth:`ChunkStore.iter_chunks` decompresses ahead on a
 thread pool: bz2 and the lz4 kernel both release the GIL. lz4 chunks decode
-through :mod:`fastbag.lz4frame` (a Numba kernel writing into arrays the
-allocator recycles), bz2 through the standard library's streaming decoder.
+through :mod:`fastbag.lz4frame` (a Numba kernel) into buffers a
+:class:`BufferPool` recycles once nothing references them, bz2 through the
+standard library's streaming decoder.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def _streamed(factory: Callable[[], Any]) -> Callable[..., np.ndarray]:
 
 
 def _lz4(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
-    # The Numba frame kernel decodes from the mapping into an array the allocator recycles
-    # (see fastbag.lz4frame for why); frame features it leaves alone go to lz4.frame.
+    # The Numba frame kernel decodes into a buffer from ``allocate`` (recycled: see BufferPool);
+    # frame features it leaves alone go to lz4.frame.
     from . import lz4frame
 
     try:

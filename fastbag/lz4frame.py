@@ -3,9 +3,9 @@
 Why not ``lz4.frame``: it returns a fresh ``bytes`` for every chunk (and
 copies a ``memoryview`` input first). On a VM, touching fresh memory costs
 more than decompressing into it: reading the raw messages of an lz4 bag was
-page faults for the most part. Here a chunk decodes straight from the file
-mapping into a NumPy array sized by the chunk header, which the allocator
-recycles from chunk to chunk.
+page faults for the most part. Here a chunk decodes into a NumPy array
+sized by the chunk header, which :class:`fastbag.chunks.BufferPool` hands
+out again once nothing references it.
 
 The kernel covers the frames ROS tools write (roslz4: independent 1 MiB
 blocks with a content checksum; python-lz4: linked 64 KiB blocks with the
