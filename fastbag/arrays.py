@@ -50,6 +50,22 @@ def offsets_of(counts: np.ndarray) -> np.ndarray:
     return offsets
 
 
+def check_min_size(layout: Layout, lengths: np.ndarray, first_index: int, *, topic: str | None,
+                   msgtype: str | None, which: np.ndarray | None = None) -> None:
+    """DecodeError for the first message shorter than the layout's fixed part.
+
+    Message ``k`` has index ``first_index + k`` in the read (``first_index +
+    which[k]`` with ``which``, the positions of ``lengths`` among the run's).
+    Checked before anything is sized by messages x the fixed size.
+    """
+    short = np.flatnonzero(lengths < layout.min_size)
+    if short.size:
+        k = int(short[0])
+        raise DecodeError(f"message has {int(lengths[k])} bytes, fewer than the {layout.min_size} its definition "
+                          "needs", topic=topic, msgtype=msgtype,
+                          index=first_index + (k if which is None else int(which[k])))
+
+
 class _PerMessage:
     """A column with a variable number of elements per message: ``counts``, ``offsets``, ``[i]``."""
 
@@ -450,11 +466,7 @@ class TopicBuilder:
         """
         layout, kernels = self.layout, _kernels()
         n = int(starts.size)
-        too_short = lengths < layout.min_size
-        if too_short.any():
-            m = int(np.flatnonzero(too_short)[0])
-            raise DecodeError(f"message has {int(lengths[m])} bytes, fewer than the {layout.min_size} its "
-                              "definition needs", topic=self.topic, msgtype=self.msgtype, index=first_index + m)
+        check_min_size(layout, lengths, first_index, topic=self.topic, msgtype=self.msgtype)
         if layout.row_sizes[0] and (root_row + n) * int(layout.row_sizes[0]) > self.root.size:
             raise ValueError("more messages than the builder was sized for")
         status = np.zeros(3, dtype=np.int64)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, ordered_map
+from .chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, ordered_map, size_mismatch
 from .errors import BagFormatError, DecodeError
 from .index import BagIndex, Connection, FastbagWarning, read_index
 from .msgdef import EMPTY_MD5
@@ -25,6 +25,8 @@ from .records import message_spans
 from .source import Source
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from .arrays import TopicArray
     from .layout import Layout
 
@@ -260,9 +262,7 @@ class Bag:
             chunks = chunk_of[rows]
             mismatch = table.size[chunks] != table.data_len[chunks]
             if mismatch.any():
-                c = index.chunks[int(chunks[np.argmax(mismatch)])]
-                raise BagFormatError(f"uncompressed chunk holds {c.data_len} bytes but its header says {c.size}",
-                                     path=self.path, offset=c.position, record="chunk")
+                raise size_mismatch(self.path, index.chunks[int(chunks[np.argmax(mismatch)])])
             lo = table.data_offset[chunks]
             at, hi = lo + index.offset[selected[rows]], lo + table.size[chunks]
             times = index.time[selected[rows]]
@@ -271,10 +271,7 @@ class Bag:
                 return message_spans(self._source.array, at[part], lo[part], hi[part], table.position[chunks[part]],
                                      conn_ids[rows[part]], times[part], path=self.path, kernel=kernel)
 
-            # Large reads locate their records in one part per worker (the kernel releases the GIL).
-            pool = self._store.pool() if kernel and rows.size >= 2 * PARALLEL_MIN else None
-            step = -(-rows.size // (self._store.workers if pool else 1))
-            parts = [slice(k, k + step) for k in range(0, rows.size, step)]
+            pool, parts = self._split(rows.size, kernel)
             for part, (found_starts, found_lengths) in zip(parts, ordered_map(locate, parts, pool, len(parts))):
                 starts[rows[part]], lengths[rows[part]] = found_starts, found_lengths
         # Runs break where the chunk changes, except between chunks that both
@@ -314,6 +311,13 @@ class Bag:
         finally:
             payloads.close()  # type: ignore[attr-defined]
 
+    def _split(self, n: int, parallel: bool = True) -> tuple[ThreadPoolExecutor | None, list[slice]]:
+        """Locating ``n`` messages: one part per worker for a large read (the kernels release the GIL),
+        else one part on this thread. (pool, parts)."""
+        pool = self._store.pool() if parallel and n >= 2 * PARALLEL_MIN else None
+        step = max(1, -(-n // (self._store.workers if pool else 1)))
+        return pool, [slice(k, min(n, k + step)) for k in range(0, n, step)]
+
     def _file_spans(self, selected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(starts, lengths) in the file of messages that all lie in uncompressed chunks.
 
@@ -335,14 +339,10 @@ class Bag:
                                lengths[part], verified[part])
             return -1 if first < 0 else first + part.start
 
-        pool = self._store.pool() if n >= 2 * PARALLEL_MIN else None
-        step = -(-n // (self._store.workers if pool else 1))
-        parts = [slice(k, min(n, k + step)) for k in range(0, n, step)]
+        pool, parts = self._split(n)
         for first in ordered_map(locate, parts, pool, len(parts)):
             if first >= 0:
-                c = index.chunks[int(index.chunk[selected[first]])]
-                raise BagFormatError(f"uncompressed chunk holds {c.data_len} bytes but its header says {c.size}",
-                                     path=self.path, offset=c.position, record="chunk")
+                raise size_mismatch(self.path, index.chunks[int(index.chunk[selected[first]])])
         rows = np.flatnonzero(~verified)
         if rows.size:
             chunks = index.chunk[selected[rows]]
@@ -376,7 +376,7 @@ class Bag:
                 yield buf, base, a + k, a + end, starts[k:end], lengths[k:end]
 
     def _iter_decoded(self, selected: np.ndarray) -> Iterator[Message]:
-        from .arrays import TopicBuilder
+        from .arrays import TopicBuilder, check_min_size
 
         index = self._index
         connections = index.connections
@@ -389,12 +389,8 @@ class Bag:
                 mine = np.flatnonzero(conns == rank)
                 layout = self._layout(connections[rank])
                 # Checked before the builder allocates messages x the fixed size: then that is real bytes.
-                short = np.flatnonzero(lengths[mine] < layout.min_size)
-                if short.size:
-                    m = int(mine[short[0]])
-                    raise DecodeError(f"message has {int(lengths[m])} bytes, fewer than the {layout.min_size} its "
-                                      "definition needs", topic=connections[rank].topic,
-                                      msgtype=connections[rank].msgtype, index=a + m)
+                check_min_size(layout, lengths[mine], a, topic=connections[rank].topic,
+                               msgtype=connections[rank].msgtype, which=mine)
                 builder = TopicBuilder(layout, self._source.array, mine.size,
                                        topic=connections[rank].topic, msgtype=connections[rank].msgtype)
                 builder.add_run(payload, offset, starts[mine], lengths[mine], a + int(mine[0]))
@@ -479,12 +475,10 @@ class Bag:
         bound = int(sizes.sum())
         if int(layout.min_size) * selected.size <= bound:
             return
+        from .arrays import check_min_size
+
         for _, _, a, _, _, lengths in self._runs(selected, kernel=True):
-            short = np.flatnonzero(lengths < layout.min_size)
-            if short.size:
-                m = int(short[0])
-                raise DecodeError(f"message has {int(lengths[m])} bytes, fewer than the {layout.min_size} its "
-                                  "definition needs", topic=topic, msgtype=msgtype, index=a + m)
+            check_min_size(layout, lengths, a, topic=topic, msgtype=msgtype)
 
     def _layout(self, connection: Connection) -> "Layout":
         """The compiled layout of a connection's type (cached), checking its md5sum once."""

@@ -130,6 +130,12 @@ class ChunkTable:
         return cls(*(np.ascontiguousarray(column) for column in columns), in_file)
 
 
+def size_mismatch(path: str, chunk: Chunk) -> BagFormatError:
+    """The error for an uncompressed chunk whose payload length disagrees with its header's size."""
+    return BagFormatError(f"uncompressed chunk holds {chunk.data_len} bytes but its header says {chunk.size}",
+                          path=path, offset=chunk.position, record="chunk")
+
+
 def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
     """The chunk's uncompressed payload as a read-only ``uint8`` array.
 
@@ -140,9 +146,7 @@ def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarra
     raw = source.view(chunk.data_offset, chunk.data_len, "chunk")
     if chunk.compression == "none":
         if chunk.data_len != chunk.size:
-            raise BagFormatError(
-                f"uncompressed chunk holds {chunk.data_len} bytes but its header says {chunk.size}",
-                path=source.path, offset=chunk.position, record="chunk")
+            raise size_mismatch(source.path, chunk)
         return raw
     try:
         codec = DECOMPRESSORS[chunk.compression]

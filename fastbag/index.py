@@ -262,8 +262,8 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
         data_at = info_at + infos.raw.size + 4
         if (gather_u32(tail, data_at - 4) != pairs * 8).any():
             return None
-        conn_of = np.concatenate([tail[a:a + 8 * n] for a, n in zip(data_at.tolist(), pairs.tolist())]
-                                 ).view("<u4").reshape(-1, 2).astype(np.int64)
+        _, pair_at = _item_positions(data_at, pairs, 8)  # out of the tail: IndexError, the careful path
+        conn_of = tail[pair_at[:, None] + np.arange(8)].view("<u4").reshape(-1, 2).astype(np.int64)
         # chunk headers: op, compression, size (the same compression throughout, or the slow path),
         # each gathered with the data_len that follows it
         first = read_record(source, int(chunk_pos[0]), expect=Op.CHUNK)
@@ -292,21 +292,21 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
             return None
         chunk_of_pair = np.repeat(np.arange(chunk_count), pairs)
         record_size = index.raw.size + 4 + INDEX_ENTRY_SIZE * conn_of[:, 1]
-        before = np.zeros(record_size.size, dtype=np.int64)  # of each record, in the blocks
+        before = np.zeros(record_size.size, dtype=np.int64)  # where each record starts in the blocks
         np.cumsum(record_size[:-1], out=before[1:])
         first_of_chunk = np.zeros(chunk_count, dtype=np.int64)
         np.cumsum(pairs[:-1], out=first_of_chunk[1:])
         block_len = np.add.reduceat(record_size, first_of_chunk) if record_size.size else np.zeros(0, np.int64)
         block_len[pairs == 0] = 0  # reduceat gives a chunk without pairs its successor's first record
         blocks = source.gather(chunk_end, block_len)
-        at = before
         file_at = chunk_end[chunk_of_pair] + before - before[first_of_chunk][chunk_of_pair]
-        ok, headers = index.match(blocks, at)
+        ok, headers = index.match(blocks, before)
         if not ok or (index.value(headers, "conn") != conn_of[:, 0]).any() or \
                 (index.value(headers, "count") != conn_of[:, 1]).any() or \
-                (gather_u32(blocks, at + index.raw.size) != INDEX_ENTRY_SIZE * conn_of[:, 1]).any():
+                (gather_u32(blocks, before + index.raw.size) != INDEX_ENTRY_SIZE * conn_of[:, 1]).any():
             return None
-        records = np.stack([file_at, conn_of[:, 0], chunk_of_pair, at + index.raw.size + 4, conn_of[:, 1]], axis=1)
+        records = np.stack([file_at, conn_of[:, 0], chunk_of_pair, before + index.raw.size + 4, conn_of[:, 1]],
+                           axis=1)
         return _gather_entries(source, connections, chunks, records, blocks)
     except (FastbagError, ValueError, IndexError, KeyError, struct.error):
         return None  # malformed in a way this path does not explain: the careful path will
@@ -360,6 +360,16 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
     return index
 
 
+def _item_positions(offsets: np.ndarray, counts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Records of ``counts[r]`` items of ``width`` bytes stored from ``offsets[r]``: for every item, the
+    record it belongs to and where it starts (item j of record r at ``offsets[r] + width * j``), so
+    that one fancy index gathers them all."""
+    which = np.repeat(np.arange(counts.size), counts)
+    first = np.zeros(counts.size, dtype=np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    return which, offsets[which] + (np.arange(which.size) - first[which]) * width
+
+
 def _gather_entries(source: Source, connections: list[Connection], chunks: list[Chunk],
                     records: np.ndarray, buf: np.ndarray | None = None) -> BagIndex:
     """Every index entry of every index-data record, gathered in one pass.
@@ -371,12 +381,7 @@ def _gather_entries(source: Source, connections: list[Connection], chunks: list[
     """
     if buf is None:
         buf = source.array
-    counts = records[:, 4]
-    which = np.repeat(np.arange(counts.size), counts)  # the record each entry belongs to
-    # entry j of record r starts at its data offset + 12 j: one gather of 12 bytes per entry
-    first = np.zeros(counts.size, dtype=np.int64)
-    np.cumsum(counts[:-1], out=first[1:])
-    at = records[which, 3] + (np.arange(which.size) - first[which]) * INDEX_ENTRY_SIZE
+    which, at = _item_positions(records[:, 3], records[:, 4], INDEX_ENTRY_SIZE)
     if at.size and (at.min() < 0 or at.max() > buf.size - INDEX_ENTRY_SIZE):
         bad = int(which[np.argmax((at < 0) | (at > buf.size - INDEX_ENTRY_SIZE))])
         raise BagFormatError("index data entries run past the end of the file", path=source.path,

@@ -18,6 +18,7 @@ import numpy as np
 from .arrays import Ragged, Record, StructArray
 from .errors import DecodeError, UnsupportedError
 
+
 class _Where:
     """Which message a topic-wide loop is at, for :func:`_explained` to name."""
 
@@ -102,26 +103,22 @@ def _clouds(topic: StructArray) -> Iterator[np.ndarray]:
     name, _ = _origin(topic)
     with _explained("PointCloud2 topic", name, None):
         fields = topic["fields"]
-        names, offsets = fields.child["name"].tolist(), fields.child["offset"].tolist()
-        datatypes, counts = fields.child["datatype"].tolist(), fields.child["count"].tolist()
-        first, count = fields.first.tolist(), fields.counts.tolist()
-        columns = [topic[c].tolist() for c in ("height", "width", "point_step", "row_step", "is_bigendian")]
         data = topic["data"]
         views = _uniform_clouds(topic, fields, data)
+        if views is None:  # mixed layouts, or something to explain: message by message
+            names, offsets = fields.child["name"].tolist(), fields.child["offset"].tolist()
+            datatypes, counts = fields.child["datatype"].tolist(), fields.child["count"].tolist()
+            first, count = fields.first.tolist(), fields.counts.tolist()
+            columns = [topic[c].tolist() for c in ("height", "width", "point_step", "row_step", "is_bigendian")]
     if views is not None:
         yield from views
         return
-    layout: tuple[Any, ...] = ()
-    dtype = None
     with _explained("PointCloud2", name, 0) as where:
         for i, (height, width, point_step, row_step, bigendian) in enumerate(zip(*columns)):
             where.index = i
             a, b = first[i], first[i] + count[i]
-            key = (names[a:b], offsets[a:b], datatypes[a:b], counts[a:b], point_step, bigendian)
-            if key != layout:  # a driver keeps its fields: the dtype is built again only when they change
-                layout = key
-                dtype = _point_dtype(tuple(names[a:b]), tuple(offsets[a:b]), tuple(datatypes[a:b]),
-                                     tuple(counts[a:b]), point_step, bool(bigendian))
+            dtype = _point_dtype(tuple(names[a:b]), tuple(offsets[a:b]), tuple(datatypes[a:b]),
+                                 tuple(counts[a:b]), point_step, bool(bigendian))  # cached per layout
             yield _point_view(data[i], dtype, height, width, point_step, row_step)
 
 
