@@ -9,6 +9,7 @@ read, and compressed chunks are decompressed ahead on a thread pool.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, ordered_map, size_mismatch
+from .chunks import DEFAULT_CACHE_BYTES, ChunkStore, ordered_map, size_mismatch
 from .errors import BagFormatError, DecodeError
 from .index import BagIndex, Connection, FastbagWarning, read_index
 from .msgdef import EMPTY_MD5
@@ -114,9 +115,11 @@ class Bag:
             warnings.warn(f"{self.path}: {'; '.join(self._index.problems)}", FastbagWarning, stacklevel=3)
         self._store = ChunkStore(self._source, self._index.chunks, cache_bytes=cache_bytes, workers=workers,
                                  salvaged=self._index.salvaged)
-        self.topics: dict[str, TopicInfo] = self._topic_infos()
         self._layouts: dict[tuple[str, str], Layout] = {}
-        self._chunks = ChunkTable.of(self._index.chunks, self._index.salvaged)
+        self._chunks = self._index.chunks
+        # Where a chunk's messages are read in place: uncompressed, and not cut off by the end of the file.
+        self._in_file = self._chunks.uncompressed.copy()
+        self._in_file[list(self._index.salvaged)] = False
         self._connection_ids = np.array([c.id for c in self._index.connections], dtype=np.int64)
 
     # -- what the index says ---------------------------------------------------
@@ -162,8 +165,8 @@ class Bag:
     def compression(self) -> dict[str, int]:
         """Chunk count per compression, e.g. ``{"lz4": 12}``."""
         counts: dict[str, int] = {}
-        for chunk in self._index.chunks:
-            counts[chunk.compression] = counts.get(chunk.compression, 0) + 1
+        for compression in self._chunks.compression:
+            counts[compression] = counts.get(compression, 0) + 1
         return counts
 
     @property
@@ -171,7 +174,9 @@ class Bag:
         """True when the index was rebuilt by scanning (unindexed or damaged bag)."""
         return self._index.recovered
 
-    def _topic_infos(self) -> dict[str, TopicInfo]:
+    @functools.cached_property
+    def topics(self) -> dict[str, TopicInfo]:
+        """Every topic's :class:`TopicInfo`, by name, sorted (computed on first use)."""
         index = self._index
         by_topic: dict[str, list[int]] = {}
         for rank, connection in enumerate(index.connections):
@@ -243,7 +248,7 @@ class Bag:
         n = selected.size
         if n == 0:
             return
-        if kernel and index.starts is None and bool(self._chunks.in_file.all()):
+        if kernel and index.starts is None and bool(self._in_file.all()):
             # Every chunk lies uncompressed in the file (the common large read): a kernel locates
             # every message straight from the index arrays, and one run covers them all.
             yield (self._source.array, 0, 0, n, *self._file_spans(selected))
@@ -253,7 +258,7 @@ class Bag:
         starts = np.zeros(n, dtype=np.int64)
         lengths = np.zeros(n, dtype=np.int64)
         table = self._chunks
-        in_file = table.in_file[chunk_of]
+        in_file = self._in_file[chunk_of]
         if index.starts is not None:  # the container located every message already (legacy scans)
             starts[:] = index.starts[selected]
             lengths[:] = index.lengths[selected]  # type: ignore[index]
@@ -284,14 +289,14 @@ class Bag:
         last_run = {c: k for k, c in enumerate(run_chunks)}
         groups: dict[int, list[tuple[int, int]]] = {}  # compressed chunk -> its runs
         for a, b, c in zip(run_starts, run_ends, run_chunks):
-            if not table.in_file[c]:
+            if not self._in_file[c]:
                 groups.setdefault(c, []).append((a, b))
         payloads = self._store.iter_chunks(list(groups))  # dicts keep first-need order
         live: dict[int, np.ndarray] = {}
         try:
             for k, (c, a, b) in enumerate(zip(run_chunks, run_starts, run_ends)):
                 self._check_open()
-                if table.in_file[c]:
+                if self._in_file[c]:
                     yield self._source.array, 0, a, b, starts[a:b], lengths[a:b]
                     continue
                 while c not in live:
@@ -470,7 +475,7 @@ class Bag:
         used[self._index.chunk[selected]] = True  # O(n), where np.unique would sort
         chunks = np.flatnonzero(used)
         sizes = table.size[chunks]
-        claimed = ~table.in_file[chunks]
+        claimed = ~self._in_file[chunks]
         sizes[claimed] = np.minimum(sizes[claimed], PLAUSIBLE_RATIO * table.data_len[chunks][claimed])
         bound = int(sizes.sum())
         if int(layout.min_size) * selected.size <= bound:

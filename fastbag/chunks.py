@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -95,11 +95,7 @@ COMPRESSIONS = ("none", *DECOMPRESSORS)
 
 
 class Chunk(NamedTuple):
-    """Where a chunk's payload lies and how to get it uncompressed.
-
-    (A NamedTuple: opening a bag builds one per chunk, at half the cost of a
-    frozen dataclass.)
-    """
+    """Where a chunk's payload lies and how to get it uncompressed."""
 
     position: int      # offset of the chunk record in the file
     compression: str
@@ -108,26 +104,49 @@ class Chunk(NamedTuple):
     data_len: int
 
 
-@dataclass(frozen=True)
-class ChunkTable:
-    """The chunks' facts as arrays, for vectorized work over many messages at once.
+@dataclass(frozen=True, eq=False)
+class ChunkTable(Sequence[Chunk]):
+    """Every chunk of a bag: its facts as arrays, for vectorized work over many messages at once.
 
-    ``in_file`` is True where a chunk's payload is the file itself
-    (uncompressed and not salvaged), so its messages are read in place.
+    Also a sequence of :class:`Chunk`, each built when asked for: opening a
+    large bag reads thousands of chunk headers straight into these arrays.
+    ``uncompressed`` is True where a chunk's payload lies in the file as is.
     """
 
-    position: np.ndarray
+    position: np.ndarray     # int64 columns
     data_offset: np.ndarray
     size: np.ndarray
     data_len: np.ndarray
-    in_file: np.ndarray
+    compression: tuple[str, ...]
+    uncompressed: np.ndarray  # bool
 
     @classmethod
-    def of(cls, chunks: list[Chunk], salvaged: dict[int, np.ndarray]) -> "ChunkTable":
-        columns = np.array([(c.position, c.data_offset, c.size, c.data_len) for c in chunks],
-                           dtype=np.int64).reshape(-1, 4).T
-        in_file = np.array([c.compression == "none" and k not in salvaged for k, c in enumerate(chunks)], dtype=bool)
-        return cls(*(np.ascontiguousarray(column) for column in columns), in_file)
+    def of(cls, chunks: Iterable[Chunk]) -> "ChunkTable":
+        """The table of a list of chunks."""
+        chunks = list(chunks)
+        if not chunks:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(empty, empty, empty, empty, (), np.zeros(0, dtype=bool))
+        position, compression, size, data_offset, data_len = zip(*chunks)  # columns, transposed in C
+        return cls.from_columns(position, data_offset, size, data_len, compression)
+
+    @classmethod
+    def from_columns(cls, position: Any, data_offset: Any, size: Any, data_len: Any,
+                     compression: tuple[str, ...]) -> "ChunkTable":
+        """The table of int columns (arrays or sequences) and one compression name per chunk."""
+        columns = (np.array(column, dtype=np.int64) for column in (position, data_offset, size, data_len))
+        return cls(*columns, tuple(compression), np.array([c == "none" for c in compression], dtype=bool))
+
+    def __len__(self) -> int:
+        return len(self.compression)
+
+    def __getitem__(self, k: int) -> Chunk:  # type: ignore[override]  # chunks are looked up one by one
+        return Chunk(int(self.position[k]), self.compression[k], int(self.size[k]), int(self.data_offset[k]),
+                     int(self.data_len[k]))
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return map(Chunk._make, zip(self.position.tolist(), self.compression, self.size.tolist(),
+                                    self.data_offset.tolist(), self.data_len.tolist()))
 
 
 def size_mismatch(path: str, chunk: Chunk) -> BagFormatError:
@@ -277,7 +296,7 @@ class ChunkStore:
     of the mapping and cost nothing to keep, so they are not cached).
     """
 
-    def __init__(self, source: Source, chunks: list[Chunk], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
+    def __init__(self, source: Source, chunks: Sequence[Chunk], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
                  workers: int | None = None, salvaged: dict[int, np.ndarray] | None = None) -> None:
         self.source = source
         self.chunks = chunks
