@@ -153,7 +153,7 @@ def test_pool_reuses_a_buffer_only_once_nothing_references_it():
     assert not np.shares_memory(c, keep) and (keep == 1).all()
     base = keep.base
     del keep, c, base
-    d = pool.take(800)  # now free: handed out again, smallest that fits
+    d = pool.take(800)  # now free: handed out again (the most recently used that fits)
     assert d.size == 800 and d.flags.writeable
     d.flags.writeable = False  # what decompress() does to a payload
     del d
