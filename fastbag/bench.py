@@ -143,7 +143,7 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
     specs: dict[str, tuple[str, Callable[[Path], None]]] = {
         "imu-1m": ("imu-1000000.bag", imu_bag),
         "mixed-none": (f"mixed-{seconds:g}s-none.bag", lambda p: write_bag(p, MIXED_STREAMS, seconds=seconds)),
-        "mixed-lz4": (f"mixed-{seconds:g}s-lz4.bag",
+        "mixed-lz4": (f"mixed-{seconds:g}s-roslz4.bag",  # named for its frames: older caches held others
                       lambda p: write_bag(p, MIXED_STREAMS, seconds=seconds, compression="lz4")),
         "mixed-bz2": (f"mixed-{bz2_seconds:g}s-bz2.bag",
                       lambda p: write_bag(p, MIXED_STREAMS, seconds=bz2_seconds, compression="bz2")),

@@ -1283,8 +1283,7 @@ def rewrite(seed: Seed, path: str, *, compression: str, chunk_size: int,
                                              latching=c.latching)
         for k, (cid, t, data) in enumerate(seed.messages()):
             w.write(handles[cid], t, message(k, cid, t, data) if message else data)
-    data = Path(path).read_bytes()
-    return data.replace(NON_UTF8.encode(), NON_UTF8_BYTES) if NON_UTF8.encode() in data else data
+    return Path(path).read_bytes()
 
 
 def _rewrite_chunk_size(rng: random.Random, seed: Seed) -> int:
@@ -1322,8 +1321,8 @@ def mutate_message_length(rng: random.Random, seed: Seed, scratch: str) -> tuple
 
 
 #: Written by the Writer in place of bytes that are not UTF-8, then replaced in the file (same length).
-NON_UTF8 = "NONUTF8MARK"
 NON_UTF8_BYTES = b"\xff\xfe\x80abc\xc3(\xed\xa0\x80"
+NON_UTF8 = NON_UTF8_BYTES.decode("utf-8", "surrogateescape")  # the Writer writes these bytes back
 
 DEFINITION_EDITS = ["unknown-type", "unknown-bare-type", "cycle", "self-cycle", "malformed", "absurd-array",
                     "deep", "separator", "duplicate-type", "duplicate-field", "retype", "drop-field", "add-field",

@@ -50,7 +50,12 @@ def _compress(compression: str, data: bytes | bytearray) -> bytes:
     if compression == "bz2":
         return bz2.compress(data, 9)
     import lz4.frame
-    return lz4.frame.compress(bytes(data))
+    # Framed as roslz4 (rosbag's lz4) frames them: independent 1 MB blocks, a content checksum,
+    # no content size (FLG 0x64, BD 0x60). The streaming compressor keeps the block size for small
+    # chunks too, as roslz4's stream does (lz4.frame.compress would shrink it to fit).
+    compressor = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX1MB, block_linked=False,
+                                              content_checksum=True)
+    return compressor.begin() + compressor.compress(bytes(data)) + compressor.flush()
 
 
 @dataclass
@@ -123,7 +128,9 @@ class Writer:
     @staticmethod
     def _connection_record(c: Connection) -> bytes:
         data_fields = [("topic", c.topic.encode()), ("type", c.msgtype.encode()),
-                       ("md5sum", c.md5sum.encode()), ("message_definition", c.definition.encode())]
+                       ("md5sum", c.md5sum.encode()),
+                       # surrogate escapes (bytes.decode(..., "surrogateescape")) are written as the bytes they stand for
+                       ("message_definition", c.definition.encode("utf-8", "surrogateescape"))]
         if c.callerid is not None:
             data_fields.append(("callerid", c.callerid.encode()))
         if c.latching:

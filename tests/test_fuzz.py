@@ -569,11 +569,12 @@ def test_regression_fixed_size_is_allocated_before_it_is_checked(tmp_path):
 
 
 def _lz4_chunk_cut(path: Path) -> tuple[bytearray, int]:
-    """An lz4 bag whose one chunk spans several 64 KB lz4 blocks; returns its bytes and the frame's offset."""
+    """An lz4 bag whose one chunk spans three 1 MB lz4 blocks (roslz4's size); returns its bytes and the
+    frame's offset."""
     rng = np.random.default_rng(0)
     with fastbag.Writer(path, compression="lz4", chunk_size=10**7) as w:
         c = w.add_connection("/a", "std_msgs/UInt8MultiArray", "uint8[] data\n", "*")
-        for k in range(60):
+        for k in range(600):
             w.write(c, 10**9 + k, struct.pack("<I", 4000) + rng.integers(0, 256, 4000, dtype=np.uint8).tobytes())
     data = bytearray(path.read_bytes())
     return data, data.index(b"\x04\x22\x4d\x18")
@@ -584,12 +585,12 @@ def test_regression_cut_lz4_chunk_allocates_its_size_claim(tmp_path):
     data, frame = _lz4_chunk_cut(path)
     size_at = data.index(b"size=") + 5
     struct.pack_into("<I", data, size_at, 0xFFFFFFF0)
-    path.write_bytes(bytes(data[:frame + 150_000]))  # two complete 64 KB blocks survive the cut
+    path.write_bytes(bytes(data[:frame + 2_200_000]))  # two complete 1 MB blocks survive the cut
     with peak_allocation() as peak, warnings.catch_warnings():
         warnings.simplefilter("ignore", fastbag.FastbagWarning)
         with fastbag.open(path) as bag:
             count = bag.message_count
-    assert count >= 25, "the complete messages of the cut chunk are salvaged"
+    assert count >= 500, "the complete messages of the cut chunk are salvaged"
     assert peak[0] < 64 << 20, f"peak allocation {peak[0]} bytes for a {path.stat().st_size}-byte bag"
 
 
@@ -600,8 +601,13 @@ def test_regression_lz4_content_size_claim_is_allocated(tmp_path):
     start = data.index(b"\x04\x22\x4d\x18")
     n = struct.unpack_from("<I", data, start - 4)[0]
     frame = fuzz.lz4_with_content_size(data[start:start + n], 1 << 30)
-    assert len(frame) == n
-    path.write_bytes(data[:start] + frame + data[start + n:])
+    assert len(frame) == n + 8  # roslz4 frames store no content size: the claim adds its 8 bytes
+    bag = bytearray(data[:start - 4] + struct.pack("<I", n + 8) + frame + data[start + n:])
+    index_pos = bag.index(b"index_pos=") + 10  # the index section moved 8 bytes on
+    struct.pack_into("<Q", bag, index_pos, struct.unpack_from("<Q", bag, index_pos)[0] + 8)
+    path.write_bytes(bytes(bag))
+    with fastbag.open(path) as bag_before_reading:
+        assert bag_before_reading.message_count == 20  # only the frame is forged: the bag is intact
     with peak_allocation() as peak, fastbag.open(path) as bag, pytest.raises(fastbag.BagFormatError):
         list(bag.messages(raw=True))
     assert peak[0] < 64 << 20, f"peak allocation {peak[0]} bytes for a {len(data)}-byte bag"

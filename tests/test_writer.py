@@ -145,6 +145,24 @@ def test_empty_and_single_message_bags(tmp_path):
     assert assert_same_as_rosbags(one) == [("/x", 5, b"")]
 
 
+def _lz4_frame_descriptors(path: Path) -> set[bytes]:
+    """The (FLG, BD) bytes of every lz4 chunk's frame in a bag."""
+    with open_quietly(path) as bag:
+        return {bytes(bag._source.array[c.data_offset + 4:c.data_offset + 6]) for c in bag._index.chunks
+                if c.compression == "lz4"}
+
+
+def test_lz4_chunks_are_framed_as_roslz4_frames_them(tmp_path):
+    """Benchmarks and tests read what rosbag writes: independent 1 MB blocks with a content
+    checksum (FLG 0x64, BD 0x60), as in the real lz4 bags; not python-lz4's default framing."""
+    real = _lz4_frame_descriptors(data_file("ros1v2/cruise-automation__rosbag.js__fixtures__example-lz4.bag"))
+    assert real == {b"\x64\x60"}
+    path = tmp_path / "lz4.bag"
+    synth.write_demo_bag(path, seconds=1, compression="lz4")
+    assert _lz4_frame_descriptors(path) == real
+    assert assert_same_as_rosbags(path)  # and rosbags reads them (python-lz4 checks the content checksum)
+
+
 def test_writer_rejects_bad_input(tmp_path):
     with pytest.raises(ValueError, match="compression"):
         fastbag.Writer(tmp_path / "a.bag", compression="zstd")
