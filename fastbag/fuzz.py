@@ -1320,7 +1320,7 @@ def mutate_message_length(rng: random.Random, seed: Seed, scratch: str) -> tuple
     return data, f"{topic} message {j} of {n} made {change} ({compression})", ("msglen", topic, j)
 
 
-#: Written by the Writer in place of bytes that are not UTF-8, then replaced in the file (same length).
+#: Bytes that are not UTF-8, put into definitions as surrogate escapes (the Writer writes the bytes).
 NON_UTF8_BYTES = b"\xff\xfe\x80abc\xc3(\xed\xa0\x80"
 NON_UTF8 = NON_UTF8_BYTES.decode("utf-8", "surrogateescape")  # the Writer writes these bytes back
 
