@@ -213,7 +213,8 @@ class Bag:
             if unknown:
                 raise KeyError(f"no topic {sorted(unknown)[0]!r} in {self.path}; topics: {', '.join(self.topics)}")
             want = np.array([c.topic in wanted for c in index.connections], dtype=bool)  # by connection rank
-            selected = selected[want[index.conn[lo:hi]]]
+            if not want.all():
+                selected = selected[want[index.conn[lo:hi]]]
         return selected
 
     def messages(self, topics: Iterable[str] | str | None = None, start: int | None = None,
@@ -455,9 +456,9 @@ class Bag:
         pool = self._store.pool() if selected.size >= 2 * PARALLEL_MIN else None
         for piece in ordered_map(decode, parts(), pool, 2 * workers):
             builder.append(piece)
-        ranks = self._index.conn[selected]
         own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]
-        local = np.searchsorted(np.array(own), ranks).astype(np.int32)
+        local = np.searchsorted(np.array(own), self._index.conn[selected]).astype(np.int32) if len(own) > 1 else \
+            np.zeros(selected.size, dtype=np.int32)
         return TopicArray(topic, self._index.time[selected], builder.finish(), local, list(info.connections))
 
     def _check_fixed_size_fits(self, layout: "Layout", selected: np.ndarray, topic: str, msgtype: str) -> None:
