@@ -292,6 +292,8 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
         block_end = np.append(chunk_pos[1:], index_pos)
         range_at = np.concatenate(([chunk_pos[0]], block_end - block_len))
         range_len = np.append(chunk_pos + head, index_pos) - range_at
+        if (range_at[1:] < range_at[:-1] + range_len[:-1]).any():
+            return None  # ranges out of file order or overlapping: a chunk listed twice, or damage
         buf = source.gather(range_at, range_len)
         range_start = np.zeros(chunk_count + 1, dtype=np.int64)  # where each range landed in buf
         np.cumsum(range_len[:-1], out=range_start[1:])
@@ -361,7 +363,13 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
     chunks: list[Chunk] = []
     records: list[tuple[int, int, int, int, int]] = []  # record offset, connection, chunk, data offset, count
     reader = _IndexDataReader(source, problems)
-    for chunk_id, info in enumerate(infos):
+    listed = set()
+    for info in infos:
+        if info.position in listed:  # its messages would be counted twice
+            problems.append(f"the index lists the chunk at offset {info.position} twice; read once")
+            continue
+        listed.add(info.position)
+        chunk_id = len(chunks)
         chunk_record = read_record(source, info.position, expect=Op.CHUNK)
         chunks.append(_chunk_from_record(source, chunk_record))
         pos = chunk_record.end
@@ -400,6 +408,14 @@ def _gather_entries(source: Source, connections: list[Connection], chunks: Chunk
     """
     if buf is None:
         buf = source.array
+    # Entries of a sound index lie side by side in the file: more of them than the bytes can hold
+    # means records claim the same bytes (or counts are damaged), and would be allocated regardless.
+    claimed = np.cumsum(records[:, 4]) * INDEX_ENTRY_SIZE
+    if claimed.size and claimed[-1] > buf.size:
+        bad = int(np.argmax(claimed > buf.size))
+        raise BagFormatError(f"index data records claim {int(claimed[-1]) // INDEX_ENTRY_SIZE} entries, more than "
+                             f"the {buf.size} bytes they are read from can hold", path=source.path,
+                             offset=int(records[bad, 0]), record="index data")
     which, at = _item_positions(records[:, 3], records[:, 4], INDEX_ENTRY_SIZE)
     if at.size and (at.min() < 0 or at.max() > buf.size - INDEX_ENTRY_SIZE):
         bad = int(which[np.argmax((at < 0) | (at > buf.size - INDEX_ENTRY_SIZE))])

@@ -854,6 +854,26 @@ def test_regression_decoded_messages_allocate_the_fixed_size_claim(tmp_path):
         list(bag.messages())
 
 
+def test_regression_chunk_listed_many_times_allocates_its_entries_each_time(tmp_path):
+    """Defect D25, found reviewing the one-read-per-chunk index path: a 3 MB bag whose index lists
+    its one chunk 3,000 times made open count every message 3,000 times (297 MB traced for 200)."""
+    path = tmp_path / "listed-twice.bag"
+    int32_bag(path, 50_000, chunk_size=10**7)
+    data = path.read_bytes()
+    info_at = data.rindex(b"\x04\x00\x00\x00op=\x06") - 4  # the one chunk-info record, the last in the file
+    bag = bytearray(data + data[info_at:] * 3000)
+    chunk_count = bag.index(b"chunk_count=") + 12
+    assert struct.unpack_from("<I", bag, chunk_count)[0] == 1
+    struct.pack_into("<I", bag, chunk_count, 3001)
+    path.write_bytes(bytes(bag))
+    with peak_allocation() as peak, pytest.warns(fastbag.FastbagWarning, match="twice"):
+        with fastbag.open(path) as opened:
+            assert opened.message_count == 50_000
+            assert [(m.topic, m.time, bytes(m.data)) for m in opened.messages(raw=True)] == \
+                [("/a", 10**9 + k, struct.pack("<i", k)) for k in range(50_000)]
+    assert peak[0] < 64 << 20, f"peak allocation {peak[0]} bytes for a {path.stat().st_size}-byte bag"
+
+
 def test_read_cap_on_empty_elements_names_the_message(tmp_path):
     """Fuzz defect D22 (fixed): the read-wide cap on elements that take no bytes named no message."""
     path = tmp_path / "cap.bag"
