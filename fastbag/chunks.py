@@ -310,8 +310,7 @@ class ChunkStore:
         self.cache_bytes = cache_bytes
         self.workers = workers or os.cpu_count() or 1
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
-        # room for the chunks in flight (read-ahead, the one being consumed), at most 64 MiB
-        self._buffers = BUFFERS
+        self._buffers = BUFFERS  # shared by every bag of the process
         self._cached = 0
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None

@@ -186,6 +186,14 @@ def read_index(source: Source) -> BagIndex:
         return scan_index(source, header.end, reason=f"its index is damaged: {exc}")
 
 
+def _rows(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """The ``width`` bytes at each position of ``at`` (in bounds), as an (n, width) uint8 array: one
+    gather of rows, twice as fast as indexing with ``at[:, None] + np.arange(width)``."""
+    if at.size == 0:
+        return np.zeros((0, width), dtype=np.uint8)
+    return np.lib.stride_tricks.sliding_window_view(buf, width)[at]
+
+
 class _Template:
     """A record header whose bytes repeat from record to record but for some field values.
 
@@ -217,7 +225,7 @@ class _Template:
             return True, np.zeros((0, size), dtype=np.uint8)
         if at.min() < 0 or at.max() > buf.size - size - 4:  # compared this way round: no int64 overflow
             return False, np.zeros((0, size), dtype=np.uint8)
-        headers = np.lib.stride_tricks.sliding_window_view(buf, size)[at]
+        headers = _rows(buf, at, size)
         return bool((headers[:, self.mask] == self.raw[self.mask]).all()), headers
 
     def value(self, headers: np.ndarray, name: str) -> np.ndarray:
@@ -269,7 +277,7 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
         if (gather_u32(tail, data_at - 4) != pairs * 8).any():
             return None
         _, pair_at = _item_positions(data_at, pairs, 8)  # out of the tail: IndexError, the careful path
-        conn_of = tail[pair_at[:, None] + np.arange(8)].view("<u4").reshape(-1, 2).astype(np.int64)
+        conn_of = _rows(tail, pair_at, 8).view("<u4").astype(np.int64)  # (connection id, messages)
         # Chunk headers (op, compression, size: the same compression throughout, or the slow path)
         # and the index-data records after each chunk, one per (chunk, connection) pair in chunk-info
         # order. A writer puts a chunk's index data right before the next chunk (the last chunk's right
@@ -421,8 +429,7 @@ def _gather_entries(source: Source, connections: list[Connection], chunks: Chunk
         bad = int(which[np.argmax((at < 0) | (at > buf.size - INDEX_ENTRY_SIZE))])
         raise BagFormatError("index data entries run past the end of the file", path=source.path,
                              offset=int(records[bad, 0]), record="index data")
-    entries = np.lib.stride_tricks.sliding_window_view(buf, INDEX_ENTRY_SIZE)[at].view("<u4") if at.size else \
-        np.zeros((0, 3), dtype=np.uint32)
+    entries = _rows(buf, at, INDEX_ENTRY_SIZE).view("<u4")
     chunk_ids = records[which, 2]
     sizes = chunks.size
     past = entries[:, 2] >= sizes[chunk_ids]
