@@ -1,4 +1,4 @@
-"""Every job of :mod:`fastbag.bench`, fastbag and rosbags side by side, with pytest-benchmark.
+"""Every job of :mod:`fastbag.tooling.bench`, fastbag and rosbags side by side, with pytest-benchmark.
 
     pytest benchmarks/ --benchmark-only          # FASTBAG_BENCH_SECONDS=40 for the 1.7 GB mixed bag
 
@@ -19,7 +19,7 @@ import sys
 import pytest
 
 import fastbag
-from fastbag import bench
+from fastbag.tooling import bench
 
 pytest.importorskip("rosbags", reason="the benchmarks compare with rosbags: pip install -e '.[test]'")
 

@@ -9,10 +9,10 @@
 """
 
 from .bag import Bag, Message, TopicInfo, open
-from .sensors import image, pointcloud
-from .errors import BagFormatError, DecodeError, DefinitionError, FastbagError, UnsupportedError
-from .index import Connection, FastbagWarning
-from .writer import Writer
+from .msg.sensors import image, pointcloud
+from .container import Connection
+from .errors import BagFormatError, DecodeError, DefinitionError, FastbagError, FastbagWarning, UnsupportedError
+from .ros1.writer import Writer
 
 __version__ = "0.1.0"
 

@@ -1,9 +1,12 @@
-"""The public :class:`Bag`: open a bag, list its topics, iterate its messages.
+"""The public :class:`Bag`: open a bag, list its topics, iterate its messages, read topics into arrays.
 
-Opening reads the index only (see :mod:`fastbag.index`). Messages are yielded
-in receive-time order across chunks, as rosbag yields them, filtered by topic
-and by time window ``[start, end)``; chunks holding nothing wanted are never
-read, and compressed chunks are decompressed ahead on a thread pool.
+The Bag is container-neutral: :func:`open` recognizes the format from the
+file's first bytes and opens its :class:`~fastbag.container.Container`,
+which reads the index only (for a ROS1 bag, see :mod:`fastbag.ros1.index`).
+Messages are yielded in receive-time order across chunks, as rosbag yields
+them, filtered by topic and by time window ``[start, end)``; chunks holding
+nothing wanted are never read, and compressed chunks are decompressed ahead
+on a thread pool.
 """
 
 from __future__ import annotations
@@ -18,18 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import DEFAULT_CACHE_BYTES, ChunkStore, ordered_map, size_mismatch
-from .errors import BagFormatError, DecodeError
-from .index import BagIndex, Connection, FastbagWarning, read_index
-from .msgdef import EMPTY_MD5
-from .records import message_spans
-from .source import Source
+from .container import BagIndex, Connection, Container
+from .errors import BagFormatError, DecodeError, FastbagWarning
+from .io.chunks import DEFAULT_CACHE_BYTES, ordered_map, size_mismatch
+from .msg.msgdef import EMPTY_MD5
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-    from .arrays import TopicArray
-    from .layout import Layout
+    from .msg.arrays import TopicArray
+    from .msg.layout import Layout
 
 
 #: Reads of fewer messages than twice this decode on the calling thread; larger runs are cut
@@ -101,20 +102,16 @@ class Bag:
         if definitions is None or isinstance(definitions, Mapping):
             self._definitions = dict(definitions or {})
         else:
-            from .msgdef import load_definitions
+            from .msg.msgdef import load_definitions
             self._definitions = load_definitions(definitions)
-        self._source = Source(self.path)
-        try:
-            self._index: BagIndex = read_index(self._source)
-        except BaseException:
-            self._source.close()
-            raise
+        self._container = open_container(self.path)
+        self._source = self._container.source
+        self._index: BagIndex = self._container.index
         if self._definitions:
             self._index.connections = [self._with_supplied_definition(c) for c in self._index.connections]
         if self._index.problems:
             warnings.warn(f"{self.path}: {'; '.join(self._index.problems)}", FastbagWarning, stacklevel=3)
-        self._store = ChunkStore(self._source, self._index.chunks, cache_bytes=cache_bytes, workers=workers,
-                                 salvaged=self._index.salvaged)
+        self._store = self._container.chunk_store(cache_bytes=cache_bytes, workers=workers)
         self._layouts: dict[tuple[str, str], Layout] = {}
         self._chunks = self._index.chunks
         # Where a chunk's messages are read in place: uncompressed, and not cut off by the end of the file.
@@ -123,6 +120,11 @@ class Bag:
         self._connection_ids = np.array([c.id for c in self._index.connections], dtype=np.int64)
 
     # -- what the index says ---------------------------------------------------
+    @property
+    def format(self) -> str:
+        """The container format, e.g. ``"ROS1 bag"``."""
+        return self._container.format
+
     @property
     def version(self) -> str:
         """Format version, e.g. ``"2.0"``."""
@@ -274,8 +276,9 @@ class Bag:
             times = index.time[selected[rows]]
 
             def locate(part: slice) -> tuple[np.ndarray, np.ndarray]:
-                return message_spans(self._source.array, at[part], lo[part], hi[part], table.position[chunks[part]],
-                                     conn_ids[rows[part]], times[part], path=self.path, kernel=kernel)
+                return self._container.payload_spans(self._source.array, at[part], lo[part], hi[part],
+                                                     table.position[chunks[part]], conn_ids[rows[part]], times[part],
+                                                     kernel=kernel)
 
             pool, parts = self._split(rows.size, kernel)
             for part, (found_starts, found_lengths) in zip(parts, ordered_map(locate, parts, pool, len(parts))):
@@ -306,10 +309,9 @@ class Bag:
                     zero = np.zeros(pos.size, dtype=np.int64)
                     # The kernel locates a chunk's few dozen records in microseconds, where NumPy's
                     # fixed cost per call is ~0.3 ms; a decompressed chunk is worth loading Numba for.
-                    starts[pos], lengths[pos] = message_spans(
+                    starts[pos], lengths[pos] = self._container.payload_spans(
                         payload, index.offset[selected[pos]], zero, zero + payload.size,
-                        zero + index.chunks[got].position, conn_ids[pos], index.time[selected[pos]],
-                        path=self.path, kernel=True)
+                        zero + index.chunks[got].position, conn_ids[pos], index.time[selected[pos]], kernel=True)
                     live[got] = payload
                 yield live[c], None, a, b, starts[a:b], lengths[a:b]
                 if last_run[c] == k:
@@ -327,12 +329,10 @@ class Bag:
     def _file_spans(self, selected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(starts, lengths) in the file of messages that all lie in uncompressed chunks.
 
-        The kernel runs in one part per worker for large reads (it releases
-        the GIL); records it cannot verify go through the checked parser,
-        which explains what is wrong with them.
+        The container's one-pass locator runs in one part per worker for
+        large reads (its kernel releases the GIL); records it cannot verify
+        go through the checked parser, which explains what is wrong with them.
         """
-        from .kernels import file_spans
-
         index, table = self._index, self._chunks
         n = selected.size
         starts = np.zeros(n, dtype=np.int64)
@@ -340,9 +340,7 @@ class Bag:
         verified = np.zeros(n, dtype=bool)
 
         def locate(part: slice) -> int:
-            first = file_spans(self._source.array, selected[part], index.chunk, index.offset, index.time, index.conn,
-                               self._connection_ids, table.data_offset, table.size, table.data_len, starts[part],
-                               lengths[part], verified[part])
+            first = self._container.file_spans(selected[part], starts[part], lengths[part], verified[part])
             return -1 if first < 0 else first + part.start
 
         pool, parts = self._split(n)
@@ -352,11 +350,13 @@ class Bag:
         rows = np.flatnonzero(~verified)
         if rows.size:
             chunks = index.chunk[selected[rows]]
+            mismatch = table.size[chunks] != table.data_len[chunks]
+            if mismatch.any():
+                raise size_mismatch(self.path, index.chunks[int(chunks[np.argmax(mismatch)])])
             lo = table.data_offset[chunks]
-            starts[rows], lengths[rows] = message_spans(
+            starts[rows], lengths[rows] = self._container.payload_spans(
                 self._source.array, lo + index.offset[selected[rows]], lo, lo + table.size[chunks],
-                table.position[chunks], self._connection_ids[index.conn[selected[rows]]], index.time[selected[rows]],
-                path=self.path)
+                table.position[chunks], self._connection_ids[index.conn[selected[rows]]], index.time[selected[rows]])
         return starts, lengths
 
     def _iter_raw(self, selected: np.ndarray) -> Iterator[Message]:
@@ -382,7 +382,7 @@ class Bag:
                 yield buf, base, a + k, a + end, starts[k:end], lengths[k:end]
 
     def _iter_decoded(self, selected: np.ndarray) -> Iterator[Message]:
-        from .arrays import TopicBuilder, check_min_size
+        from .msg.arrays import TopicBuilder, check_min_size
 
         index = self._index
         connections = index.connections
@@ -421,7 +421,7 @@ class Bag:
         messages. Raises DecodeError when a message does not match its
         definition, naming the topic and the message's index.
         """
-        from .arrays import TopicArray, TopicBuilder
+        from .msg.arrays import TopicArray, TopicBuilder
 
         self._check_open()
         if topic not in self.topics:
@@ -481,7 +481,7 @@ class Bag:
         bound = int(sizes.sum())
         if int(layout.min_size) * selected.size <= bound:
             return
-        from .arrays import check_min_size
+        from .msg.arrays import check_min_size
 
         for _, _, a, _, _, lengths in self._runs(selected, kernel=True):
             check_min_size(layout, lengths, a, topic=topic, msgtype=msgtype)
@@ -489,7 +489,7 @@ class Bag:
     def _layout(self, connection: Connection) -> "Layout":
         """The compiled layout of a connection's type (cached), checking its md5sum once."""
         from .errors import DefinitionError
-        from .layout import layout_for
+        from .msg.layout import layout_for
 
         key = (connection.msgtype, connection.definition)
         if key not in self._layouts:
@@ -511,7 +511,7 @@ class Bag:
     def _with_supplied_definition(self, connection: Connection) -> Connection:
         """The connection, with its definition composed from ``definitions=`` when it stores none."""
         from .errors import DefinitionError
-        from .msgdef import compose_definition
+        from .msg.msgdef import compose_definition
 
         if connection.definition.strip() or connection.md5sum == EMPTY_MD5:
             return connection
@@ -525,7 +525,7 @@ class Bag:
         """A definition from ``definitions=`` for a connection that stores none (an empty text is a type
         without fields, as the user supplied it)."""
         from .errors import DefinitionError
-        from .msgdef import compose_definition
+        from .msg.msgdef import compose_definition
 
         if not self._definitions:
             what = "the bag stores no message definitions (format 1.1)" if self.version == "1.1" else \
@@ -550,7 +550,7 @@ class Bag:
     def close(self) -> None:
         """Release the file. Arrays and views already returned stay valid."""
         self._store.close()
-        self._source.close()
+        self._container.close()
 
     def __enter__(self) -> "Bag":
         return self
@@ -564,5 +564,22 @@ class Bag:
 
 
 def open(path: str | os.PathLike[str], **options: object) -> Bag:  # noqa: A001 - mirrors builtins.open
-    """Open a ROS bag for reading; see :class:`Bag` for ``options``."""
+    """Open a bag for reading (the format is recognized from its first bytes); see :class:`Bag` for ``options``."""
     return Bag(path, **options)  # type: ignore[arg-type]
+
+
+#: What :func:`open_container` recognizes, for people: first bytes (or what a directory holds) and format.
+KNOWN_FORMATS = ("ROS1 bag 2.0, 1.2 and 1.1 ('#ROSBAG V2.0', '#ROSRECORD V1.2', '#ROSRECORD V1.1')",)
+
+
+def open_container(path: str) -> Container:
+    """The container reader for ``path``, chosen by the file's first bytes.
+
+    Raises BagFormatError for a file of no format fastbag knows (naming
+    those it does), UnsupportedError for a known format it cannot read yet.
+    """
+    from .ros1.reader import Ros1Reader
+
+    # Every file that is not one of the other formats goes to the ROS1 reader, whose errors say
+    # what is wrong with a would-be bag (empty, truncated magic, unknown version, not a bag at all).
+    return Ros1Reader(path)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import open as open_bag
 from .bag import Bag
+from .bag import open as open_bag
 from .errors import FastbagError
 
 
@@ -91,7 +91,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .synth import write_demo_bag
+    from .tooling.synth import write_demo_bag
 
     with tempfile.TemporaryDirectory(prefix="fastbag-demo-") as folder:
         path = Path(folder) / f"demo-{args.compression}.bag"
@@ -117,7 +117,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def describe(value: object, prefix: str = "") -> list[str]:
     """One line per leaf field: its path, shape and dtype (what ``bag.read`` returns)."""
-    from .arrays import Nested, Ragged, StructArray
+    from .msg.arrays import Nested, Ragged, StructArray
 
     lines = []
     if isinstance(value, StructArray):
@@ -138,7 +138,7 @@ def describe(value: object, prefix: str = "") -> list[str]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from . import bench
+    from .tooling import bench
 
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

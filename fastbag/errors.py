@@ -60,3 +60,15 @@ class DecodeError(FastbagError):
         self.topic = topic
         self.index = index
         self.msgtype = msgtype
+
+
+class FastbagWarning(UserWarning):
+    """A bag was readable only in part, or disagrees with itself."""
+
+
+class TooLarge(ValueError):
+    """A payload decompresses to more bytes than its limit (its chunk header's size).
+
+    An internal signal between a codec and its caller, who turns it into a
+    :class:`BagFormatError` naming the file, offset and record.
+    """

@@ -31,7 +31,7 @@ from rosbags.typesys import Stores, get_typestore
 from rosbags.typesys.msg import normalize_msgtype
 
 import fastbag
-from fastbag import synth
+from fastbag.tooling import synth
 
 TYPESTORE = get_typestore(Stores.ROS1_NOETIC)
 HEADER_END = 13 + 4096  # magic line + the bag header record, padded to 4096 bytes (both writers)

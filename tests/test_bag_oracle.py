@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rosbags.rosbag1 import Reader
 
-import fastbag.synth
+import fastbag.tooling.synth
 
 from conftest import data_files
 from rosbags_fixtures import (
@@ -308,9 +308,9 @@ def test_random_rosbags_bags(spec):
 
 
 def _index_both_ways(path: Path):
-    from fastbag import index as index_module
-    from fastbag.records import MAGIC_V20, Op, read_record
-    from fastbag.source import Source
+    from fastbag.ros1 import index as index_module
+    from fastbag.ros1.records import MAGIC_V20, Op, read_record
+    from fastbag.io.source import Source
 
     source = Source(path)
     try:
@@ -351,7 +351,7 @@ def test_fast_index_path_serves_well_formed_bags(built_bags):
              for name in SCENARIOS for compression in COMPRESSIONS}
     assert all(taken.values()), taken
     writer_bag = Path(tempfile.mkdtemp()) / "writer.bag"
-    fastbag.synth.write_demo_bag(writer_bag, seconds=1)
+    fastbag.tooling.synth.write_demo_bag(writer_bag, seconds=1)
     assert _index_both_ways(writer_bag)[0] is not None
     real = [_index_both_ways(p.values[0])[0] is not None for p in REAL_BAGS if p.values[0] is not None]
     assert not real or sum(real) >= len(real) // 2, f"only {sum(real)} of {len(real)} real bags"

@@ -27,7 +27,7 @@ from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 import fastbag
-from fastbag.synth import write_demo_bag
+from fastbag.tooling.synth import write_demo_bag
 
 from conftest import data_file, data_files
 from oracle import assert_same
@@ -226,7 +226,7 @@ def test_arrays_are_views_of_the_file_or_of_the_decompressed_chunk(demo_bag):
         pc = bag.read("/points")
         image = bag.read("/camera/image_raw")
         data = pc["data"]
-        assert isinstance(data, fastbag.arrays.Ragged)
+        assert isinstance(data, fastbag.msg.arrays.Ragged)
         first = data[0]
         assert first.dtype == np.uint8 and first.size == 2000 // 32 * 32 * 22
         assert _mapped(first) != compressed
@@ -239,7 +239,7 @@ def test_arrays_are_views_of_the_file_or_of_the_decompressed_chunk(demo_bag):
 
 
 def test_md5_mismatch_warns_with_both_values(tmp_path):
-    from fastbag.synth import IMU, imu
+    from fastbag.tooling.synth import IMU, imu
     path = tmp_path / "wrong-md5.bag"
     with fastbag.Writer(path) as writer:
         conn = writer.add_connection("/imu", IMU.name, IMU.definition, "0123456789abcdef0123456789abcdef")
@@ -252,7 +252,7 @@ def test_md5_mismatch_warns_with_both_values(tmp_path):
 
 
 def test_short_message_raises_decode_error_naming_topic_and_index(tmp_path):
-    from fastbag.synth import IMU, imu
+    from fastbag.tooling.synth import IMU, imu
     path = tmp_path / "short.bag"
     raws = imu(np.arange(5, dtype=np.int64), np.random.default_rng(0))
     with fastbag.Writer(path) as writer:

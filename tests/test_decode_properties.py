@@ -71,8 +71,8 @@ from hypothesis.extra import numpy as hnp
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 import fastbag
-from fastbag.arrays import DENSE_LIMIT, Nested, Ragged, Record, StructArray
-from fastbag.msgdef import parse_definition
+from fastbag.msg.arrays import DENSE_LIMIT, Nested, Ragged, Record, StructArray
+from fastbag.msg.msgdef import parse_definition
 from oracle import assert_same
 
 # -- the type model ----------------------------------------------------------------

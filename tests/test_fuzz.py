@@ -1,6 +1,6 @@
 """Fuzz and property tests: damaged bags fail cleanly, keep what can be kept, and never balloon.
 
-The campaign lives in :mod:`fastbag.fuzz` (``python -m fastbag.fuzz --seed S --cases N --jobs 2``):
+The campaign lives in :mod:`tools.fuzz` (``python -m tools.fuzz --seed S --cases N --jobs 2``):
 damaged copies of the real bags of ``../shared/data`` and of generated bags, run in worker
 processes that survive crashes, with a timeout per case and allocations traced or capped. This
 file runs a quick deterministic slice of it, and states the guarantees as hypothesis properties
@@ -57,7 +57,8 @@ from rosbags.rosbag1.reader import ReaderError
 
 import fastbag
 from conftest import DATA, NO_DATA
-from fastbag import fuzz, synth
+from fastbag.tooling import synth
+from tools import fuzz
 
 PROPERTY = dict(deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 INT32 = ("std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
@@ -122,7 +123,7 @@ def int32_bag(path: Path, n: int, *, compression: str = "none", chunk_size: int 
 
 def _campaign(tmp_path: Path, *args: str) -> list[dict]:
     failures = tmp_path / "failures.jsonl"
-    cmd = [sys.executable, "-m", "fastbag.fuzz", *args, "--jobs", "2", "--timeout", "30", "--progress", "1000",
+    cmd = [sys.executable, "-m", "tools.fuzz", *args, "--jobs", "2", "--timeout", "30", "--progress", "1000",
            "--failures", str(failures)]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert "fastbag fuzz campaign summary" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
@@ -164,7 +165,7 @@ def test_a_case_replays_byte_for_byte(seeds, tmp_path):
 def test_single_case_command(tmp_path):
     """``--case K --verbose`` reruns one case in-process and prints what happened; ``--save`` keeps it."""
     saved = tmp_path / "case.bag"
-    done = subprocess.run([sys.executable, "-m", "fastbag.fuzz", "--seed", "1", "--case", "3", "--generated-only",
+    done = subprocess.run([sys.executable, "-m", "tools.fuzz", "--seed", "1", "--case", "3", "--generated-only",
                            "--save", str(saved)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert "case 3: seed bag" in done.stdout and "outcome:" in done.stdout, done.stdout + done.stderr
     assert saved.exists()
@@ -726,7 +727,7 @@ def test_regression_zero_size_elements_make_work_unbounded(tmp_path):
 
 
 def test_regression_definition_parse_is_quadratic():
-    from fastbag.msgdef import parse_definition
+    from fastbag.msg.msgdef import parse_definition
 
     def parse_seconds(n: int) -> float:
         text = "p/T0 f\n" + "".join(f"===\nMSG: p/T{i}\nQ{i} f\n" for i in range(n))

@@ -70,7 +70,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastbag
-from fastbag.msgdef import parse_definition
+from fastbag.msg.msgdef import parse_definition
 from conftest import data_file, data_files
 from legacy_fixtures import (
     MAGIC_V11, V11_TEXTS, V11_TOPICS, assert_same_genpy, classic_decoded, classic_raw, parse_v12, rosname,

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastbag
-from fastbag import lz4frame
-from fastbag.chunks import TooLarge, decompress
+from fastbag.io import lz4frame
+from fastbag.errors import TooLarge
+from fastbag.io.chunks import decompress
 
 from conftest import DATA, NO_DATA
 
@@ -140,7 +141,7 @@ def test_real_lz4_chunks_decode_as_the_reference_does() -> None:
 
 
 def test_pool_reuses_a_buffer_only_once_nothing_references_it():
-    from fastbag.chunks import BufferPool
+    from fastbag.io.chunks import BufferPool
 
     pool = BufferPool(1 << 20)
     a = pool.take(1000)

@@ -1,4 +1,4 @@
-"""Tests for fastbag.msgdef: parsing ROS1 definitions and computing their md5sum.
+"""Tests for fastbag.msg.msgdef: parsing ROS1 definitions and computing their md5sum.
 
 The real-data tests read every connection of every ROS1 bag under
 ``../shared/data`` with a small stdlib scanner below (independent of fastbag's
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastbag.errors import DefinitionError
-from fastbag.msgdef import (
+from fastbag.msg.msgdef import (
     BUILTIN_SIZES,
     EMPTY_MD5,
     Constant,

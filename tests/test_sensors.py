@@ -14,7 +14,7 @@ import pytest
 from rosbags.typesys import Stores, get_typestore
 
 import fastbag
-from fastbag.synth import IMAGE, POINTCLOUD2
+from fastbag.tooling.synth import IMAGE, POINTCLOUD2
 
 STORE = get_typestore(Stores.ROS1_NOETIC)
 Header = STORE.types["std_msgs/msg/Header"]
@@ -147,7 +147,7 @@ def test_image_step_too_small_raises(tmp_path):
 def test_uniform_topic_fast_path_equals_the_message_by_message_path(tmp_path, monkeypatch):
     """A driver's topic (one field layout, every cloud fitting its data) is viewed in one vectorized pass;
     its arrays must equal the per-message path's, organized and unorganized, and stay views."""
-    from fastbag import sensors
+    from fastbag.msg import sensors
 
     fields = [PointField(name="x", offset=0, datatype=7, count=1), PointField(name="ring", offset=4, datatype=4,
                                                                                count=1)]

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import fastbag
-from fastbag.synth import write_demo_bag
+from fastbag.tooling.synth import write_demo_bag
 
 
 def test_import_does_not_load_numba_or_codecs():

@@ -9,9 +9,9 @@ Proves:
   (time, connection, write order), whole, per topic and windowed; fastbag agrees;
 - a hypothesis property: random small bags written by fastbag read the same in
   rosbags and fastbag, and as the spec says;
-- the synthetic demo bag (``fastbag.synth.write_demo_bag``) deserializes in
+- the synthetic demo bag (``fastbag.tooling.synth.write_demo_bag``) deserializes in
   rosbags' ``AnyReader`` from the definitions the bag embeds (which checks every
-  md5sum), its Imu messages are byte for byte what ``fastbag.synth.imu``
+  md5sum), its Imu messages are byte for byte what ``fastbag.tooling.synth.imu``
   regenerates from the seed and decode equal to the Noetic definition's reading,
   and every topic's values are physically what the generator makes;
 - a round trip: real bags copied with ``Writer`` from ``bag.messages(raw=True)``
@@ -32,7 +32,7 @@ from rosbags.rosbag1 import Reader
 from rosbags.typesys.msg import normalize_msgtype
 
 import fastbag
-from fastbag import synth
+from fastbag.tooling import synth
 from conftest import data_file
 from rosbags_fixtures import (
     TYPESTORE, ConnSpec, assert_same_as_rosbags, conn_spec, fastbag_read, open_quietly, payload_for,

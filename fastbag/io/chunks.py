@@ -1,17 +1,16 @@
-"""Chunk payloads: a decompressor registry, size checks, an LRU cache, read-ahead.
+"""Chunk payloads: size checks, recycled buffers, an LRU cache, read-ahead.
 
-A chunk's ``size`` header field is its uncompressed length; every decompressed
-payload is checked against it. Decompressed chunks are cached in a small LRU
-bounded in bytes, and :meth:`ChunkStore.iter_chunks` decompresses ahead on a
-thread pool: bz2 and the lz4 kernel both release the GIL. lz4 chunks decode
-through :mod:`fastbag.lz4frame` (a Numba kernel) into buffers a
-:class:`BufferPool` recycles once nothing references them, bz2 through the
-standard library's streaming decoder.
+A chunk's ``size`` is its uncompressed length; every decompressed payload is
+checked against it. Decompressed chunks are cached in a small LRU bounded in
+bytes, and :meth:`ChunkStore.iter_chunks` decompresses ahead on a thread
+pool: the codecs (:mod:`fastbag.io.codecs`) release the GIL. Payloads decode
+into buffers a :class:`BufferPool` recycles once nothing references them.
+Every container format describes its chunks as :class:`Chunk` rows of a
+:class:`ChunkTable`; this module knows nothing of any format's records.
 """
 
 from __future__ import annotations
 
-import bz2
 import os
 import sys
 import threading
@@ -23,75 +22,9 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from .errors import BagFormatError, UnsupportedError
+from ..errors import BagFormatError, TooLarge, UnsupportedError
+from .codecs import COMPRESSIONS, DECOMPRESSORS, STREAMING, stream
 from .source import Source
-
-
-STEP = 8 << 20  # a streaming decompressor produces at most this much per call
-
-
-class TooLarge(ValueError):
-    """A payload decompresses to more bytes than its chunk header declares."""
-
-
-def _lz4_stream() -> Any:
-    import lz4.frame  # imported on first use: a bag without lz4 chunks never needs it
-    return lz4.frame.LZ4FrameDecompressor()
-
-
-def stream(decompressor: Any, data: bytes | memoryview, limit: int) -> bytes:
-    """Decompress ``data``, never producing more than ``limit + 1`` bytes.
-
-    Output grows STEP bytes at a time, so memory follows what the data
-    really holds, not what a header or a frame claims: a payload that would
-    expand past ``limit`` (a decompression bomb, a lying size) stops one byte
-    past it, for the caller to reject.
-    """
-    pieces = [decompressor.decompress(data, max_length=min(STEP, limit + 1))]
-    produced = len(pieces[0])
-    while produced <= limit and not decompressor.eof and not decompressor.needs_input:
-        piece = decompressor.decompress(b"", max_length=min(STEP, limit + 1 - produced))
-        if not piece:
-            break
-        pieces.append(piece)
-        produced += len(piece)
-    if decompressor.eof and getattr(decompressor, "unused_data", b""):
-        # The stream ended before the payload did: its length is wrong (it may run into later chunks).
-        raise ValueError(f"{len(decompressor.unused_data)} bytes follow the end of the compressed stream")
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-
-def _streamed(factory: Callable[[], Any]) -> Callable[..., np.ndarray]:
-    def decompress(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
-        out = stream(factory(), memoryview(raw), size)
-        if len(out) > size:  # decompression stopped there: it would have produced more
-            raise TooLarge(f"more than {size} bytes")
-        return np.frombuffer(out, dtype=np.uint8)
-    return decompress
-
-
-def _lz4(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
-    # The Numba frame kernel decodes into a buffer from ``allocate`` (recycled: see BufferPool);
-    # frame features it leaves alone go to lz4.frame.
-    from . import lz4frame
-
-    try:
-        return lz4frame.decompress(raw, size, allocate)
-    except lz4frame.Unsupported:
-        return _streamed(_lz4_stream)(raw, size)
-
-
-#: compression name -> ``decompress(raw, size, allocate=None)``: the payload ``raw`` (uint8, a
-#: view of the file) decompressed to a new uint8 array of at most ``size`` bytes, written into
-#: ``allocate(n)`` where the codec can; ValueError if malformed, TooLarge past ``size``. ``none``
-#: is handled without copying. Add codecs here.
-DECOMPRESSORS: dict[str, Callable[..., np.ndarray]] = {
-    "bz2": _streamed(bz2.BZ2Decompressor),
-    "lz4": _lz4,
-}
-#: The same codecs as streaming decompressors, for payloads cut off by the end of the file.
-STREAMING: dict[str, Callable[[], Any]] = {"bz2": bz2.BZ2Decompressor, "lz4": _lz4_stream}
-COMPRESSIONS = ("none", *DECOMPRESSORS)
 
 
 class Chunk(NamedTuple):

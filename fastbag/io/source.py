@@ -15,7 +15,7 @@ import struct
 
 import numpy as np
 
-from .errors import BagFormatError
+from ..errors import BagFormatError
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from . import open as open_bag
+from ..bag import open as open_bag
 from .synth import IMU, MIXED_STREAMS, imu, write_bag
 
 IMU_FIELDS = ("orientation", "angular_velocity", "linear_acceleration")
@@ -128,7 +128,7 @@ def imu_bag(path: Path, count: int = 1_000_000, seed: int = 0) -> None:
     """One topic of ``count`` Imu messages at 200 Hz, uncompressed."""
     rng = np.random.default_rng(seed)
     times = 1_700_000_000 * 10**9 + np.arange(count, dtype=np.int64) * 5_000_000
-    from .writer import Writer
+    from ..ros1.writer import Writer
     with Writer(path) as writer:
         conn = writer.add_connection("/imu", IMU.name, IMU.definition, IMU.md5sum)
         for t, raw in zip(times.tolist(), imu(times, rng)):
@@ -217,12 +217,12 @@ def _livox_rosbags(reader: Any) -> list[np.ndarray]:
 
 
 def _clouds_fastbag(bag: Any) -> list[np.ndarray]:
-    from .sensors import pointcloud
+    from ..msg.sensors import pointcloud
     return list(pointcloud(bag.read("/points")))
 
 
 def _clouds_rosbags(reader: Any) -> list[np.ndarray]:
-    from .sensors import point_dtype
+    from ..msg.sensors import point_dtype
     clouds = []
     for msg in _rosbags_topic(reader, "/points"):
         dtype = point_dtype([f.name for f in msg.fields], [f.offset for f in msg.fields],
@@ -234,7 +234,7 @@ def _clouds_rosbags(reader: Any) -> list[np.ndarray]:
 
 
 def _images_fastbag(bag: Any) -> list[np.ndarray]:
-    from .sensors import image
+    from ..msg.sensors import image
     return image(bag.read("/camera/image_raw"), stack=False)
 
 
@@ -473,7 +473,7 @@ def bench_paths(paths: list[str], *, against: bool = False, limits: Limits | Non
                 log: Callable[[str], None] = print) -> dict[str, Any]:
     """Per topic of each bag: open, read into arrays, iterate raw; rosbags side by side with ``against``."""
     from .compare import assert_same
-    from .errors import FastbagError
+    from ..errors import FastbagError
 
     limits = limits or measure_limits()
     rows = []

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .arrays import Ragged, Record, StructArray
-from .errors import DecodeError, UnsupportedError
+from ..errors import DecodeError, UnsupportedError
 
 
 class _Where:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .writer import Writer
+from ..ros1.writer import Writer
 
 _SEP = "=" * 80 + "\n"
 _HEADER = "MSG: std_msgs/Header\nuint32 seq\ntime stamp\nstring frame_id\n"

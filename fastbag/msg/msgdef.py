@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DefinitionError
+from ..errors import DefinitionError
 
 __all__ = [
     "BUILTIN_SIZES",

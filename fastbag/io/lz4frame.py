@@ -4,7 +4,7 @@ Why not ``lz4.frame``: it returns a fresh ``bytes`` for every chunk (and
 copies a ``memoryview`` input first). On a VM, touching fresh memory costs
 more than decompressing into it: reading the raw messages of an lz4 bag was
 page faults for the most part. Here a chunk decodes into a NumPy array
-sized by the chunk header, which :class:`fastbag.chunks.BufferPool` hands
+sized by the chunk header, which :class:`fastbag.io.chunks.BufferPool` hands
 out again once nothing references it.
 
 The kernel covers the frames ROS tools write (roslz4: independent 1 MiB
@@ -13,7 +13,7 @@ content size), checking every read and write against its buffer, and every
 checksum the frame carries (xxHash32). Anything else it does not decode
 (dictionary IDs, skippable frames, other versions) is reported as
 ``UNSUPPORTED`` so that the caller hands the chunk to ``lz4.frame``.
-Imported on first use, like :mod:`fastbag.kernels`.
+Imported on first use, like every kernel.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from .chunks import TooLarge
-from .kernels import _copy  # forwards, byte by byte: an overlapping match repeats its pattern
+from ..errors import TooLarge
+from .bytekernels import copy as _copy  # forwards, byte by byte: an overlapping match repeats its pattern
 
 MAGIC = 0x184D2204
 
@@ -71,7 +71,7 @@ def _rotl(x, r):
 
 # Indices are made unsigned where the kernels index buffers: Numba then skips its
 # negative-index wraparound, and LLVM vectorizes the copies (~10x faster here).
-# kernels._copy copies forwards byte by byte, which an overlapping match needs.
+# bytekernels.copy copies forwards byte by byte, which an overlapping match needs.
 
 @njit(cache=True, nogil=True, inline="always")
 def _u32(buf, pos):
@@ -302,7 +302,7 @@ FIRST_GUESS_RATIO = 32
 def decompress(src: np.ndarray, limit: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
     """The LZ4 frame ``src`` (uint8) decompressed: a new uint8 array of at most ``limit`` bytes.
 
-    Raises ValueError if malformed, :class:`~fastbag.chunks.TooLarge` past
+    Raises ValueError if malformed, :class:`~fastbag.errors.TooLarge` past
     ``limit``, :class:`Unsupported` for a frame to hand to ``lz4.frame``. Memory follows what the data produces: a
     ``limit`` far beyond what the frame could plausibly hold is not
     allocated up front; the buffer doubles as blocks arrive. ``allocate(n)``

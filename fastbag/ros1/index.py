@@ -19,29 +19,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .chunks import Chunk, ChunkTable, decompress, decompress_truncated
-from .errors import BagFormatError, FastbagError, UnsupportedError
+from ..container import BagIndex, Connection, build_index
+from ..errors import BagFormatError, FastbagError, UnsupportedError
+from ..io.chunks import Chunk, ChunkTable, decompress, decompress_truncated
+from ..io.source import BufferSource, Source
 from .records import MAGIC_V11, MAGIC_V12, MAGIC_V20, Header, Op, gather_u32, read_record, read_record_header
-from .source import BufferSource, Source
 
 _U32 = struct.Struct("<I")
-
-
-class FastbagWarning(UserWarning):
-    """A bag was readable only in part, or disagrees with itself."""
-
-
-@dataclass(frozen=True)
-class Connection:
-    """One connection record: a topic published with one message type."""
-
-    id: int
-    topic: str
-    msgtype: str
-    md5sum: str
-    definition: str
-    callerid: str | None = None
-    latching: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,67 +42,6 @@ class ChunkInfo:
 # One index-data entry as stored: time (u32 sec, u32 nsec) and u32 offset into the
 # chunk; entries are handled as (count, 3) uint32 arrays.
 INDEX_ENTRY_SIZE = 12
-
-
-@dataclass
-class BagIndex:
-    """Everything needed to find every message, as NumPy arrays.
-
-    ``time``, ``conn`` (position in ``connections``), ``chunk`` (position in
-    ``chunks``) and ``offset`` (int64: of the message record in the
-    uncompressed chunk) are sorted in read order: by time, ties by connection
-    order, then file order, as rosbag and rosbags yield them. Legacy formats
-    have one chunk, the whole file. Where the container already knows where
-    each message's bytes are (a scan of a legacy file), ``starts`` and
-    ``lengths`` give them in file coordinates.
-    """
-
-    version: str
-    connections: list[Connection]
-    chunks: ChunkTable  # a list of Chunk given here becomes one
-    time: np.ndarray
-    conn: np.ndarray
-    chunk: np.ndarray
-    offset: np.ndarray
-    recovered: bool = False
-    starts: np.ndarray | None = None
-    lengths: np.ndarray | None = None
-    # Payloads of chunks cut off by the end of the file, decompressed as far as
-    # they go during recovery (keyed by position in ``chunks``).
-    salvaged: dict[int, np.ndarray] = field(default_factory=dict)
-    # What was wrong with the file, one sentence each; the Bag warns once with them.
-    problems: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.chunks, ChunkTable):
-            self.chunks = ChunkTable.of(self.chunks)
-
-    @property
-    def message_count(self) -> int:
-        return int(self.time.size)
-
-
-def build_index(version: str, connections: list[Connection], chunks: Sequence[Chunk], conn_ids: np.ndarray,
-                chunk_ids: np.ndarray, time: np.ndarray, offset: np.ndarray, *, recovered: bool = False,
-                spans: tuple[np.ndarray, np.ndarray] | None = None) -> BagIndex:
-    """Sort per-message arrays (given in file order) into the read-order table of a BagIndex.
-
-    ``conn_ids`` are connection ids (as the records give them); every one
-    must be among ``connections``.
-    """
-    ids = np.array([c.id for c in connections], dtype=np.int64)
-    by_id = np.argsort(ids)
-    ranks = by_id[np.searchsorted(ids[by_id], conn_ids)].astype(np.int32) if ids.size else \
-        np.zeros(0, dtype=np.int32)
-    # Read order as rosbag's merge of per-connection indexes yields it: by time,
-    # ties by the connection's rank, then file order (both sorts are stable).
-    # Sorting by time alone is 3x faster and right unless two times are equal.
-    order = np.argsort(time, kind="stable")
-    if (np.diff(time[order]) == 0).any():
-        order = np.lexsort((ranks, time))
-    starts, lengths = (spans[0][order], spans[1][order]) if spans is not None else (None, None)
-    return BagIndex(version, connections, chunks, time[order].astype(np.int64), ranks[order],
-                    chunk_ids[order].astype(np.int32), offset[order].astype(np.int64), recovered, starts, lengths)
 
 
 def _index_from_pieces(version: str, connections: list[Connection], chunks: Sequence[Chunk],

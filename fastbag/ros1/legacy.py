@@ -20,11 +20,11 @@ import struct
 
 import numpy as np
 
-from .chunks import Chunk
-from .errors import BagFormatError, FastbagError, UnsupportedError
-from .index import BagIndex, Connection, build_index
+from ..container import BagIndex, Connection, build_index
+from ..errors import BagFormatError, FastbagError, UnsupportedError
+from ..io.chunks import Chunk
+from ..io.source import Source
 from .records import MAGIC_V11, MAGIC_V12, Header, Op, gather_u32, read_record, read_record_header
-from .source import Source
 
 _V11_TAIL = struct.Struct("<III")  # sec, nsec, length
 MAX_V11_LINE = 4096  # a topic, md5sum or type line longer than this is not a 1.1 header

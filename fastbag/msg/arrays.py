@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DecodeError
+from ..errors import DecodeError
 from .layout import Layout, Node, Slot
 
 #: Uniform arrays up to this many bytes per message are gathered into one dense

@@ -255,7 +255,7 @@ def layout_for(msgtype: str, definition: str) -> Layout:
     An empty text is a type without fields (``std_msgs/Empty``): callers
     decide whether an empty definition is real or lost before asking.
     """
-    from .errors import DefinitionError
+    from ..errors import DefinitionError
     from .msgdef import parse_definition
     try:
         registry = parse_definition(msgtype, definition, allow_empty=True)

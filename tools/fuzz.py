@@ -2,13 +2,13 @@
 
 Run::
 
-    python -m fastbag.fuzz --seed 1 --cases 100000 --jobs 2 --timeout 10
-    python -m fastbag.fuzz --seed 1 --case 4711 --verbose      # rerun one case, print what happened
-    python -m fastbag.fuzz --seed 1 --case 4711 --save bad.bag  # and keep its input bytes
+    python -m tools.fuzz --seed 1 --cases 100000 --jobs 2 --timeout 10
+    python -m tools.fuzz --seed 1 --case 4711 --verbose      # rerun one case, print what happened
+    python -m tools.fuzz --seed 1 --case 4711 --save bad.bag  # and keep its input bytes
 
 Every case is a damaged copy of a *seed bag*: the real bags of ``../shared/data``
 (``ros1v2``, ``ros1legacy``, ``broken``; skipped, with a note, when the folder
-is absent) and small bags generated at start-up with :func:`fastbag.synth.write_bag`
+is absent) and small bags generated at start-up with :func:`fastbag.tooling.synth.write_bag`
 (``DEMO_STREAMS`` and ``MIXED_STREAMS``, shrunk), :class:`fastbag.Writer` (odd types,
 empty messages, lost definitions, shared topics, out-of-order chunks) and two
 hand-written legacy writers (1.2 indexed and not, 1.1), each in the three
@@ -104,9 +104,11 @@ from typing import Any, Callable
 import numpy as np
 
 import fastbag
-from fastbag import synth
-from fastbag.errors import BagFormatError, DecodeError, FastbagError, UnsupportedError
-from fastbag.index import FastbagWarning
+from fastbag.errors import BagFormatError, DecodeError, FastbagError, FastbagWarning, UnsupportedError
+from fastbag.tooling import synth
+
+#: The repository: workers run as ``python -m tools.fuzz`` from here.
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 MAGIC20 = b"#ROSBAG V2.0\n"
 MAGIC12 = b"#ROSRECORD V1.2\n"
@@ -493,7 +495,7 @@ def _odd_message(k: int, rng: random.Random) -> bytes:
 
 
 def _odd_md5() -> str:
-    from fastbag.msgdef import parse_definition
+    from fastbag.msg.msgdef import parse_definition
     return parse_definition("fuzz_msgs/Odd", ODD_DEF).md5sum()
 
 
@@ -906,7 +908,7 @@ def _touch_array(value: Any) -> None:
 
 def _elements(struct: Any) -> int:
     """Array elements under a result's top-level fields (to_dict() of millions of them costs seconds)."""
-    from fastbag.arrays import Nested, Ragged
+    from fastbag.msg.arrays import Nested, Ragged
     total = 0
     for name in struct.fields:
         column = struct[name]
@@ -920,7 +922,7 @@ def touch(value: Any, depth: int = 0, *, records: bool = True) -> None:
 
     ``records``: also build ``arr[i].to_dict()`` of every message (when the result is small).
     """
-    from fastbag.arrays import Nested, Ragged, StructArray
+    from fastbag.msg.arrays import Nested, Ragged, StructArray
     if depth > 80:
         return
     if isinstance(value, StructArray):
@@ -1169,7 +1171,7 @@ def lz4_with_content_size(frame: bytes, content_size: int) -> bytes:
     rest = frame[descriptor_end + 1:]
     descriptor = bytes([flg | 0x08, frame[5]]) + _U64.pack(content_size) + \
         (frame[6 + (8 if flg & 0x08 else 0):descriptor_end] if flg & 0x01 else b"")
-    from .lz4frame import xxh32  # the header checksum: a forged content size must still pass it
+    from fastbag.io.lz4frame import xxh32  # the header checksum: a forged content size must still pass it
     check = xxh32(np.frombuffer(descriptor, dtype=np.uint8), 0, len(descriptor))
     return frame[:4] + descriptor + bytes([(check >> 8) & 0xFF]) + rest
 
@@ -1748,13 +1750,13 @@ class PeakSites:
     is exact; the per-function peaks attribute an oversize allocation to where it happened.
     """
 
-    TARGETS = [("fastbag.chunks", "decompress"), ("fastbag.index", "decompress"),
-               ("fastbag.index", "decompress_truncated"), ("fastbag.bag", "read_index"),
-               ("fastbag.layout", "layout_for"), ("fastbag.records", "message_spans"),
-               ("fastbag.bag", "message_spans")]
-    METHODS = [("fastbag.arrays", "TopicBuilder", "__init__"), ("fastbag.arrays", "TopicBuilder", "add_run"),
-               ("fastbag.arrays", "TopicBuilder", "decode_run"), ("fastbag.arrays", "TopicBuilder", "append"),
-               ("fastbag.arrays", "TopicBuilder", "finish"), ("fastbag.chunks", "ChunkStore", "get")]
+    TARGETS = [("fastbag.io.chunks", "decompress"), ("fastbag.ros1.index", "decompress"),
+               ("fastbag.ros1.index", "decompress_truncated"), ("fastbag.ros1.reader", "read_index"),
+               ("fastbag.msg.layout", "layout_for"), ("fastbag.ros1.records", "message_spans"),
+               ("fastbag.ros1.reader", "message_spans")]
+    METHODS = [("fastbag.msg.arrays", "TopicBuilder", "__init__"), ("fastbag.msg.arrays", "TopicBuilder", "add_run"),
+               ("fastbag.msg.arrays", "TopicBuilder", "decode_run"), ("fastbag.msg.arrays", "TopicBuilder", "append"),
+               ("fastbag.msg.arrays", "TopicBuilder", "finish"), ("fastbag.io.chunks", "ChunkStore", "get")]
 
     def __init__(self) -> None:
         self.overall = 0
@@ -2042,12 +2044,12 @@ class Worker:
     def start(self) -> None:
         self.restarts += 1
         scratch = self.root / f"w{self.index}"
-        cmd = [sys.executable, "-m", "fastbag.fuzz", "--worker", "--seed", str(self.args.seed),
+        cmd = [sys.executable, "-m", "tools.fuzz", "--worker", "--seed", str(self.args.seed),
                "--corpus-list", str(self.corpus_list), "--scratch", str(scratch),
                "--memory-cap", str(self.args.memory_cap)]
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     bufsize=0)
+                                     bufsize=0, cwd=REPO_ROOT)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.ready = False
         self.buffer = b""
@@ -2304,7 +2306,7 @@ class Tally:
                 shown[key] += 1
                 if shown[key] <= limit:
                     lines.append(f"  case {case}: {text}")
-                    lines.append(f"    reproduce: python -m fastbag.fuzz --seed {self.seed} --case {case} --verbose")
+                    lines.append(f"    reproduce: python -m tools.fuzz --seed {self.seed} --case {case} --verbose")
             hidden = len(items) - sum(min(v, limit) for v in shown.values())
             if hidden:
                 lines.append(f"  ... and {hidden} more (--failures FILE lists every case)")
@@ -2322,7 +2324,7 @@ def corpus(args: argparse.Namespace, root: Path) -> list[SeedSpec]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fastbag.fuzz", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m tools.fuzz", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
     parser.add_argument("--cases", type=int, default=1000, help="number of cases (default 1000)")
@@ -2356,7 +2358,7 @@ def main(argv: list[str] | None = None) -> int:
             warm_up(ctx)
             result = run_case(ctx, args.case, verbose=True, save=args.save)
             return 1 if result.get("problems") else 0
-        command = (f"python -m fastbag.fuzz --seed {args.seed} --cases {args.cases} --jobs {args.jobs} "
+        command = (f"python -m tools.fuzz --seed {args.seed} --cases {args.cases} --jobs {args.jobs} "
                    f"--timeout {args.timeout:g}" + (f" --first {args.first}" if args.first else ""))
         tally = Tally(args.seed, command)
         print(f"{command}: {len(specs)} seed bags ({sum(1 for s in specs if s.origin == 'real')} real), "

@@ -12,10 +12,10 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from .errors import BagFormatError
+from ..errors import BagFormatError
 import numpy as np
 
-from .source import BufferSource, Source
+from ..io.source import BufferSource, Source
 
 MAGIC_V20 = b"#ROSBAG V2.0\n"
 MAGIC_V12 = b"#ROSRECORD V1.2\n"

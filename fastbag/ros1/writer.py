@@ -17,8 +17,8 @@ import os
 import struct
 from dataclasses import dataclass
 
-from .errors import FastbagError
-from .index import Connection
+from ..container import Connection
+from ..errors import FastbagError
 from .records import MAGIC_V20, Op
 
 _U32 = struct.Struct("<I")

@@ -1,0 +1,83 @@
+"""Decompressors: a registry from compression name to codec, each bounded by a size limit.
+
+A codec decompresses a payload (a uint8 array) to at most ``size`` bytes,
+into a buffer the caller provides where it can. Output never outgrows what
+the data really holds: a payload that would expand past its limit (a
+decompression bomb, a lying header) stops one byte past it, for the caller
+to reject. lz4 frames decode through the Numba kernel of
+:mod:`fastbag.io.lz4frame` (frames it leaves alone go to ``lz4.frame``),
+bz2 through the standard library's streaming decoder.
+"""
+
+from __future__ import annotations
+
+import bz2
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import TooLarge
+
+STEP = 8 << 20  # a streaming decompressor produces at most this much per call
+
+
+def _lz4_stream() -> Any:
+    import lz4.frame  # imported on first use: a bag without lz4 chunks never needs it
+    return lz4.frame.LZ4FrameDecompressor()
+
+
+def stream(decompressor: Any, data: bytes | memoryview, limit: int) -> bytes:
+    """Decompress ``data``, never producing more than ``limit + 1`` bytes.
+
+    Output grows STEP bytes at a time, so memory follows what the data
+    really holds, not what a header or a frame claims: a payload that would
+    expand past ``limit`` (a decompression bomb, a lying size) stops one byte
+    past it, for the caller to reject.
+    """
+    pieces = [decompressor.decompress(data, max_length=min(STEP, limit + 1))]
+    produced = len(pieces[0])
+    while produced <= limit and not decompressor.eof and not decompressor.needs_input:
+        piece = decompressor.decompress(b"", max_length=min(STEP, limit + 1 - produced))
+        if not piece:
+            break
+        pieces.append(piece)
+        produced += len(piece)
+    if decompressor.eof and getattr(decompressor, "unused_data", b""):
+        # The stream ended before the payload did: its length is wrong (it may run into later chunks).
+        raise ValueError(f"{len(decompressor.unused_data)} bytes follow the end of the compressed stream")
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def _streamed(factory: Callable[[], Any]) -> Callable[..., np.ndarray]:
+    def decompress(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+        out = stream(factory(), memoryview(raw), size)
+        if len(out) > size:  # decompression stopped there: it would have produced more
+            raise TooLarge(f"more than {size} bytes")
+        return np.frombuffer(out, dtype=np.uint8)
+    return decompress
+
+
+def _lz4(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+    # The Numba frame kernel decodes into a buffer from ``allocate`` (recycled: see BufferPool);
+    # frame features it leaves alone go to lz4.frame.
+    from . import lz4frame
+
+    try:
+        return lz4frame.decompress(raw, size, allocate)
+    except lz4frame.Unsupported:
+        return _streamed(_lz4_stream)(raw, size)
+
+
+
+#: compression name -> ``decompress(raw, size, allocate=None)``: the payload ``raw`` (uint8, a
+#: view of the file) decompressed to a new uint8 array of at most ``size`` bytes, written into
+#: ``allocate(n)`` where the codec can; ValueError if malformed, TooLarge past ``size``. ``none``
+#: is handled without copying. Add codecs here.
+DECOMPRESSORS: dict[str, Callable[..., np.ndarray]] = {
+    "bz2": _streamed(bz2.BZ2Decompressor),
+    "lz4": _lz4,
+}
+#: The same codecs as streaming decompressors, for payloads cut off by the end of the file.
+STREAMING: dict[str, Callable[[], Any]] = {"bz2": bz2.BZ2Decompressor, "lz4": _lz4_stream}
+COMPRESSIONS = ("none", *DECOMPRESSORS)

@@ -1,0 +1,111 @@
+"""Numba kernels that locate ROS1 message-data records (formats 2.0 and 1.2).
+
+The container side of decoding: from an index entry's offset to the
+``(start, length)`` of the message's serialized bytes, checked against its
+chunk and against the connection and time the index promised. Imported on
+first use, like every kernel.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from ..io.bytekernels import u32 as _u32
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _record_span(buf, pos, lo, end, want_conn, want_time):
+    """(data start, data length) of the message-data record at ``buf[pos:]`` inside ``[lo, end)``.
+
+    Parses the header field by field (any order, extra fields allowed),
+    skipping connection (op 7) and definition (op 1) records in front of the
+    message, and checks ``op`` = 2 and, where the header has them, ``conn`` =
+    ``want_conn`` and ``time`` = ``want_time`` (ns). (-1, -1) when anything
+    differs: the caller explains it with the checked Python parser.
+    """
+    if pos < lo or end > buf.size:
+        return -1, -1
+    for _ in range(16):  # a few metadata records may precede the message
+        if end - pos < 4:
+            break
+        header_len = _u32(buf, pos)
+        if header_len > end - pos - 8:
+            break
+        field = pos + 4
+        header_end = field + header_len
+        op = -1
+        got_conn = -1
+        got_time = -1
+        ok = True
+        while field < header_end:
+            if header_end - field < 4:
+                ok = False
+                break
+            n = _u32(buf, field)
+            field += 4
+            if n > header_end - field:
+                ok = False
+                break
+            if n == 4 and buf[field] == 0x6F and buf[field + 1] == 0x70 and buf[field + 2] == 0x3D:
+                op = buf[field + 3]  # op=
+            elif n == 9 and buf[field] == 0x63 and buf[field + 1] == 0x6F and buf[field + 2] == 0x6E \
+                    and buf[field + 3] == 0x6E and buf[field + 4] == 0x3D:
+                got_conn = _u32(buf, field + 5)  # conn=
+            elif n == 13 and buf[field] == 0x74 and buf[field + 1] == 0x69 and buf[field + 2] == 0x6D \
+                    and buf[field + 3] == 0x65 and buf[field + 4] == 0x3D:
+                got_time = _u32(buf, field + 5) * 1_000_000_000 + _u32(buf, field + 9)  # time=
+            field += n
+        if not ok:
+            break
+        data_len = _u32(buf, header_end)
+        data = header_end + 4
+        if data_len > end - data:
+            break
+        if op == 2:
+            if (got_conn == -1 or got_conn == want_conn) and (got_time == -1 or got_time == want_time):
+                return data, data_len
+            break
+        if op != 7 and op != 1:
+            break
+        pos = data + data_len
+    return -1, -1
+
+
+@njit(cache=True, nogil=True)
+def record_spans(buf, at, lo, hi, conn, time, starts, lengths, verified):
+    """Locate message-data records: ``buf[at[i]:]`` within ``[lo[i], hi[i])`` (see _record_span).
+
+    Sets ``starts``/``lengths`` and ``verified[i]`` for each record that
+    passes; the caller explains the others with the checked Python parser.
+    """
+    for i in range(at.size):
+        start, length = _record_span(buf, at[i], lo[i], hi[i], conn[i], time[i])
+        verified[i] = start >= 0
+        if start >= 0:
+            starts[i] = start
+            lengths[i] = length
+
+
+@njit(cache=True, nogil=True)
+def file_spans(buf, selected, chunk, offset, time, conn, conn_ids, data_offset, size, data_len,
+               starts, lengths, verified):
+    """record_spans for messages of uncompressed chunks, straight from the index arrays.
+
+    Message ``selected[i]`` lies in chunk ``chunk[m]`` at ``offset[m]`` of its
+    payload, which starts at ``data_offset[c]`` in the file; its record must
+    hold connection id ``conn_ids[conn[m]]`` and time ``time[m]``. One pass
+    instead of a NumPy gather per array. Returns -1, or the first ``i`` whose
+    chunk holds other than ``size`` bytes (the caller raises).
+    """
+    for i in range(selected.size):
+        m = selected[i]
+        c = chunk[m]
+        if size[c] != data_len[c]:
+            return i
+        lo = data_offset[c]
+        start, length = _record_span(buf, lo + offset[m], lo, lo + size[c], conn_ids[conn[m]], time[m])
+        verified[i] = start >= 0
+        if start >= 0:
+            starts[i] = start
+            lengths[i] = length
+    return -1

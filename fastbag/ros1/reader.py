@@ -1,0 +1,41 @@
+"""The ROS1 container: bag formats 2.0, 1.2 and 1.1 behind the :class:`~fastbag.container.Container` interface."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..container import Container
+from ..io.source import Source
+from .index import read_index
+from .records import message_spans
+
+
+class Ros1Reader(Container):
+    """An open ROS1 bag: the mapped file and its index (read, or rebuilt by scanning)."""
+
+    format = "ROS1 bag"
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.source = Source(path)
+        try:
+            self.index = read_index(self.source)
+        except BaseException:
+            self.source.close()
+            raise
+
+    def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
+                      conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Message-data records (after any connection or definition records) checked against the index."""
+        return message_spans(buf, at, lo, hi, chunk, conn, time, path=self.path, kernel=kernel)
+
+    def file_spans(self, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                   verified: np.ndarray) -> int:
+        """One Numba pass from the index arrays over messages of uncompressed chunks."""
+        from .kernels import file_spans
+
+        index, table = self.index, self.index.chunks
+        conn_ids = np.array([c.id for c in index.connections], dtype=np.int64)
+        return file_spans(self.source.array, selected, index.chunk, index.offset, index.time, index.conn, conn_ids,
+                          table.data_offset, table.size, table.data_len, starts, lengths, verified)
