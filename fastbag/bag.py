@@ -106,18 +106,23 @@ class Bag:
             self._definitions = load_definitions(definitions)
         self._container = open_container(self.path)
         self._source = self._container.source
-        self._index: BagIndex = self._container.index
+        container = self._container
         if self._definitions:
-            self._index.connections = [self._with_supplied_definition(c) for c in self._index.connections]
-        if self._index.problems:
-            warnings.warn(f"{self.path}: {'; '.join(self._index.problems)}", FastbagWarning, stacklevel=3)
-        self._store = self._container.chunk_store(cache_bytes=cache_bytes, workers=workers)
+            container.connections = [self._with_supplied_definition(c) for c in container.connections]
+        if container.problems:
+            warnings.warn(f"{self.path}: {'; '.join(container.problems)}", FastbagWarning, stacklevel=3)
+        self._store = container.chunk_store(cache_bytes=cache_bytes, workers=workers)
         self._layouts: dict[tuple[str, str], Layout] = {}
-        self._chunks = self._index.chunks
+        self._chunks = container.chunks
         # Where a chunk's messages are read in place: uncompressed, and not cut off by the end of the file.
         self._in_file = self._chunks.uncompressed.copy()
-        self._in_file[list(self._index.salvaged)] = False
-        self._connection_ids = np.array([c.id for c in self._index.connections], dtype=np.int64)
+        self._in_file[list(container.salvaged)] = False
+        self._connection_ids = np.array([c.id for c in container.connections], dtype=np.int64)
+
+    @property
+    def _index(self) -> BagIndex:
+        """Every message's time, connection, chunk and offset (a container may build it on first use)."""
+        return self._container.index
 
     # -- what the index says ---------------------------------------------------
     @property
@@ -137,31 +142,31 @@ class Bag:
 
     @property
     def message_count(self) -> int:
-        return self._index.message_count
+        return self._container.message_count
 
     @property
     def start_time(self) -> int | None:
         """Earliest receive time (int ns), None for a bag without messages."""
-        return int(self._index.time[0]) if self._index.message_count else None
+        return self._container.time_range[0]
 
     @property
     def end_time(self) -> int | None:
         """Latest receive time (int ns), None for a bag without messages."""
-        return int(self._index.time[-1]) if self._index.message_count else None
+        return self._container.time_range[1]
 
     @property
     def duration(self) -> int:
         """``end_time - start_time`` in ns (0 for an empty bag)."""
-        return (self.end_time - self.start_time) if self._index.message_count else 0  # type: ignore[operator]
+        return (self.end_time - self.start_time) if self.message_count else 0  # type: ignore[operator]
 
     @property
     def connections(self) -> list[Connection]:
         """Every connection, in the order of the bag's connection records."""
-        return list(self._index.connections)
+        return list(self._container.connections)
 
     @property
     def chunk_count(self) -> int:
-        return len(self._index.chunks)
+        return len(self._chunks)
 
     @property
     def compression(self) -> dict[str, int]:
@@ -174,7 +179,7 @@ class Bag:
     @property
     def recovered(self) -> bool:
         """True when the index was rebuilt by scanning (unindexed or damaged bag)."""
-        return self._index.recovered
+        return self._container.recovered
 
     @functools.cached_property
     def topics(self) -> dict[str, TopicInfo]:

@@ -130,10 +130,49 @@ class Container(ABC):
         """The format's version, e.g. ``"2.0"`` for a ROS1 bag."""
         return self.index.version
 
+    # What the Bag needs at open. A container that builds ``index`` lazily (MCAP: from the message
+    # indexes, on first use) overrides these to answer from what it read at open.
+    @property
+    def connections(self) -> list[Connection]:
+        """Every connection, in the container's order (an index's ``conn`` values are positions here)."""
+        return self.index.connections
+
+    @connections.setter
+    def connections(self, value: list[Connection]) -> None:
+        self.index.connections = value
+
+    @property
+    def chunks(self) -> ChunkTable:
+        return self.index.chunks
+
+    @property
+    def problems(self) -> list[str]:
+        """What was wrong with the file, one sentence each (the Bag warns once with them)."""
+        return self.index.problems
+
+    @property
+    def salvaged(self) -> dict[int, np.ndarray]:
+        return self.index.salvaged
+
+    @property
+    def recovered(self) -> bool:
+        """True when the index was rebuilt by scanning."""
+        return self.index.recovered
+
+    @property
+    def message_count(self) -> int:
+        return self.index.message_count
+
+    @property
+    def time_range(self) -> tuple[int | None, int | None]:
+        """(earliest, latest) receive time in int ns; (None, None) without messages."""
+        time = self.index.time
+        return (int(time[0]), int(time[-1])) if time.size else (None, None)
+
     def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
         """The store that hands out this container's chunk payloads (decompressed, cached, read ahead)."""
-        return ChunkStore(self.source, self.index.chunks, cache_bytes=cache_bytes, workers=workers,
-                          salvaged=self.index.salvaged)
+        return ChunkStore(self.source, self.chunks, cache_bytes=cache_bytes, workers=workers,
+                          salvaged=self.salvaged)
 
     @abstractmethod
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
