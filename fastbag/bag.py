@@ -11,6 +11,7 @@ on a thread pool.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import functools
 import os
@@ -175,6 +176,17 @@ class Bag:
         for compression in self._chunks.compression:
             counts[compression] = counts.get(compression, 0) + 1
         return counts
+
+    @property
+    def attachments(self) -> list[Any]:
+        """Files stored in the recording (MCAP attachments: ``name``, ``media_type``, ``data``, ``log_time``);
+        empty for formats without them."""
+        return self._container.attachments
+
+    @property
+    def metadata(self) -> list[Any]:
+        """Named string maps stored in the recording (MCAP metadata: ``name``, ``metadata``)."""
+        return self._container.metadata
 
     @property
     def recovered(self) -> bool:
@@ -573,18 +585,21 @@ def open(path: str | os.PathLike[str], **options: object) -> Bag:  # noqa: A001 
     return Bag(path, **options)  # type: ignore[arg-type]
 
 
-#: What :func:`open_container` recognizes, for people: first bytes (or what a directory holds) and format.
-KNOWN_FORMATS = ("ROS1 bag 2.0, 1.2 and 1.1 ('#ROSBAG V2.0', '#ROSRECORD V1.2', '#ROSRECORD V1.1')",)
-
-
 def open_container(path: str) -> Container:
     """The container reader for ``path``, chosen by the file's first bytes.
 
     Raises BagFormatError for a file of no format fastbag knows (naming
     those it does), UnsupportedError for a known format it cannot read yet.
     """
+    from .mcap.records import MAGIC as MCAP_MAGIC
+
+    with builtins.open(path, "rb") as file:
+        head = file.read(len(MCAP_MAGIC))
+    if head.startswith(MCAP_MAGIC[:5]):  # "\x89MCAP": a later major version is named by the MCAP reader
+        from .mcap.reader import McapReader
+        return McapReader(path)
     from .ros1.reader import Ros1Reader
 
-    # Every file that is not one of the other formats goes to the ROS1 reader, whose errors say
-    # what is wrong with a would-be bag (empty, truncated magic, unknown version, not a bag at all).
+    # Every other file goes to the ROS1 reader, whose errors say what is wrong with a would-be bag
+    # (empty, truncated magic, unknown version) or that it is none of the formats above.
     return Ros1Reader(path)

@@ -39,9 +39,11 @@ def info_dict(bag: Bag) -> dict[str, object]:
     """The facts ``fastbag info`` prints, as a JSON-ready dict."""
     types: dict[str, str] = {}
     for connection in bag.connections:
-        types.setdefault(connection.msgtype, connection.md5sum)
+        # ROS1 types are known by their md5sum; other encodings by how they are serialized and described
+        types.setdefault(connection.msgtype, connection.md5sum if connection.encoding == "ros1" else
+                         f"{connection.encoding}, {connection.schema_encoding or 'no schema'}")
     return {
-        "path": bag.path, "version": bag.version, "duration_ns": bag.duration,
+        "path": bag.path, "format": bag.format, "version": bag.version, "duration_ns": bag.duration,
         "start_ns": bag.start_time, "end_ns": bag.end_time, "size": bag.size,
         "messages": bag.message_count, "chunks": bag.chunk_count, "compression": bag.compression,
         "indexed": not bag.recovered,
@@ -55,7 +57,7 @@ def info_dict(bag: Bag) -> dict[str, object]:
 def format_info(bag: Bag) -> str:
     """``rosbag info``-style text."""
     info = info_dict(bag)
-    lines = [f"path:        {bag.path}", f"version:     {bag.version}"]
+    lines = [f"path:        {bag.path}", f"format:      {bag.format}", f"version:     {bag.version}"]
     if bag.message_count:
         lines += [f"duration:    {bag.duration / 1e9:.1f}s", f"start:       {_stamp(bag.start_time)}",  # type: ignore[arg-type]
                   f"end:         {_stamp(bag.end_time)}"]  # type: ignore[arg-type]
@@ -64,7 +66,9 @@ def format_info(bag: Bag) -> str:
     compression = ", ".join(f"{name} [{n}/{chunks} chunks]" for name, n in bag.compression.items()) or "none"
     lines.append(f"compression: {compression}")
     if bag.recovered:
-        lines.append("index:       rebuilt by scanning (the bag is not indexed or is damaged)")
+        lines.append("index:       rebuilt by scanning (the file is not indexed or is damaged)")
+    if bag.attachments or bag.metadata:
+        lines.append(f"attachments: {len(bag.attachments)}, metadata: {len(bag.metadata)}")
     types = info["types"]
     width = max((len(t) for t in types), default=0)  # type: ignore[union-attr]
     for k, (name, md5) in enumerate(types.items()):  # type: ignore[union-attr]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -168,6 +169,16 @@ class Container(ABC):
         """(earliest, latest) receive time in int ns; (None, None) without messages."""
         time = self.index.time
         return (int(time[0]), int(time[-1])) if time.size else (None, None)
+
+    @property
+    def attachments(self) -> list[Any]:
+        """Files stored in the recording (MCAP attachments): objects with ``name``, ``media_type``, ``data``."""
+        return []
+
+    @property
+    def metadata(self) -> list[Any]:
+        """Named string maps stored in the recording (MCAP metadata): objects with ``name``, ``metadata``."""
+        return []
 
     def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
         """The store that hands out this container's chunk payloads (decompressed, cached, read ahead)."""

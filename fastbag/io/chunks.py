@@ -233,13 +233,18 @@ class ChunkStore:
 
     ``cache_bytes`` bounds what the cache keeps (uncompressed chunks are views
     of the mapping and cost nothing to keep, so they are not cached).
+    ``verify(index, payload)``, where given, checks each decompressed payload
+    (a container's checksum) on the worker that decompressed it, raising a
+    BagFormatError for a bad one.
     """
 
     def __init__(self, source: Source, chunks: Sequence[Chunk], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
-                 workers: int | None = None, salvaged: dict[int, np.ndarray] | None = None) -> None:
+                 workers: int | None = None, salvaged: dict[int, np.ndarray] | None = None,
+                 verify: Callable[[int, np.ndarray], None] | None = None) -> None:
         self.source = source
         self.chunks = chunks
         self.salvaged = salvaged or {}
+        self.verify = verify
         self.cache_bytes = cache_bytes
         self.workers = workers or os.cpu_count() or 1
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
@@ -261,6 +266,8 @@ class ChunkStore:
                 self._cache.move_to_end(index)
                 return hit
         payload = decompress(self.source, chunk, self._buffers.take)
+        if self.verify is not None:
+            self.verify(index, payload)
         if remember:
             self._remember(index, payload)
         return payload

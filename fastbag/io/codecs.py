@@ -70,6 +70,33 @@ def _lz4(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | Non
 
 
 
+def _zstd(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+    # zstandard's stream reader decodes into our buffer (recycled where ``allocate`` gives one) as
+    # blocks arrive; the buffer starts at a plausible size and doubles, so a frame that claims or
+    # expands to far more than its bytes justify costs only what it really produces.
+    import zstandard  # imported on first use: a bag without zstd chunks never needs it
+
+    guess = 32 * raw.size + (1 << 16)
+    first = size if size <= guess else guess
+    out = allocate(first) if allocate is not None else np.empty(first, dtype=np.uint8)
+    filled = 0
+    with zstandard.ZstdDecompressor().stream_reader(memoryview(raw), read_across_frames=True) as reader:
+        while True:
+            if filled == out.size:
+                if out.size >= size:
+                    if reader.read(1):
+                        raise TooLarge(f"more than {size} bytes")
+                    break
+                grown = np.empty(min(2 * out.size, size), dtype=np.uint8)
+                grown[:filled] = out[:filled]
+                out = grown
+            got = reader.readinto(memoryview(out)[filled:])
+            if not got:
+                break
+            filled += got
+    return out[:filled]
+
+
 #: compression name -> ``decompress(raw, size, allocate=None)``: the payload ``raw`` (uint8, a
 #: view of the file) decompressed to a new uint8 array of at most ``size`` bytes, written into
 #: ``allocate(n)`` where the codec can; ValueError if malformed, TooLarge past ``size``. ``none``
@@ -77,6 +104,7 @@ def _lz4(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | Non
 DECOMPRESSORS: dict[str, Callable[..., np.ndarray]] = {
     "bz2": _streamed(bz2.BZ2Decompressor),
     "lz4": _lz4,
+    "zstd": _zstd,
 }
 #: The same codecs as streaming decompressors, for payloads cut off by the end of the file.
 STREAMING: dict[str, Callable[[], Any]] = {"bz2": bz2.BZ2Decompressor, "lz4": _lz4_stream}

@@ -86,8 +86,9 @@ def detect_version(source: Source) -> str:
     if head.startswith(b"#ROSBAG V") or head.startswith(b"#ROSRECORD V"):
         line = head.split(b"\n")[0].decode("ascii", "replace")
         raise UnsupportedError(f"bag format {line!r} is not supported ({source.path}, offset 0)")
-    raise BagFormatError(f"not a ROS bag: the file starts with {head[:13]!r}", path=source.path,
-                         offset=0, record="magic")
+    raise BagFormatError(f"not a ROS bag: the file starts with {head[:13]!r}; fastbag reads ROS1 bags "
+                         "('#ROSBAG V2.0', '#ROSRECORD V1.2' or V1.1) and MCAP files ('\\x89MCAP0')",
+                         path=source.path, offset=0, record="magic")
 
 
 def read_index(source: Source) -> BagIndex:

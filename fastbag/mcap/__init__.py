@@ -1,0 +1,1 @@
+"""The MCAP container (format version 0): records, summary and indexes, recovery by scanning."""

@@ -1,0 +1,462 @@
+"""The MCAP container: a file's summary, chunk indexes and message indexes behind the Container interface.
+
+Opening reads the magic at both ends, the footer and the summary section
+(schemas, channels, chunk indexes, statistics, attachment and metadata
+indexes): a few kilobytes at the end of the file. The per-message index
+(time, channel, chunk, offset) is built on first use from each chunk's
+message-index records, which lie right after the chunk: one ``pread`` per
+chunk for them and the chunk's head, parsed with NumPy. Without a summary,
+with a damaged one, or for messages outside chunks, the file is scanned
+record by record instead, recovering every complete record, with one
+warning.
+
+Messages are ordered by ``log_time`` (the receive time, ``.time``), ties in
+file order, as the MCAP readers order them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..container import BagIndex, Connection, Container
+from ..errors import BagFormatError, UnsupportedError
+from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
+from ..io.source import Source
+from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndex,
+                      Metadata, MetadataIndex, Opcode, Schema, Statistics, parse_attachment,
+                      parse_attachment_index, parse_channel, parse_chunk_head, parse_chunk_index, parse_footer,
+                      parse_metadata, parse_metadata_index, parse_schema, parse_statistics, record_name)
+
+FOOTER_RECORD = RECORD_HEAD + 20  # opcode, length, summary_start u64, summary_offset_start u64, summary_crc u32
+#: Bytes of a Message record before its data: the record head and the fixed fields.
+MESSAGE_HEAD = RECORD_HEAD + MESSAGE_FIXED
+#: Bytes of a Chunk record before its compression string: the record head and four fixed fields.
+CHUNK_FIXED = RECORD_HEAD + 8 + 8 + 8 + 4
+
+
+class _Damaged(Exception):
+    """The summary cannot be trusted: scan instead (the text says why)."""
+
+
+@dataclass
+class _Summary:
+    schemas: dict[int, Schema] = field(default_factory=dict)
+    channels: dict[int, Channel] = field(default_factory=dict)
+    chunk_indexes: list[ChunkIndex] = field(default_factory=list)
+    statistics: Statistics | None = None
+    attachment_indexes: list[AttachmentIndex] = field(default_factory=list)
+    metadata_indexes: list[MetadataIndex] = field(default_factory=list)
+
+
+class McapReader(Container):
+    """An open MCAP file (any profile; ROS2 ``cdr`` and ROS1 ``ros1`` messages decode into arrays)."""
+
+    format = "MCAP"
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.source = Source(path)
+        try:
+            self._open()
+        except BaseException:
+            self.source.close()
+            raise
+
+    # -- opening -------------------------------------------------------------------------
+    def _open(self) -> None:
+        src = self.source
+        head = src.bytes(0, min(src.size, len(MAGIC)), "magic")
+        if head[:5] == MAGIC[:5] and len(head) > 5 and head[5:6] != MAGIC[5:6]:
+            raise UnsupportedError(f"MCAP major version {head[5:6]!r} is not supported, only '0' ({self.path}, "
+                                   "offset 0, magic)")
+        if head != MAGIC:
+            raise BagFormatError("not an MCAP file: it does not start with the MCAP magic", path=self.path,
+                                 offset=0, record="magic")
+        head = self._record_at(len(MAGIC), src.size)
+        if head[0] != Opcode.HEADER:
+            raise BagFormatError(f"the first record is a {record_name(head[0])}, not the header", path=self.path,
+                                 offset=len(MAGIC), record="header")
+        body = Body(src.bytes(head[1], head[2], "header"), path=self.path, offset=len(MAGIC), record="header")
+        self.profile, self.library = body.string("profile"), body.string("library")
+        self._data_start = head[1] + head[2]
+        self._problems: list[str] = []
+        self._index: BagIndex | None = None
+        self._chunk_crc: np.ndarray = np.zeros(0, dtype=np.int64)
+        try:
+            summary = self._read_summary()
+        except _Damaged as exc:
+            self._scan(reason=str(exc))
+            return
+        self._summary = summary
+        self._recovered = False
+        self._build_connections(summary.schemas, summary.channels)
+        indexes = sorted(summary.chunk_indexes, key=lambda c: c.chunk_offset)
+        self._chunk_indexes = indexes
+        self._chunks = ChunkTable.from_columns(
+            [c.chunk_offset for c in indexes],
+            [c.chunk_offset + CHUNK_FIXED + 4 + len(c.compression.encode()) + 8 for c in indexes],
+            [c.uncompressed_size for c in indexes], [c.compressed_size for c in indexes],
+            tuple(c.compression or "none" for c in indexes))
+
+    def _record_at(self, offset: int, end: int) -> tuple[int, int, int]:
+        """(opcode, body offset, body length) of the record at ``offset``, which must end by ``end``."""
+        if end - offset < RECORD_HEAD:
+            raise BagFormatError(f"a record head needs {RECORD_HEAD} bytes, {max(0, end - offset)} are left",
+                                 path=self.path, offset=offset, record="record")
+        opcode = self.source.bytes(offset, 1, "record")[0]
+        length = self.source.u64(offset + 1, record_name(opcode))
+        if length > end - offset - RECORD_HEAD:
+            raise BagFormatError(f"its length {length} runs past the end of its section ({end})", path=self.path,
+                                 offset=offset, record=record_name(opcode))
+        return opcode, offset + RECORD_HEAD, length
+
+    def _read_summary(self) -> _Summary:
+        src = self.source
+        footer_at = src.size - len(MAGIC) - FOOTER_RECORD
+        if footer_at < self._data_start or src.bytes(src.size - len(MAGIC), len(MAGIC), "magic") != MAGIC:
+            raise _Damaged("it does not end with the MCAP magic (cut short?)")
+        try:
+            opcode, at, length = self._record_at(footer_at, src.size - len(MAGIC))
+            if opcode != Opcode.FOOTER:
+                raise _Damaged(f"the record before the end magic is a {record_name(opcode)}, not the footer")
+            footer = parse_footer(Body(src.bytes(at, length, "footer"), path=self.path, offset=footer_at,
+                                       record="footer"))
+        except BagFormatError as exc:
+            raise _Damaged(f"its footer is damaged: {exc}") from None
+        if footer.summary_start == 0:
+            raise _Damaged("it has no summary section")
+        if not self._data_start <= footer.summary_start <= footer_at:
+            raise _Damaged(f"its footer's summary_start {footer.summary_start} lies outside the file's records")
+        summary_end = footer.summary_offset_start if footer.summary_offset_start else footer_at
+        if not footer.summary_start <= summary_end <= footer_at:
+            raise _Damaged(f"its footer's summary_offset_start {footer.summary_offset_start} is out of place")
+        if footer.summary_crc:
+            # The CRC covers the summary section up to and including the footer's summary_offset_start.
+            covered = src.view(footer.summary_start, footer_at + RECORD_HEAD + 16 - footer.summary_start, "summary")
+            if zlib.crc32(covered) != footer.summary_crc:
+                raise _Damaged("its summary section fails its CRC-32 check")
+        summary = _Summary()
+        parsers = {Opcode.SCHEMA: parse_schema, Opcode.CHANNEL: parse_channel, Opcode.CHUNK_INDEX: parse_chunk_index,
+                   Opcode.STATISTICS: parse_statistics, Opcode.ATTACHMENT_INDEX: parse_attachment_index,
+                   Opcode.METADATA_INDEX: parse_metadata_index}
+        pos = footer.summary_start
+        try:
+            while pos < summary_end:
+                opcode, at, length = self._record_at(pos, summary_end)
+                parse = parsers.get(opcode)  # type: ignore[call-overload]
+                if parse is not None:
+                    item = parse(Body(src.bytes(at, length, record_name(opcode)), path=self.path, offset=pos,
+                                      record=record_name(opcode)))
+                    self._add(summary, opcode, item)
+                pos = at + length
+        except BagFormatError as exc:
+            raise _Damaged(f"its summary is damaged: {exc}") from None
+        if summary.statistics is not None and summary.statistics.message_count and not summary.chunk_indexes:
+            raise _Damaged("its summary has no chunk indexes (messages outside chunks, or indexes not written)")
+        if summary.statistics is None and not summary.chunk_indexes:
+            raise _Damaged("its summary has neither statistics nor chunk indexes")
+        if any(not ci.message_index_offsets for ci in summary.chunk_indexes) and not (
+                summary.statistics is not None and summary.statistics.message_count == 0):
+            raise _Damaged("its chunks carry no message indexes")
+        listed = {channel for ci in summary.chunk_indexes for channel in ci.message_index_offsets}
+        if not listed <= set(summary.channels):
+            raise _Damaged("its summary does not repeat every channel (they are defined in the data section)")
+        for ci in summary.chunk_indexes:
+            if not (self._data_start <= ci.chunk_offset and ci.chunk_offset + ci.chunk_length <= footer.summary_start
+                    and CHUNK_FIXED + 12 + len(ci.compression.encode()) + ci.compressed_size <= ci.chunk_length):
+                raise _Damaged(f"a chunk index points at bytes no chunk can hold (chunk offset {ci.chunk_offset})")
+        return summary
+
+    @staticmethod
+    def _add(summary: _Summary, opcode: int, item: object) -> None:
+        if opcode == Opcode.SCHEMA:
+            summary.schemas.setdefault(item.id, item)  # type: ignore[attr-defined]
+        elif opcode == Opcode.CHANNEL:
+            summary.channels.setdefault(item.id, item)  # type: ignore[attr-defined]
+        elif opcode == Opcode.CHUNK_INDEX:
+            summary.chunk_indexes.append(item)  # type: ignore[arg-type]
+        elif opcode == Opcode.STATISTICS:
+            summary.statistics = item  # type: ignore[assignment]
+        elif opcode == Opcode.ATTACHMENT_INDEX:
+            summary.attachment_indexes.append(item)  # type: ignore[arg-type]
+        elif opcode == Opcode.METADATA_INDEX:
+            summary.metadata_indexes.append(item)  # type: ignore[arg-type]
+
+    def _build_connections(self, schemas: dict[int, Schema], channels: dict[int, Channel]) -> None:
+        """One connection per channel, in channel id order; a message's ``conn`` is a position here."""
+        connections = []
+        for channel in sorted(channels.values(), key=lambda c: c.id):
+            schema = schemas.get(channel.schema_id)
+            if schema is None and channel.schema_id:
+                self._problems.append(f"channel {channel.id} ({channel.topic}) names schema {channel.schema_id}, "
+                                      "which the file does not hold: its messages read raw only")
+            name = schema.name if schema else ""
+            definition = schema.data.decode("utf-8", "replace") if schema else ""
+            if channel.message_encoding == "ros1":
+                # ROS1 messages carry the md5sum of their type in the channel's metadata (rosbag2's and the
+                # mcap CLI's converters write it); "*" skips the check where it is absent.
+                md5sum = channel.metadata.get("md5sum", "*")
+            else:  # channels of one topic with the same schema read as one topic, others do not mix
+                md5sum = hashlib.md5(b"%s\0%s\0%s" % (name.encode(), (schema.encoding if schema else "").encode(),
+                                                      schema.data if schema else b"")).hexdigest()
+            connections.append(Connection(
+                id=channel.id, topic=channel.topic, msgtype=name, md5sum=md5sum, definition=definition,
+                callerid=channel.metadata.get("callerid"), latching=channel.metadata.get("latching", "0") == "1",
+                encoding=channel.message_encoding, schema_encoding=schema.encoding if schema else ""))
+        self._connections = connections
+        self._channels = channels
+        self._schemas = schemas
+
+    # -- the per-message index, on first use ------------------------------------------------
+    @property
+    def index(self) -> BagIndex:  # type: ignore[override]
+        if self._index is None:
+            self._index = self._load_index()
+        return self._index
+
+    def _load_index(self) -> BagIndex:
+        """Every message's (time, channel, chunk, offset) from the chunks' message-index records."""
+        src, indexes = self.source, self._chunk_indexes
+        ranks = {c.id: k for k, c in enumerate(self._connections)}
+        heads = [CHUNK_FIXED + 4 + len(c.compression.encode()) for c in indexes]
+        starts = [min(c.message_index_offsets.values(), default=c.chunk_offset + c.chunk_length) for c in indexes]
+        lengths = [c.message_index_length if c.message_index_offsets else 0 for c in indexes]
+        for c, start, length in zip(indexes, starts, lengths):
+            if start < c.chunk_offset + c.chunk_length or length < 0 or start > src.size - length:
+                raise BagFormatError("a chunk's message indexes lie outside the file or overlap their chunk",
+                                     path=self.path, offset=c.chunk_offset, record="chunk index")
+        try:
+            raw = src.gather(np.array([x for c, h, s, n in zip(indexes, heads, starts, lengths) for x in
+                                       (c.chunk_offset, s)], dtype=np.int64),
+                             np.array([x for h, n in zip(heads, lengths) for x in (h, n)], dtype=np.int64))
+        except ValueError as exc:
+            raise BagFormatError(f"a chunk or its message indexes cannot be read: {exc}", path=self.path,
+                                 offset=None, record="chunk index") from None
+        crcs = np.zeros(len(indexes), dtype=np.int64)
+        pieces: list[tuple[np.ndarray, int, int]] = []  # (entries, chunk, rank): one per message-index record
+        at = 0
+        for k, (c, head, length) in enumerate(zip(indexes, heads, lengths)):
+            chunk_head = raw[at:at + head].tobytes()
+            at += head
+            crcs[k] = self._check_chunk_head(c, chunk_head)
+            region, region_at = raw[at:at + length], starts[k]
+            at += length
+            pieces.extend(self._message_indexes(region, region_at, k, ranks))
+        self._chunk_crc = crcs
+        if pieces:
+            entries = np.concatenate([p[0] for p in pieces])
+            counts = [p[0].shape[0] for p in pieces]
+            chunk = np.repeat(np.array([p[1] for p in pieces], dtype=np.int32), counts)
+            conn = np.repeat(np.array([p[2] for p in pieces], dtype=np.int32), counts)
+            time, offset = entries[:, 0].astype(np.int64), entries[:, 1].astype(np.int64)
+        else:
+            time = offset = np.zeros(0, dtype=np.int64)
+            chunk = conn = np.zeros(0, dtype=np.int32)
+        size = self._chunks.size[chunk]
+        bad = (offset < 0) | (offset > size - MESSAGE_HEAD)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise BagFormatError(f"a message index entry points at offset {offset[k]} of a chunk holding "
+                                 f"{size[k]} bytes", path=self.path, offset=int(self._chunks.position[chunk[k]]),
+                                 record="message index")
+        return _in_read_order("0", self._connections, self._chunks, time, conn, chunk, offset,
+                              problems=self._problems)
+
+    def _check_chunk_head(self, ci: ChunkIndex, raw: bytes) -> int:
+        """The chunk record's head agrees with its chunk index; returns its uncompressed CRC-32 (0: none)."""
+        body = Body(raw[RECORD_HEAD:], path=self.path, offset=ci.chunk_offset, record="chunk")
+        try:
+            fields = (raw[0], int.from_bytes(raw[1:9], "little"), body.u64("start"), body.u64("end"),
+                      body.u64("uncompressed_size"))
+            crc = body.u32("uncompressed_crc")
+            compression = body.string("compression")
+        except BagFormatError as exc:
+            raise BagFormatError(f"its chunk index points at a damaged chunk: {exc}", path=self.path,
+                                 offset=ci.chunk_offset, record="chunk") from None
+        if fields[0] != Opcode.CHUNK or fields[1] != ci.chunk_length - RECORD_HEAD or \
+                fields[4] != ci.uncompressed_size or compression != ci.compression:
+            raise BagFormatError("the chunk record disagrees with its chunk index (opcode, length, size or "
+                                 "compression)", path=self.path, offset=ci.chunk_offset, record="chunk")
+        return crc
+
+    def _message_indexes(self, region: np.ndarray, region_at: int, chunk: int,
+                         ranks: dict[int, int]) -> list[tuple[np.ndarray, int, int]]:
+        """The (log_time, offset) entries of one chunk's message-index records, one piece per channel."""
+        pieces = []
+        pos = 0
+        while pos < region.size:
+            if region.size - pos < RECORD_HEAD + 6:
+                raise BagFormatError("a message index record is cut short", path=self.path,
+                                     offset=region_at + pos, record="message index")
+            opcode = int(region[pos])
+            length = int(region[pos + 1:pos + 9].view("<u8")[0])
+            if length > region.size - pos - RECORD_HEAD:
+                raise BagFormatError(f"its length {length} runs past the chunk's message indexes", path=self.path,
+                                     offset=region_at + pos, record=record_name(opcode))
+            if opcode == Opcode.MESSAGE_INDEX:
+                body = region[pos + RECORD_HEAD:pos + RECORD_HEAD + length]
+                channel = int(body[:2].view("<u2")[0])
+                nbytes = int(body[2:6].view("<u4")[0])
+                if nbytes > length - 6 or nbytes % 16:
+                    raise BagFormatError(f"its entries claim {nbytes} bytes", path=self.path,
+                                         offset=region_at + pos, record="message index")
+                if channel not in ranks:
+                    raise BagFormatError(f"it indexes channel {channel}, which the summary does not list",
+                                         path=self.path, offset=region_at + pos, record="message index")
+                entries = body[6:6 + nbytes].view("<u8").reshape(-1, 2)
+                pieces.append((entries, chunk, ranks[channel]))
+            pos += RECORD_HEAD + length
+        return pieces
+
+    # -- recovery by scanning -------------------------------------------------------------------
+    def _scan(self, reason: str) -> None:
+        """Every complete record, in file order: for files without a usable summary or with messages
+        outside chunks. Damage ends the scan; what came before stays readable."""
+        from .scan import scan
+
+        found = scan(self.source, self._data_start)
+        self._recovered = True
+        self._summary = _Summary(schemas=found.schemas, channels=found.channels,
+                                 attachment_indexes=found.attachment_indexes,
+                                 metadata_indexes=found.metadata_indexes)
+        self._build_connections(found.schemas, found.channels)
+        self._chunk_indexes = []
+        self._chunks = ChunkTable.of(found.chunks)
+        self._chunk_crc = np.array(found.chunk_crcs, dtype=np.int64)
+        ranks = {c.id: k for k, c in enumerate(self._connections)}
+        known = np.array([channel in ranks for channel in found.channel], dtype=bool) if found.channel else \
+            np.zeros(0, dtype=bool)
+        if not known.all():
+            self._problems.append(f"{int((~known).sum())} messages name channels the file never defines: "
+                                  "they are left out")
+        conn = np.array([ranks.get(channel, -1) for channel in found.channel], dtype=np.int32)[known]
+        what = f"{found.message_count} messages recovered" + (f"; {found.damage}" if found.damage else "")
+        self._problems.insert(0, f"read by scanning, since {reason} ({what})")
+        self._index = _in_read_order("0", self._connections, self._chunks,
+                                     np.array(found.time, dtype=np.int64)[known], conn,
+                                     np.array(found.chunk, dtype=np.int32)[known],
+                                     np.array(found.offset, dtype=np.int64)[known], problems=self._problems,
+                                     recovered=True)
+
+    # -- what the Bag asks ----------------------------------------------------------------------
+    @property
+    def connections(self) -> list[Connection]:
+        return self._connections
+
+    @connections.setter
+    def connections(self, value: list[Connection]) -> None:
+        self._connections = value
+        if self._index is not None:
+            self._index.connections = value
+
+    @property
+    def chunks(self) -> ChunkTable:
+        return self._chunks
+
+    @property
+    def problems(self) -> list[str]:
+        return self._problems
+
+    @property
+    def salvaged(self) -> dict[int, np.ndarray]:
+        return {}
+
+    @property
+    def recovered(self) -> bool:
+        return self._recovered
+
+    @property
+    def version(self) -> str:
+        return "0"
+
+    @property
+    def message_count(self) -> int:
+        stats = self._summary.statistics
+        return stats.message_count if self._index is None and stats is not None else self.index.message_count
+
+    @property
+    def time_range(self) -> tuple[int | None, int | None]:
+        stats = self._summary.statistics
+        if self._index is None and stats is not None:
+            return (stats.message_start_time, stats.message_end_time) if stats.message_count else (None, None)
+        return super().time_range
+
+    @property
+    def statistics(self) -> Statistics | None:
+        """The summary's statistics record (None where the file has none)."""
+        return self._summary.statistics
+
+    @property
+    def attachments(self) -> list[Attachment]:
+        """Every attachment (read from the file when asked for), CRC-checked."""
+        return [self._read_record_at(a.offset, a.length, Opcode.ATTACHMENT, parse_attachment)
+                for a in self._summary.attachment_indexes]
+
+    @property
+    def metadata(self) -> list[Metadata]:
+        """Every metadata record (name and string map), read when asked for."""
+        return [self._read_record_at(m.offset, m.length, Opcode.METADATA, parse_metadata)
+                for m in self._summary.metadata_indexes]
+
+    def _read_record_at(self, offset: int, length: int, opcode: Opcode, parse):  # type: ignore[no-untyped-def]
+        got, at, body_length = self._record_at(offset, self.source.size)
+        if got != opcode or RECORD_HEAD + body_length != length:
+            raise BagFormatError(f"its index points at a {record_name(got)} record of {RECORD_HEAD + body_length} "
+                                 f"bytes, not a {record_name(opcode)} of {length}", path=self.path, offset=offset,
+                                 record=record_name(opcode))
+        return parse(Body(self.source.bytes(at, body_length, record_name(opcode)), path=self.path, offset=offset,
+                          record=record_name(opcode)))
+
+    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
+        """The shared store, checking each decompressed chunk's CRC-32 where the writer computed one."""
+        self.index  # noqa: B018 - the chunks' CRCs are read with their message indexes
+        return ChunkStore(self.source, self._chunks, cache_bytes=cache_bytes, workers=workers, verify=self._verify)
+
+    def _verify(self, k: int, payload: np.ndarray) -> None:
+        expected = int(self._chunk_crc[k]) if k < self._chunk_crc.size else 0
+        if expected and zlib.crc32(payload) != expected:
+            raise BagFormatError("the chunk's decompressed records fail their CRC-32 check", path=self.path,
+                                 offset=int(self._chunks.position[k]), record="chunk")
+
+    def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
+                      conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Message records located and checked with NumPy gathers: opcode, length, channel and log_time."""
+        at = np.asarray(at, dtype=np.int64)
+        lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+        inside = (at >= lo) & (at <= hi - MESSAGE_HEAD) & (at <= buf.size - MESSAGE_HEAD)
+        heads = np.lib.stride_tricks.sliding_window_view(buf, MESSAGE_HEAD)[np.where(inside, at, 0)] if at.size and \
+            buf.size >= MESSAGE_HEAD else np.zeros((at.size, MESSAGE_HEAD), dtype=np.uint8)
+        length = np.ascontiguousarray(heads[:, 1:9]).view("<u8").ravel()
+        channel = np.ascontiguousarray(heads[:, 9:11]).view("<u2").ravel()
+        log_time = np.ascontiguousarray(heads[:, 15:23]).view("<u8").ravel()
+        room = (hi - at - RECORD_HEAD).astype(np.uint64)
+        ok = inside & (heads[:, 0] == Opcode.MESSAGE) & (length >= MESSAGE_FIXED) & (length <= room) & \
+            (channel == np.asarray(conn)) & (log_time == np.asarray(time).astype(np.uint64))
+        if not ok.all():
+            k = int(np.argmax(~ok))
+            what = "lies outside its chunk" if not inside[k] else \
+                f"is a {record_name(int(heads[k, 0]))} record" if heads[k, 0] != Opcode.MESSAGE else \
+                f"has length {int(length[k])}, which does not fit its chunk" if not MESSAGE_FIXED <= length[k] <= room[k] \
+                else f"holds channel {int(channel[k])} at log_time {int(log_time[k])}, not channel {int(conn[k])} at " \
+                     f"{int(time[k])}"
+            where = f"{self.path} (chunk at offset {int(chunk[k])})" if buf is not self.source.array else self.path
+            raise BagFormatError(f"the message index points at a record that {what}", path=where,
+                                 offset=int(at[k]), record="message")
+        return at + MESSAGE_HEAD, (length - MESSAGE_FIXED).astype(np.int64)
+
+
+def _in_read_order(version: str, connections: list[Connection], chunks: ChunkTable, time: np.ndarray,
+                   conn: np.ndarray, chunk: np.ndarray, offset: np.ndarray, *, problems: list[str],
+                   recovered: bool = False) -> BagIndex:
+    """The index sorted by log_time, ties in file order (chunk position, then offset in the chunk)."""
+    position = chunks.position[chunk] if chunk.size else np.zeros(0, dtype=np.int64)
+    order = np.argsort(time, kind="stable")
+    if (np.diff(time[order]) == 0).any():
+        order = np.lexsort((offset, position, time))
+    return BagIndex(version, connections, chunks, time[order], conn[order].astype(np.int32),
+                    chunk[order].astype(np.int32), offset[order], recovered=recovered, problems=problems)
+

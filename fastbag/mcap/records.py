@@ -1,0 +1,294 @@
+"""MCAP records (format version 0): opcodes, and parsers that check every length before use.
+
+A record is ``u8 opcode | u64 length | body``, little-endian. Strings are
+``u32 length + UTF-8``, byte arrays ``u32`` (schema data) or ``u64``
+(attachments, chunk records) length + bytes, maps and arrays ``u32 byte
+length + items``. A body may hold more bytes than its fields (later format
+revisions add fields; the conformance corpus pads records): readers ignore
+the rest. Every parser takes the record's body and its offset in the file,
+and raises :class:`~fastbag.errors.BagFormatError` naming both when a field
+runs past the body.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from ..errors import BagFormatError
+
+MAGIC = b"\x89MCAP0\r\n"
+RECORD_HEAD = 9  # opcode u8 + length u64
+
+
+class Opcode(IntEnum):
+    HEADER = 0x01
+    FOOTER = 0x02
+    SCHEMA = 0x03
+    CHANNEL = 0x04
+    MESSAGE = 0x05
+    CHUNK = 0x06
+    MESSAGE_INDEX = 0x07
+    CHUNK_INDEX = 0x08
+    ATTACHMENT = 0x09
+    ATTACHMENT_INDEX = 0x0A
+    STATISTICS = 0x0B
+    METADATA = 0x0C
+    METADATA_INDEX = 0x0D
+    SUMMARY_OFFSET = 0x0E
+    DATA_END = 0x0F
+
+
+def record_name(opcode: int) -> str:
+    """The record kind for error messages: ``"chunk index"``, or ``"opcode 0x42"`` for an unknown one."""
+    try:
+        return Opcode(opcode).name.lower().replace("_", " ")
+    except ValueError:
+        return f"opcode {opcode:#04x}"
+
+
+#: Fixed part of a Message record's body: channel_id u16, sequence u32, log_time u64, publish_time u64.
+MESSAGE_FIXED = 22
+
+
+class Body:
+    """A cursor over one record's body that checks every read against the body's end."""
+
+    __slots__ = ("raw", "pos", "path", "offset", "record")
+
+    def __init__(self, raw: bytes | memoryview, *, path: str, offset: int, record: str) -> None:
+        self.raw = raw
+        self.pos = 0
+        self.path = path
+        self.offset = offset  # of the record in the file
+        self.record = record
+
+    def fail(self, what: str) -> BagFormatError:
+        return BagFormatError(f"{what} runs past the end of the record's {len(self.raw)} bytes", path=self.path,
+                              offset=self.offset, record=self.record)
+
+    def take(self, n: int, what: str) -> bytes | memoryview:
+        if n < 0 or n > len(self.raw) - self.pos:
+            raise self.fail(what)
+        out = self.raw[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def _unpack(self, fmt: struct.Struct, what: str) -> int:
+        if fmt.size > len(self.raw) - self.pos:
+            raise self.fail(what)
+        (value,) = fmt.unpack_from(self.raw, self.pos)
+        self.pos += fmt.size
+        return value
+
+    def u8(self, what: str) -> int:
+        return self._unpack(_U8, what)
+
+    def u16(self, what: str) -> int:
+        return self._unpack(_U16, what)
+
+    def u32(self, what: str) -> int:
+        return self._unpack(_U32, what)
+
+    def u64(self, what: str) -> int:
+        return self._unpack(_U64, what)
+
+    def string(self, what: str) -> str:
+        raw = self.take(self.u32(what), what)
+        try:
+            return bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BagFormatError(f"{what} is not UTF-8: {exc}", path=self.path, offset=self.offset,
+                                 record=self.record) from None
+
+    def bytes32(self, what: str) -> bytes:
+        return bytes(self.take(self.u32(what), what))
+
+    def string_map(self, what: str) -> dict[str, str]:
+        inner = Body(self.take(self.u32(what), what), path=self.path, offset=self.offset, record=self.record)
+        out = {}
+        while inner.pos < len(inner.raw):
+            key = inner.string(f"{what} key")
+            out[key] = inner.string(f"{what} value")
+        return out
+
+    def u16_u64_map(self, what: str) -> dict[int, int]:
+        raw = self.take(self.u32(what), what)
+        if len(raw) % 10:
+            raise BagFormatError(f"{what} holds {len(raw)} bytes, not a whole number of 10-byte entries",
+                                 path=self.path, offset=self.offset, record=self.record)
+        return {key: value for key, value in _U16_U64.iter_unpack(raw)}
+
+
+_U8 = struct.Struct("<B")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_U16_U64 = struct.Struct("<HQ")
+
+
+@dataclass(frozen=True)
+class Footer:
+    summary_start: int
+    summary_offset_start: int
+    summary_crc: int
+
+
+@dataclass(frozen=True)
+class Schema:
+    id: int
+    name: str
+    encoding: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Channel:
+    id: int
+    schema_id: int
+    topic: str
+    message_encoding: str
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChunkHead:
+    """A Chunk record's fields before its records: where the (compressed) records lie."""
+
+    start_time: int
+    end_time: int
+    uncompressed_size: int
+    uncompressed_crc: int
+    compression: str
+    records_offset: int  # in the file
+    records_length: int
+
+
+@dataclass(frozen=True)
+class ChunkIndex:
+    start_time: int
+    end_time: int
+    chunk_offset: int
+    chunk_length: int
+    message_index_offsets: dict[int, int]
+    message_index_length: int
+    compression: str
+    compressed_size: int
+    uncompressed_size: int
+
+
+@dataclass(frozen=True)
+class Statistics:
+    message_count: int
+    schema_count: int
+    channel_count: int
+    attachment_count: int
+    metadata_count: int
+    chunk_count: int
+    message_start_time: int
+    message_end_time: int
+    channel_message_counts: dict[int, int]
+
+
+@dataclass(frozen=True)
+class AttachmentIndex:
+    offset: int
+    length: int
+    log_time: int
+    create_time: int
+    data_size: int
+    name: str
+    media_type: str
+
+
+@dataclass(frozen=True)
+class MetadataIndex:
+    offset: int
+    length: int
+    name: str
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file stored in the recording (a calibration, a map, a URDF): ``data`` is its bytes."""
+
+    name: str
+    media_type: str
+    data: bytes
+    log_time: int
+    create_time: int
+    offset: int  # of the attachment record in the file
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """A named map of strings stored in the recording."""
+
+    name: str
+    metadata: dict[str, str]
+    offset: int
+
+
+def parse_footer(b: Body) -> Footer:
+    return Footer(b.u64("summary_start"), b.u64("summary_offset_start"), b.u32("summary_crc"))
+
+
+def parse_schema(b: Body) -> Schema:
+    return Schema(b.u16("schema id"), b.string("schema name"), b.string("schema encoding"), b.bytes32("schema data"))
+
+
+def parse_channel(b: Body) -> Channel:
+    return Channel(b.u16("channel id"), b.u16("schema id"), b.string("topic"), b.string("message encoding"),
+                   b.string_map("channel metadata"))
+
+
+def parse_chunk_head(b: Body, body_offset: int) -> ChunkHead:
+    """The chunk's fields; ``body_offset`` is where the body starts in the file."""
+    start, end = b.u64("message_start_time"), b.u64("message_end_time")
+    size, crc = b.u64("uncompressed_size"), b.u32("uncompressed_crc")
+    compression = b.string("compression")
+    length = b.u64("records length")
+    if length > len(b.raw) - b.pos:
+        raise b.fail(f"the chunk's records ({length} bytes)")
+    return ChunkHead(start, end, size, crc, compression, body_offset + b.pos, length)
+
+
+def parse_chunk_index(b: Body) -> ChunkIndex:
+    return ChunkIndex(b.u64("message_start_time"), b.u64("message_end_time"), b.u64("chunk_start_offset"),
+                      b.u64("chunk_length"), b.u16_u64_map("message_index_offsets"), b.u64("message_index_length"),
+                      b.string("compression"), b.u64("compressed_size"), b.u64("uncompressed_size"))
+
+
+def parse_statistics(b: Body) -> Statistics:
+    return Statistics(b.u64("message_count"), b.u16("schema_count"), b.u32("channel_count"),
+                      b.u32("attachment_count"), b.u32("metadata_count"), b.u32("chunk_count"),
+                      b.u64("message_start_time"), b.u64("message_end_time"),
+                      b.u16_u64_map("channel_message_counts"))
+
+
+def parse_attachment_index(b: Body) -> AttachmentIndex:
+    return AttachmentIndex(b.u64("offset"), b.u64("length"), b.u64("log_time"), b.u64("create_time"),
+                           b.u64("data_size"), b.string("name"), b.string("media_type"))
+
+
+def parse_metadata_index(b: Body) -> MetadataIndex:
+    return MetadataIndex(b.u64("offset"), b.u64("length"), b.string("name"))
+
+
+def parse_attachment(b: Body) -> Attachment:
+    """The attachment, its CRC-32 (of every field before it) checked where the writer computed one (0: none)."""
+    log_time, create_time = b.u64("log_time"), b.u64("create_time")
+    name, media_type = b.string("name"), b.string("media_type")
+    data = bytes(b.take(b.u64("data length"), "attachment data"))
+    covered = b.pos
+    crc = b.u32("attachment crc")
+    if crc and zlib.crc32(b.raw[:covered]) != crc:
+        raise BagFormatError(f"attachment {name!r} fails its CRC-32 check", path=b.path, offset=b.offset,
+                             record=b.record)
+    return Attachment(name, media_type, data, log_time, create_time, b.offset)
+
+
+def parse_metadata(b: Body) -> Metadata:
+    return Metadata(b.string("name"), b.string_map("metadata"), b.offset)

@@ -1,0 +1,144 @@
+"""Recovery of an MCAP file by scanning its records: no summary, a damaged one, or messages outside chunks.
+
+Reads the data section record by record (decompressing chunks to walk their
+records), keeping every complete schema, channel and message. The first
+record that cannot be read (cut off, a length past the end) ends the scan; a
+chunk that does not decompress or fails its CRC is skipped and named. This
+is the slow path of a damaged file, in Python per record.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+from ..errors import BagFormatError
+from ..io.chunks import Chunk, decompress
+from ..io.source import Source
+from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, AttachmentIndex, Body, Channel, MetadataIndex, Opcode,
+                      Schema, parse_channel, parse_chunk_head, parse_schema, record_name)
+
+
+@dataclass
+class Scanned:
+    """What a scan found, in file order."""
+
+    schemas: dict[int, Schema] = field(default_factory=dict)
+    channels: dict[int, Channel] = field(default_factory=dict)
+    attachment_indexes: list[AttachmentIndex] = field(default_factory=list)
+    metadata_indexes: list[MetadataIndex] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
+    chunk_crcs: list[int] = field(default_factory=list)
+    # one entry per message: channel id, log_time, position in ``chunks``, offset of its record in the chunk
+    channel: list[int] = field(default_factory=list)
+    time: list[int] = field(default_factory=list)
+    chunk: list[int] = field(default_factory=list)
+    offset: list[int] = field(default_factory=list)
+    damage: str = ""  # what ended the scan or was skipped, one clause each
+
+    @property
+    def message_count(self) -> int:
+        return len(self.time)
+
+    def note(self, text: str) -> None:
+        self.damage = f"{self.damage}; {text}" if self.damage else text
+
+
+def scan(source: Source, start: int) -> Scanned:
+    """Every complete record from ``start`` (after the header) to the footer or the first damage."""
+    found = Scanned()
+    path, end, pos = source.path, source.size, start
+    file_chunk = -1  # the whole file as a chunk, for messages outside chunks (made on the first one)
+    while pos < end:
+        if end - pos < RECORD_HEAD:
+            if source.bytes(pos, end - pos, "magic") != MAGIC[:end - pos]:
+                found.note(f"{end - pos} stray bytes end the file at offset {pos}")
+            break
+        opcode = source.bytes(pos, 1, "record")[0]
+        length = source.u64(pos + 1, "record")
+        if length > end - pos - RECORD_HEAD:
+            if not (opcode == MAGIC[0] and source.bytes(pos, min(8, end - pos), "magic") == MAGIC[:min(8, end - pos)]):
+                found.note(f"the {record_name(opcode)} record at offset {pos} is cut off by the end of the file")
+            break
+        at = pos + RECORD_HEAD
+        name = record_name(opcode)
+        try:
+            if opcode == Opcode.FOOTER:
+                break
+            if opcode in (Opcode.SCHEMA, Opcode.CHANNEL, Opcode.ATTACHMENT, Opcode.METADATA):
+                _definition(found, opcode, Body(source.bytes(at, length, name), path=path, offset=pos, record=name),
+                            pos, length)
+            elif opcode == Opcode.MESSAGE:
+                if length < MESSAGE_FIXED:
+                    raise BagFormatError(f"its length {length} is shorter than a message's fixed fields",
+                                         path=path, offset=pos, record=name)
+                if file_chunk < 0:
+                    file_chunk = len(found.chunks)
+                    found.chunks.append(Chunk(0, "none", end, 0, end))
+                    found.chunk_crcs.append(0)
+                _message(found, source.bytes(at, MESSAGE_FIXED, name), file_chunk, pos)
+            elif opcode == Opcode.CHUNK:
+                _chunk(found, source, pos, length)
+        except BagFormatError as exc:
+            found.note(f"a damaged {name} record was skipped: {exc}")
+        pos = at + length
+    return found
+
+
+def _definition(found: Scanned, opcode: int, body: Body, pos: int, length: int) -> None:
+    if opcode == Opcode.SCHEMA:
+        schema = parse_schema(body)
+        found.schemas.setdefault(schema.id, schema)
+    elif opcode == Opcode.CHANNEL:
+        channel = parse_channel(body)
+        found.channels.setdefault(channel.id, channel)
+    elif opcode == Opcode.ATTACHMENT:
+        log_time, create_time = body.u64("log_time"), body.u64("create_time")
+        name, media_type = body.string("name"), body.string("media_type")
+        data_size = body.u64("data length")
+        found.attachment_indexes.append(AttachmentIndex(pos, RECORD_HEAD + length, log_time, create_time,
+                                                        data_size, name, media_type))
+    else:
+        found.metadata_indexes.append(MetadataIndex(pos, RECORD_HEAD + length, body.string("name")))
+
+
+def _message(found: Scanned, fixed: bytes, chunk: int, offset: int) -> None:
+    found.channel.append(int.from_bytes(fixed[0:2], "little"))
+    found.time.append(int.from_bytes(fixed[6:14], "little"))
+    found.chunk.append(chunk)
+    found.offset.append(offset)
+
+
+def _chunk(found: Scanned, source: Source, pos: int, length: int) -> None:
+    """A chunk's schemas, channels and messages (its records decompressed and walked)."""
+    body = Body(memoryview(source.view(pos + RECORD_HEAD, length, "chunk")), path=source.path, offset=pos,
+                record="chunk")
+    head = parse_chunk_head(body, pos + RECORD_HEAD)
+    chunk = Chunk(pos, head.compression or "none", head.uncompressed_size, head.records_offset, head.records_length)
+    payload = decompress(source, chunk)
+    if head.uncompressed_crc and zlib.crc32(payload) != head.uncompressed_crc:
+        raise BagFormatError("its decompressed records fail their CRC-32 check", path=source.path, offset=pos,
+                             record="chunk")
+    k = len(found.chunks)
+    found.chunks.append(chunk)
+    found.chunk_crcs.append(head.uncompressed_crc)
+    inner, size, at = memoryview(payload), payload.size, 0
+    where = f"{source.path} (chunk at offset {pos})"
+    while at < size:
+        if size - at < RECORD_HEAD:
+            raise BagFormatError("its records end in a cut-off record head", path=where, offset=at, record="record")
+        opcode = inner[at]
+        length = int.from_bytes(inner[at + 1:at + 9], "little")
+        name = record_name(opcode)
+        if length > size - at - RECORD_HEAD:
+            raise BagFormatError(f"its length {length} runs past the chunk's records", path=where, offset=at,
+                                 record=name)
+        if opcode == Opcode.MESSAGE:
+            if length < MESSAGE_FIXED:
+                raise BagFormatError(f"its length {length} is shorter than a message's fixed fields", path=where,
+                                     offset=at, record=name)
+            _message(found, bytes(inner[at + RECORD_HEAD:at + RECORD_HEAD + MESSAGE_FIXED]), k, at)
+        elif opcode in (Opcode.SCHEMA, Opcode.CHANNEL):
+            _definition(found, opcode, Body(inner[at + RECORD_HEAD:at + RECORD_HEAD + length], path=where,
+                                            offset=at, record=name), at, length)
+        at += RECORD_HEAD + length
