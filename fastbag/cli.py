@@ -40,7 +40,8 @@ def info_dict(bag: Bag) -> dict[str, object]:
     types: dict[str, str] = {}
     for connection in bag.connections:
         # ROS1 types are known by their md5sum; other encodings by how they are serialized and described
-        types.setdefault(connection.msgtype, connection.md5sum if connection.encoding == "ros1" else
+        known = connection.encoding == "ros1" and connection.md5sum != "*"
+        types.setdefault(connection.msgtype, connection.md5sum if known else
                          f"{connection.encoding}, {connection.schema_encoding or 'no schema'}")
     return {
         "path": bag.path, "format": bag.format, "version": bag.version, "duration_ns": bag.duration,

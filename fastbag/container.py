@@ -36,7 +36,9 @@ class Connection:
 
     ``encoding`` is how messages are serialized (``ros1``, ``cdr``, ...);
     ``schema_encoding`` how ``definition`` is written (``ros1msg``,
-    ``ros2msg``, ``ros2idl``, ...).
+    ``ros2msg``, ``ros2idl``, ...). A binary schema (an MCAP ``protobuf``
+    FileDescriptorSet, say) has no text ``definition``: its bytes are in
+    ``schema_data``.
     """
 
     id: int
@@ -48,6 +50,7 @@ class Connection:
     latching: bool = False
     encoding: str = "ros1"
     schema_encoding: str = "ros1msg"
+    schema_data: bytes = field(default=b"", repr=False)
 
 
 @dataclass

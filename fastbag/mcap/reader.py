@@ -165,6 +165,8 @@ class McapReader(Container):
         listed = {channel for ci in summary.chunk_indexes for channel in ci.message_index_offsets}
         if not listed <= set(summary.channels):
             raise _Damaged("its summary does not repeat every channel (they are defined in the data section)")
+        if not {c.schema_id for c in summary.channels.values()} - {0} <= set(summary.schemas):
+            raise _Damaged("its summary does not repeat every schema (they are defined in the data section)")
         for ci in summary.chunk_indexes:
             if not (self._data_start <= ci.chunk_offset and ci.chunk_offset + ci.chunk_length <= footer.summary_start
                     and CHUNK_FIXED + 12 + len(ci.compression.encode()) + ci.compressed_size <= ci.chunk_length):
@@ -195,7 +197,10 @@ class McapReader(Container):
                 self._problems.append(f"channel {channel.id} ({channel.topic}) names schema {channel.schema_id}, "
                                       "which the file does not hold: its messages read raw only")
             name = schema.name if schema else ""
-            definition = schema.data.decode("utf-8", "replace") if schema else ""
+            try:
+                definition = schema.data.decode("utf-8") if schema else ""
+            except UnicodeDecodeError:  # a binary schema (protobuf, flatbuffers): its bytes are schema_data
+                definition = ""
             if channel.message_encoding == "ros1":
                 # ROS1 messages carry the md5sum of their type in the channel's metadata (rosbag2's and the
                 # mcap CLI's converters write it); "*" skips the check where it is absent.
@@ -206,7 +211,8 @@ class McapReader(Container):
             connections.append(Connection(
                 id=channel.id, topic=channel.topic, msgtype=name, md5sum=md5sum, definition=definition,
                 callerid=channel.metadata.get("callerid"), latching=channel.metadata.get("latching", "0") == "1",
-                encoding=channel.message_encoding, schema_encoding=schema.encoding if schema else ""))
+                encoding=channel.message_encoding, schema_encoding=schema.encoding if schema else "",
+                schema_data=schema.data if schema else b""))
         self._connections = connections
         self._channels = channels
         self._schemas = schemas
@@ -394,13 +400,27 @@ class McapReader(Container):
     def attachments(self) -> list[Attachment]:
         """Every attachment (read from the file when asked for), CRC-checked."""
         return [self._read_record_at(a.offset, a.length, Opcode.ATTACHMENT, parse_attachment)
-                for a in self._summary.attachment_indexes]
+                for a in self._indexed("attachment_indexes", "attachment_count")]
 
     @property
     def metadata(self) -> list[Metadata]:
         """Every metadata record (name and string map), read when asked for."""
         return [self._read_record_at(m.offset, m.length, Opcode.METADATA, parse_metadata)
-                for m in self._summary.metadata_indexes]
+                for m in self._indexed("metadata_indexes", "metadata_count")]
+
+    def _indexed(self, name: str, count: str) -> list:  # type: ignore[type-arg]
+        """The summary's attachment or metadata indexes; where its statistics count more records than it
+        indexes (a writer that wrote no such indexes), the data section is scanned for them once."""
+        indexes = getattr(self._summary, name)
+        stats = self._summary.statistics
+        if stats is not None and getattr(stats, count) > len(indexes) and not self._recovered:
+            from .scan import scan
+
+            found = scan(self.source, self._data_start)
+            self._summary.attachment_indexes = found.attachment_indexes
+            self._summary.metadata_indexes = found.metadata_indexes
+            indexes = getattr(self._summary, name)
+        return indexes
 
     def _read_record_at(self, offset: int, length: int, opcode: Opcode, parse):  # type: ignore[no-untyped-def]
         got, at, body_length = self._record_at(offset, self.source.size)
@@ -413,10 +433,10 @@ class McapReader(Container):
 
     def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
         """The shared store, checking each decompressed chunk's CRC-32 where the writer computed one."""
-        self.index  # noqa: B018 - the chunks' CRCs are read with their message indexes
         return ChunkStore(self.source, self._chunks, cache_bytes=cache_bytes, workers=workers, verify=self._verify)
 
     def _verify(self, k: int, payload: np.ndarray) -> None:
+        self.index  # noqa: B018 - the chunks' CRCs are read with their message indexes (a read has them)
         expected = int(self._chunk_crc[k]) if k < self._chunk_crc.size else 0
         if expected and zlib.crc32(payload) != expected:
             raise BagFormatError("the chunk's decompressed records fail their CRC-32 check", path=self.path,

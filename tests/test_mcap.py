@@ -1,0 +1,383 @@
+"""The MCAP container against the ``mcap`` package's readers (the oracle), on real files and the conformance corpus.
+
+- every real ``.mcap`` under ``../shared/data``: the ``(topic, log_time, bytes)``
+  sequence, channels and schemas equal what the ``mcap`` reader gives;
+- the MCAP conformance corpus (342 variants of NoData, OneMessage, TenMessages,
+  OneAttachment, OneMetadata, with and without chunks, indexes, statistics,
+  summary, padding and CRCs as their names say): messages, attachments and
+  metadata equal the ``mcap`` reader's, and each name's features show
+  (a file without usable indexes is scanned, with one warning);
+- files written here with ``mcap``'s writer (none / lz4 / zstd chunks,
+  unchunked, no summary), then damaged: every fault a FastbagError naming
+  file, offset and record, what is intact still read.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import warnings
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fastbag
+from conftest import DATA, data_files
+
+mcap = pytest.importorskip("mcap", reason="the mcap package (test extra) is the oracle for MCAP files")
+from mcap.reader import NonSeekingReader, make_reader  # noqa: E402
+from mcap.writer import CompressionType, Writer  # noqa: E402
+
+CONFORMANCE = DATA / "mcap" / "foxglove__mcap__tests__conformance__data"
+
+
+def real_mcaps() -> list:
+    files = [p for p in data_files("mcap", "**/*.mcap") if p.values[0] is None or "conformance" not in str(p.values[0])]
+    return files + [p for p in data_files("db3", "**/*.mcap") if p.values[0] is not None]
+
+
+def oracle(path: Path) -> tuple[list, list, list]:
+    """(messages, attachments, metadata) as the mcap package reads them: messages by its seeking reader in
+    log-time order, or, for files its seeking reader refuses (channels only in the data section), by its
+    streaming reader, sorted stably by log_time; attachments and metadata by its streaming reader, which
+    finds them whether or not the summary indexes them."""
+    try:
+        with path.open("rb") as f:
+            messages = [(c.topic, m.log_time, m.data) for _, c, m in make_reader(f).iter_messages(log_time_order=True)]
+    except Exception:  # noqa: BLE001 - the oracle's own limits, not the file's
+        with path.open("rb") as f:
+            messages = sorted(((c.topic, m.log_time, m.data) for _, c, m in NonSeekingReader(f).iter_messages()),
+                              key=lambda row: row[1])
+    with path.open("rb") as f:
+        attachments = [(a.name, a.media_type, a.data, a.log_time) for a in NonSeekingReader(f).iter_attachments()]
+    with path.open("rb") as f:
+        metadata = [(m.name, m.metadata) for m in NonSeekingReader(f).iter_metadata()]
+    return messages, attachments, metadata
+
+
+def ours(path: Path, *, quiet: bool = True) -> tuple[list, list, list]:
+    """(messages, attachments, metadata) as fastbag reads them (``quiet``: recovery warnings ignored)."""
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        with fastbag.open(path) as bag:
+            messages = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+            attachments = [(a.name, a.media_type, a.data, a.log_time) for a in bag.attachments]
+            metadata = [(m.name, m.metadata) for m in bag.metadata]
+    return messages, attachments, metadata
+
+
+@pytest.mark.parametrize("path", real_mcaps())
+def test_real_files_equal_the_mcap_reader(path):
+    assert ours(path) == oracle(path)
+    with path.open("rb") as f:
+        summary = make_reader(f).get_summary()
+    with fastbag.open(path) as bag:
+        assert bag.format == "MCAP" and bag.version == "0" and not bag.recovered
+        assert bag.message_count == len(ours(path)[0])
+        by_id = {c.id: c for c in bag.connections}
+        for channel in summary.channels.values():
+            connection, schema = by_id[channel.id], summary.schemas.get(channel.schema_id)
+            assert (connection.topic, connection.encoding) == (channel.topic, channel.message_encoding)
+            assert connection.msgtype == (schema.name if schema else "")
+            assert connection.schema_encoding == (schema.encoding if schema else "")
+            assert connection.schema_data == (schema.data if schema else b"")
+            if schema and schema.encoding in ("ros1msg", "ros2msg", "ros2idl"):
+                assert connection.definition == schema.data.decode()
+        if summary.statistics is not None:  # files without statistics: counted from the message indexes
+            assert bag.message_count == summary.statistics.message_count
+            counts = summary.statistics.channel_message_counts
+            for info in bag.topics.values():
+                assert info.message_count == sum(counts.get(c.id, 0) for c in info.connections)
+
+
+def conformance_files() -> list:
+    files = sorted(CONFORMANCE.glob("*/*.mcap")) if CONFORMANCE.is_dir() else []
+    if not files:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{CONFORMANCE} is absent"), id="no-data")]
+    return [pytest.param(f, id=f.stem) for f in files]
+
+
+@pytest.mark.parametrize("path", conformance_files())
+def test_conformance_corpus(path):
+    """Equal to the mcap package, and what the name promises: its record count, and a scan exactly where the
+    file lacks a usable summary (no summary, no chunk indexes, no message indexes, channels not repeated)."""
+    messages, attachments, metadata = ours(path)
+    assert (messages, attachments, metadata) == oracle(path)
+    kind, *features = path.stem.split("-")
+    expected = {"NoData": (0, 0, 0), "OneMessage": (1, 0, 0), "TenMessages": (10, 0, 0),
+                "OneAttachment": (0, 1, 0), "OneMetadata": (0, 0, 1)}[kind]
+    assert (len(messages), len(attachments), len(metadata)) == expected
+    if kind in ("OneMessage", "TenMessages"):
+        assert [t for _, t, _ in messages] == sorted(t for _, t, _ in messages)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fastbag.open(path) as bag:
+            recovered = bag.recovered
+    assert len([w for w in caught if issubclass(w.category, fastbag.FastbagWarning)]) == int(recovered)
+    if kind in ("OneMessage", "TenMessages"):
+        # Features: ch chunks, chx chunk indexes, mx message indexes, rch / rsh channels / schemas repeated in
+        # the summary, st statistics, sum summary offsets, pad padded records. Seeking needs the first five.
+        assert recovered == (not {"ch", "chx", "mx", "rch", "rsh"} <= set(features))
+
+
+# -- files written here ----------------------------------------------------------------------------------
+
+IMU_SCHEMA = b"float64 x\nfloat64 y\nfloat64 z\n"
+
+
+def write_mcap(path: Path, *, compression=CompressionType.ZSTD, chunked=True, chunk_size=1024,
+               messages: int = 200, channels=("/a", "/b")) -> list:
+    """A file of ``messages`` messages round-robin over ``channels``; returns the (topic, time, bytes) written."""
+    written = []
+    with path.open("wb") as f:
+        writer = Writer(f, chunk_size=chunk_size, compression=compression, use_chunking=chunked)
+        writer.start(profile="", library="fastbag tests")
+        schema = writer.register_schema("test/Vec", "ros1msg", IMU_SCHEMA)
+        ids = [writer.register_channel(topic, "ros1", schema) for topic in channels]
+        for k in range(messages):
+            data = struct.pack("<3d", k, -k, k * 0.5)
+            channel = ids[k % len(ids)]
+            writer.add_message(channel, log_time=1_000_000_000 + k * 1000, data=data, publish_time=k)
+            written.append((channels[k % len(ids)], 1_000_000_000 + k * 1000, data))
+        writer.add_attachment(5, 6, "calib.yaml", "text/yaml", b"fx: 1\n")
+        writer.add_metadata("robot", {"name": "r2"})
+        writer.finish()
+    return written
+
+
+@pytest.mark.parametrize("compression", [CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD],
+                         ids=["none", "lz4", "zstd"])
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "unchunked"])
+def test_written_files_read_back(tmp_path, compression, chunked):
+    path = tmp_path / "w.mcap"
+    written = write_mcap(path, compression=compression, chunked=chunked)
+    messages, attachments, metadata = ours(path)
+    assert messages == written
+    assert attachments == [("calib.yaml", "text/yaml", b"fx: 1\n", 6)] and metadata == [("robot", {"name": "r2"})]
+    with fastbag.open(path) as bag:
+        assert bag.recovered == (not chunked)  # unchunked messages are found by scanning
+        a = [m for m in bag.messages(topics="/a", start=1_000_000_000 + 50_000, end=1_000_000_000 + 100_000,
+                                     raw=True)]
+        assert [(m.topic, m.time, bytes(m.data)) for m in a] == [w for w in written if w[0] == "/a" and
+                                                                 1_000_050_000 <= w[1] < 1_000_100_000]
+        assert bag.topics["/a"].message_count == 100 and bag.topics["/a"].connections[0].encoding == "ros1"
+
+
+def test_open_reads_the_summary_only(tmp_path):
+    """Counts and the time range come from the statistics; message indexes are read on first use."""
+    path = tmp_path / "lazy.mcap"
+    write_mcap(path, messages=1000)
+    with fastbag.open(path) as bag:
+        assert bag._container._index is None
+        assert (bag.message_count, bag.start_time, bag.end_time) == (1000, 1_000_000_000, 1_000_000_000 + 999_000)
+        assert bag._container._index is None
+        assert len(list(bag.messages(topics="/b", raw=True))) == 500
+        assert bag._container._index is not None
+
+
+def test_ties_in_log_time_keep_file_order(tmp_path):
+    path = tmp_path / "ties.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f, chunk_size=64, compression=CompressionType.NONE)
+        writer.start()
+        schema = writer.register_schema("t/T", "ros1msg", b"uint8 x\n")
+        b, a = writer.register_channel("/b", "ros1", schema), writer.register_channel("/a", "ros1", schema)
+        for k in range(20):
+            writer.add_message([b, a][k % 2], log_time=7, data=bytes([k]), publish_time=0)
+        writer.finish()
+    got, _, _ = ours(path)
+    assert [d[0] for _, _, d in got] == list(range(20))
+    assert got == oracle(path)[0]
+
+
+# -- damage ------------------------------------------------------------------------------------------------
+
+
+def test_truncated_real_file_recovers_what_is_intact():
+    cut = DATA / "broken" / "Tiryoh__rosbag-analyzer-web__e2e__fixtures__test_sample_truncated.mcap"
+    whole = DATA / "mcap" / "Tiryoh__rosbag-analyzer-web__e2e__fixtures__test_sample.mcap"
+    if not (cut.exists() and whole.exists()):
+        pytest.skip("the truncated MCAP and its whole copy are absent")
+    with pytest.warns(fastbag.FastbagWarning, match="read by scanning.*end with the MCAP magic.*cut off"):
+        with fastbag.open(cut) as bag:
+            assert bag.recovered
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+    assert got and got == oracle(whole)[0][:len(got)]
+
+
+def find(data: bytes, opcode: int, after: int = 8) -> int:
+    """Offset of the first record of ``opcode`` at or after ``after`` (walking records from the header)."""
+    pos = 8
+    while pos < len(data) - 8:
+        if data[pos] == opcode and pos >= after:
+            return pos
+        pos += 9 + struct.unpack_from("<Q", data, pos + 1)[0]
+    raise AssertionError(f"no record {opcode:#x}")
+
+
+def test_chunk_crc_mismatch_names_the_chunk(tmp_path):
+    path = tmp_path / "crc.mcap"
+    write_mcap(path, compression=CompressionType.ZSTD)
+    data = bytearray(path.read_bytes())
+    chunk = find(data, 0x06)
+    struct.pack_into("<I", data, chunk + 9 + 24, struct.unpack_from("<I", data, chunk + 9 + 24)[0] ^ 1)
+    path.write_bytes(data)
+    with fastbag.open(path) as bag:
+        with pytest.raises(fastbag.BagFormatError, match="CRC-32") as info:
+            list(bag.messages(raw=True))
+    assert info.value.offset == chunk and info.value.record == "chunk" and info.value.path == str(path)
+
+
+def test_message_index_pointing_anywhere(tmp_path):
+    path = tmp_path / "mx.mcap"
+    write_mcap(path, compression=CompressionType.LZ4)
+    data = bytearray(path.read_bytes())
+    mx = find(data, 0x07)
+    struct.pack_into("<Q", data, mx + 9 + 6 + 8, 3)  # the first entry's offset: into the middle of a record
+    path.write_bytes(data)
+    with fastbag.open(path) as bag:
+        with pytest.raises(fastbag.BagFormatError, match="message index points at a record") as info:
+            list(bag.messages(raw=True))
+    assert info.value.record == "message" and "chunk at offset" in str(info.value)
+
+
+@pytest.mark.parametrize("what", ["summary_start", "chunk_length", "record_length"])
+def test_damaged_summary_falls_back_to_a_scan(tmp_path, what):
+    path = tmp_path / "summary.mcap"
+    written = write_mcap(path)
+    data = bytearray(path.read_bytes())
+    footer = len(data) - 8 - 29
+    if what == "summary_start":
+        struct.pack_into("<Q", data, footer + 9, len(data) * 3)
+    elif what == "chunk_length":
+        chunk_index = find(data, 0x08, struct.unpack_from("<Q", data, footer + 9)[0])
+        struct.pack_into("<Q", data, chunk_index + 9 + 24, 2**63)
+    else:
+        chunk_index = find(data, 0x08, struct.unpack_from("<Q", data, footer + 9)[0])
+        struct.pack_into("<Q", data, chunk_index + 1, 2**64 - 1)
+    struct.pack_into("<I", data, footer + 9 + 16, 0)  # no summary CRC, so the damage itself is what is found
+    path.write_bytes(data)
+    with pytest.warns(fastbag.FastbagWarning, match="read by scanning"):
+        got, attachments, _ = ours(path, quiet=False)
+    assert got == written and len(attachments) == 1
+
+
+def test_summary_crc_mismatch_scans(tmp_path):
+    path = tmp_path / "sumcrc.mcap"
+    written = write_mcap(path)
+    data = bytearray(path.read_bytes())
+    footer = len(data) - 8 - 29
+    data[struct.unpack_from("<Q", data, footer + 9)[0] + 20] ^= 0xFF  # a byte of the summary
+    path.write_bytes(data)
+    with pytest.warns(fastbag.FastbagWarning, match="summary section fails its CRC-32"):
+        assert ours(path, quiet=False)[0] == written
+
+
+def test_zstd_bomb_is_bounded_by_the_declared_size(tmp_path):
+    """A chunk whose zstd frame expands far past its declared uncompressed size: an error, not 1 GB."""
+    import zstandard
+
+    path = tmp_path / "bomb.mcap"
+    write_mcap(path, compression=CompressionType.ZSTD, chunk_size=1 << 20, messages=10)
+    data = bytes(path.read_bytes())
+    chunk = find(bytearray(data), 0x06)
+    length = struct.unpack_from("<Q", data, chunk + 1)[0]
+    comp_len = struct.unpack_from("<I", data, chunk + 9 + 28)[0]
+    records_at = chunk + 9 + 32 + comp_len + 8
+    bomb = zstandard.ZstdCompressor(write_content_size=False).compress(b"\0" * (1 << 30))
+    body = bytearray(data[chunk + 9:records_at - 8]) + struct.pack("<Q", len(bomb)) + bomb
+    struct.pack_into("<I", body, 24, 0)  # no CRC
+    rebuilt = data[:chunk] + bytes([0x06]) + struct.pack("<Q", len(body)) + bytes(body) + \
+        data[chunk + 9 + length:]
+    path.write_bytes(rebuilt)
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        # The rebuilt chunk moved the summary: the file is scanned, and the scan names the chunk it skips.
+        with pytest.warns(fastbag.FastbagWarning, match=rf"zstd chunk decompressed to more than.*offset {chunk}"):
+            with fastbag.open(path) as bag:
+                assert list(bag.messages(raw=True)) == []
+                assert len(bag.attachments) == 1  # what follows the damaged chunk is still read
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_damage_raises_only_fastbag_errors(tmp_path, seed):
+    """Bytes flipped anywhere: a FastbagError or FastbagWarning at worst, never another exception."""
+    rng = np.random.default_rng(seed)
+    path = tmp_path / "rand.mcap"
+    write_mcap(path, compression=[CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD][seed % 3],
+               messages=60)
+    clean = path.read_bytes()
+    for _ in range(40):
+        data = bytearray(clean)
+        for at in rng.integers(0, len(data), rng.integers(1, 6)):
+            data[at] = int(rng.integers(0, 256))
+        path.write_bytes(data)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", fastbag.FastbagWarning)
+                with fastbag.open(path) as bag:
+                    list(bag.messages(raw=True))
+                    bag.attachments, bag.metadata  # noqa: B018
+        except fastbag.FastbagError as exc:
+            assert str(path) in str(exc)
+
+
+def test_unknown_major_version(tmp_path):
+    path = tmp_path / "v1.mcap"
+    path.write_bytes(b"\x89MCAP1\r\n" + b"\0" * 64)
+    with pytest.raises(fastbag.UnsupportedError, match="MCAP major version"):
+        fastbag.open(path)
+
+
+def test_not_a_known_format_names_the_formats(tmp_path):
+    path = tmp_path / "x.bin"
+    path.write_bytes(b"PK\x03\x04" + b"\0" * 100)
+    with pytest.raises(fastbag.BagFormatError, match="fastbag reads ROS1 bags .* and MCAP files"):
+        fastbag.open(path)
+
+
+def test_info_command_on_mcap(tmp_path):
+    from fastbag.cli import format_info, info_dict
+
+    path = tmp_path / "info.mcap"
+    write_mcap(path)
+    with fastbag.open(path) as bag:
+        text = format_info(bag)
+        info = info_dict(bag)
+    assert "format:      MCAP" in text and "attachments: 1, metadata: 1" in text
+    assert info["types"] == {"test/Vec": "ros1, ros1msg"} and info["messages"] == 200
+    assert [t["messages"] for t in info["topics"]] == [100, 100]
+
+
+@pytest.mark.parametrize("content_size", [True, False], ids=["declared", "undeclared"])
+def test_zstd_codec_stops_past_its_limit(content_size):
+    """The codec itself: a frame expanding past the chunk's size raises TooLarge after producing little more."""
+    import tracemalloc
+
+    import zstandard
+
+    from fastbag.errors import TooLarge
+    from fastbag.io.codecs import DECOMPRESSORS
+
+    data = np.arange(1 << 20, dtype=np.uint8).tobytes()
+    frame = np.frombuffer(zstandard.ZstdCompressor(write_content_size=content_size).compress(data), np.uint8)
+    assert DECOMPRESSORS["zstd"](frame, len(data)).tobytes() == data
+    bomb = np.frombuffer(zstandard.ZstdCompressor(write_content_size=content_size).compress(b"\0" * (1 << 30)),
+                         np.uint8)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLarge):
+            DECOMPRESSORS["zstd"](bomb, 1 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
