@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .container import BagIndex, Connection, Container
-from .errors import BagFormatError, DecodeError, FastbagWarning
+from .errors import BagFormatError, DecodeError, FastbagWarning, UnsupportedError
 from .io.chunks import DEFAULT_CACHE_BYTES, ordered_map, size_mismatch
 from .msg.msgdef import EMPTY_MD5
+from .msg.objects import ARRAY_ENCODINGS
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -113,7 +114,7 @@ class Bag:
         if container.problems:
             warnings.warn(f"{self.path}: {'; '.join(container.problems)}", FastbagWarning, stacklevel=3)
         self._store = container.chunk_store(cache_bytes=cache_bytes, workers=workers)
-        self._layouts: dict[tuple[str, str], Layout] = {}
+        self._layouts: dict[tuple, Layout] = {}  # by (type, definition); object decoders too
         self._chunks = container.chunks
         # Where a chunk's messages are read in place: uncompressed, and not cut off by the end of the file.
         self._in_file = self._chunks.uncompressed.copy()
@@ -410,6 +411,14 @@ class Bag:
             decoded: dict[int, tuple[Any, np.ndarray]] = {}
             for rank in np.unique(conns).tolist():
                 mine = np.flatnonzero(conns == rank)
+                if connections[rank].encoding not in ARRAY_ENCODINGS:  # JSON, protobuf: one object each
+                    decode = self._object_decoder(connections[rank])
+                    row_of = np.zeros(b - a, dtype=np.int64)
+                    row_of[mine] = np.arange(mine.size)
+                    whole = memoryview(payload)
+                    decoded[rank] = ([decode(whole[s:s + n]) for s, n in zip(starts[mine].tolist(),
+                                                                             lengths[mine].tolist())], row_of)
+                    continue
                 layout = self._layout(connections[rank])
                 # Checked before the builder allocates messages x the fixed size: then that is real bytes.
                 check_min_size(layout, lengths[mine], a, topic=connections[rank].topic,
@@ -450,8 +459,12 @@ class Bag:
         if len(md5sums) > 1:
             raise DecodeError(f"topic is recorded with {len(md5sums)} different message formats "
                               f"({', '.join(info.msgtypes)}); they cannot share one array", topic=topic)
-        selected = self._select([topic], start, end)
         connection = info.connections[0]
+        if connection.encoding not in ARRAY_ENCODINGS:
+            raise UnsupportedError(f"read() turns {' and '.join(ARRAY_ENCODINGS)} messages into arrays; this topic "
+                                   f"is {connection.encoding or 'not'}-encoded: iterate bag.messages(topics="
+                                   f"{topic!r}) for its messages (decoded where fastbag knows the encoding, else raw)")
+        selected = self._select([topic], start, end)
         layout = self._layout(connection)
         self._check_fixed_size_fits(layout, selected, topic, connection.msgtype)
         builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype)
@@ -477,6 +490,16 @@ class Bag:
         local = np.searchsorted(np.array(own), self._index.conn[selected]).astype(np.int32) if len(own) > 1 else \
             np.zeros(selected.size, dtype=np.int32)
         return TopicArray(topic, self._index.time[selected], builder.finish(), local, list(info.connections))
+
+    def _object_decoder(self, connection: Connection) -> Any:
+        """The per-message decoder of a connection whose encoding is not turned into arrays (cached)."""
+        from .msg.objects import object_decoder
+
+        key = ("object", connection.msgtype, connection.encoding, connection.schema_data)
+        if key not in self._layouts:
+            self._layouts[key] = object_decoder(connection.encoding, connection.msgtype,  # type: ignore[assignment]
+                                                connection.schema_data, topic=connection.topic)
+        return self._layouts[key]
 
     def _check_fixed_size_fits(self, layout: "Layout", selected: np.ndarray, topic: str, msgtype: str) -> None:
         """Before allocating messages x the definition's fixed size: could the messages hold it?
@@ -508,6 +531,9 @@ class Bag:
         from .errors import DefinitionError
         from .msg.layout import layout_for
 
+        if connection.encoding != "ros1":
+            raise UnsupportedError(f"topic {connection.topic}: decoding {connection.encoding} messages into arrays "
+                                   "is not supported yet; read them raw (bag.messages(raw=True))")
         key = (connection.msgtype, connection.definition)
         if key not in self._layouts:
             definition = connection.definition

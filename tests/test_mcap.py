@@ -381,3 +381,50 @@ def test_zstd_codec_stops_past_its_limit(content_size):
     finally:
         tracemalloc.stop()
     assert peak < 8 << 20
+
+
+# -- encodings that are not arrays ---------------------------------------------------------------------
+
+SIMPLE_PROTOBUF = DATA / "mcap" / "rerun-io__rerun__crates__store__re_data_loader__tests__assets__simple-protobuf.mcap"
+FOXGLOVE_LOG = DATA / "mcap" / "rerun-io__rerun__crates__store__re_data_loader__src__loader_mcap__tests__assets__foxglove_log.mcap"
+
+
+@pytest.mark.parametrize("path", [SIMPLE_PROTOBUF, FOXGLOVE_LOG], ids=["simple-protobuf", "foxglove-log"])
+def test_json_and_protobuf_messages_decode_as_mcap_support_decodes_them(path):
+    """JSON with the standard library, protobuf through the schema's FileDescriptorSet; the oracle for protobuf
+    is mcap-protobuf-support's decoder (its own descriptor pool), compared as dicts; JSON against json.loads."""
+    import json
+
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    pytest.importorskip("google.protobuf", reason="the protobuf extra is not installed")
+    mcap_protobuf = pytest.importorskip("mcap_protobuf.decoder", reason="mcap-protobuf-support is the oracle")
+    from google.protobuf.json_format import MessageToDict
+
+    expected = []
+    with path.open("rb") as f:
+        reader = make_reader(f, decoder_factories=[mcap_protobuf.DecoderFactory()])
+        for _, channel, message in reader.iter_messages(log_time_order=True):
+            if channel.message_encoding == "json":
+                expected.append((channel.topic, json.loads(message.data)))
+            else:
+                decode = mcap_protobuf.DecoderFactory().decoder_for("protobuf", reader.get_summary().schemas[
+                    channel.schema_id])
+                expected.append((channel.topic, MessageToDict(decode(message.data))))
+    with fastbag.open(path) as bag:
+        got = [(m.topic, m.msg if m.connection.encoding == "json" else MessageToDict(m.msg)) for m in bag.messages()]
+        assert got == expected and len(got) == bag.message_count
+        for topic in bag.topics:
+            with pytest.raises(fastbag.UnsupportedError, match=r"read\(\) turns ros1 and cdr messages into arrays"):
+                bag.read(topic)
+
+
+def test_unknown_encoding_reads_raw_and_says_so():
+    path = DATA / "mcap" / "ros2__rosbag2__rosbag2_tests__resources__mcap__wrong_rmw_test" / "wrong_rmw_test_0.mcap"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    with fastbag.open(path) as bag:
+        raw = [bytes(m.data) for m in bag.messages(raw=True)]
+        assert raw == [d for _, _, d in oracle(path)[0]]
+        with pytest.raises(fastbag.UnsupportedError, match="wrong_format-encoded.*raw=True"):
+            next(iter(bag.messages()))

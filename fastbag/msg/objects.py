@@ -1,0 +1,59 @@
+"""Decoders for encodings that become Python objects rather than arrays: JSON and protobuf.
+
+ROS1 and CDR messages decode into arrays through the layout compiler.
+Messages of other encodings are read raw, or decoded one by one here:
+``json`` with the standard library, ``protobuf`` through the ``protobuf``
+package (an optional extra) from the FileDescriptorSet an MCAP schema holds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import DecodeError, UnsupportedError
+
+#: Encodings the layout compiler turns into arrays.
+ARRAY_ENCODINGS = ("ros1", "cdr")
+
+
+def object_decoder(encoding: str, msgtype: str, schema_data: bytes, *, topic: str) -> Callable[[Any], Any]:
+    """``decode(data) -> object`` for one message of ``encoding`` (``json`` or ``protobuf``).
+
+    Raises UnsupportedError for an encoding with no decoder (flatbuffer, a
+    custom one), naming it; such messages stay readable raw.
+    """
+    if encoding == "json":
+        def decode_json(data: Any) -> Any:
+            try:
+                return json.loads(bytes(data))
+            except ValueError as exc:
+                raise DecodeError(f"the message is not valid JSON: {exc}", topic=topic, msgtype=msgtype) from None
+        return decode_json
+    if encoding == "protobuf":
+        return _protobuf_class(msgtype, schema_data, topic).FromString
+    raise UnsupportedError(f"messages of topic {topic} are {encoding or 'not'}-encoded, which fastbag does not "
+                           "decode; read them raw (bag.messages(raw=True))")
+
+
+def _protobuf_class(msgtype: str, schema_data: bytes, topic: str) -> Any:
+    try:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    except ImportError:
+        raise UnsupportedError(f"topic {topic} holds protobuf messages: pip install 'fastbag[protobuf]' to "
+                               "decode them (they stay readable raw)") from None
+    try:
+        files = descriptor_pb2.FileDescriptorSet.FromString(schema_data)
+        pool = descriptor_pool.DescriptorPool()
+        pending = {f.name: f for f in files.file}
+        while pending:  # dependencies first: a file is added once all it imports is in the pool
+            ready = [f for f in pending.values() if all(d not in pending for d in f.dependency)]
+            if not ready:
+                raise ValueError("the schema's files import each other in a cycle")
+            for f in ready:
+                pool.Add(f)
+                del pending[f.name]
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName(msgtype))
+    except Exception as exc:  # the protobuf package's errors have no common base
+        raise DecodeError(f"the protobuf schema cannot be loaded: {exc}", topic=topic, msgtype=msgtype) from exc
