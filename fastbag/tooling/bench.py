@@ -305,10 +305,12 @@ def _open_rosbags(path: Path) -> int:
 class Job:
     """One benchmark: the same work done by fastbag and by rosbags on one bag.
 
-    Reading jobs (``opened``) get an open ``fastbag.Bag`` and an open rosbags
-    ``AnyReader``: opening is timed by its own job, so each row measures
-    one thing. The others get the path and open it themselves each run (no
-    decompressed chunk survives from one run to the next).
+    Reading jobs (``opened``) are timed twice: on an open ``fastbag.Bag``
+    and an open rosbags ``AnyReader`` (the read alone, its mapping already
+    faulted in by the runs before), and as a user's script does it, with a
+    fresh handle (open, read, close inside every timed run). The targets
+    apply to both. The others get the path and open it themselves each run
+    (no decompressed chunk survives from one run to the next).
     """
 
     name: str
@@ -357,6 +359,10 @@ class Row:
     fastbag_s: float
     rosbags_s: float | None = None
     ratio: float | None = None
+    # With a fresh handle per run (open, read, close inside the timing); None for jobs that open anyway.
+    fresh_fastbag_s: float | None = None
+    fresh_rosbags_s: float | None = None
+    fresh_ratio: float | None = None
     target: float | None = None
     messages: int = 0
     megabytes: float = 0.0
@@ -368,7 +374,8 @@ class Row:
     def met(self) -> bool | None:
         if self.target is None or self.ratio is None:
             return None
-        return self.ratio >= self.target and all(ok for _, ok in self.conditions)
+        fresh_ok = self.fresh_ratio is None or self.fresh_ratio >= self.target
+        return self.ratio >= self.target and fresh_ok and all(ok for _, ok in self.conditions)
 
 
 def _volume(path: Path, topic: str | None) -> tuple[int, int, str]:
@@ -402,6 +409,15 @@ def run_job(job: Job, paths: dict[str, Path], limits: Limits, *, against: bool =
             if reader is not None:
                 reader.close()
     row.fastbag_s = fast_s
+    if job.opened:  # as a user's script does it: open, read, close in every run
+        fresh = lambda: _with_fresh_bag(job.fastbag, path)  # noqa: E731
+        fresh_slow = (lambda: _with_fresh_reader(job.rosbags, path)) if compare else None  # noqa: E731
+        (row.fresh_fastbag_s, _), (fresh_slow_s, _) = _interleaved(fresh, fresh_slow, job.repeats,
+                                                                   job.rosbags_repeats,
+                                                                   slow_warmup=job.rosbags_repeats > 1)
+        if compare:
+            row.fresh_rosbags_s = fresh_slow_s
+            row.fresh_ratio = fresh_slow_s / row.fresh_fastbag_s
     row.limit_fraction = None if job.views or not (job.topic or compression != "none") else \
         (nbytes / fast_s) / limits.ceiling(compression)
     if job.views:
@@ -413,13 +429,27 @@ def run_job(job: Job, paths: dict[str, Path], limits: Limits, *, against: bool =
         row.ratio = slow_s / fast_s
     if job.within_copies is not None:
         copy_s = _copy_time(nbytes)
-        row.notes.append(f"{fast_s / copy_s:.1f}x the time of copying the topic's {nbytes / 1e6:.0f} MB once "
-                         f"({copy_s * 1e3:.0f} ms)")
-        row.conditions.append((f"<= {job.within_copies:g}x a copy", fast_s <= job.within_copies * copy_s))
+        slowest = max(fast_s, row.fresh_fastbag_s or 0.0)
+        row.notes.append(f"{fast_s / copy_s:.1f}x (fresh handle {slowest / copy_s:.1f}x) the time of copying the "
+                         f"topic's {nbytes / 1e6:.0f} MB once ({copy_s * 1e3:.0f} ms)")
+        row.conditions.append((f"<= {job.within_copies:g}x a copy", slowest <= job.within_copies * copy_s))
     if job.under_seconds is not None:
         row.notes.append(f"{fast_s * 1e3:.1f} ms for {path.stat().st_size / 1e9:.2f} GB")
         row.conditions.append((f"< {job.under_seconds * 1e3:g} ms", fast_s < job.under_seconds))
     return row
+
+
+def _with_fresh_bag(read: Callable[[Any], Any], path: Path) -> Any:
+    with open_bag(path) as bag:
+        return read(bag)
+
+
+def _with_fresh_reader(read: Callable[[Any], Any] | None, path: Path) -> Any:
+    reader = _rosbags_reader(path)
+    try:
+        return read(reader)  # type: ignore[misc]
+    finally:
+        reader.close()
 
 
 def _copy_time(nbytes: int) -> float:
@@ -535,8 +565,9 @@ def format_suite(report: dict[str, Any]) -> str:
              f"Numba {m['numba']}",
              f"limits measured in this run: memcpy {m['memcpy_GBps']} GB/s, lz4 {m['lz4_MBps_per_core']} MB/s "
              f"and bz2 {m['bz2_MBps_per_core']} MB/s per core", "",
-             "| job | fastbag | rosbags | ratio | target | messages | MB/s | of limit | notes |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "| job | fastbag | rosbags | ratio | fresh handle: fastbag | rosbags | ratio | target | messages | "
+             "MB/s | of limit | notes |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in report["rows"]:
         ratio = f"{r['ratio']:.1f}x" if r["ratio"] is not None else "-"
         target = ", ".join([f">= {r['target']:g}x"] + [text for text, _ in r["conditions"]]) + \
@@ -544,12 +575,15 @@ def format_suite(report: dict[str, Any]) -> str:
         rosbags = f"{r['rosbags_s']:.3f} s" if r["rosbags_s"] is not None else "-"
         fraction = f"{r['limit_fraction'] * 100:.0f}%" if r["limit_fraction"] is not None else "-"
         speed = f"{r['megabytes'] / r['fastbag_s']:,.0f}" if r["megabytes"] else "-"
-        lines.append(f"| {r['job']}: {r['what']} | {r['fastbag_s']:.4f} s | {rosbags} | {ratio} | {target} | "
-                     f"{r['messages']:,} | {speed} | {fraction} | {'; '.join(r['notes'])} |")
+        fresh = [f"{r['fresh_fastbag_s']:.4f} s" if r["fresh_fastbag_s"] is not None else "same",
+                 f"{r['fresh_rosbags_s']:.3f} s" if r["fresh_rosbags_s"] is not None else "same",
+                 f"{r['fresh_ratio']:.1f}x" if r["fresh_ratio"] is not None else "same"]
+        lines.append(f"| {r['job']}: {r['what']} | {r['fastbag_s']:.4f} s | {rosbags} | {ratio} | {' | '.join(fresh)} | "
+                     f"{target} | {r['messages']:,} | {speed} | {fraction} | {'; '.join(r['notes'])} |")
     if report.get("first_read_s") is not None:
         ok = "ok" if report["first_read_s"] < 1 else "MISSED"
         lines.append(f"| first-read: import fastbag, open, read /imu in a fresh process | "
-                     f"{report['first_read_s']:.3f} s | - | - | < 1 s {ok} | | | | Numba cache warm |")
+                     f"{report['first_read_s']:.3f} s | - | - | | | | < 1 s {ok} | | | | Numba cache warm |")
     return "\n".join(lines)
 
 
