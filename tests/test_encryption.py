@@ -107,8 +107,14 @@ def gnupg_home(tmp_path_factory):
     other = tmp_path_factory.mktemp("gnupg-stranger")
     for folder in (home, other):
         folder.chmod(0o700)
-        (folder / "gpg-agent.conf").write_text("default-cache-ttl 0\nmax-cache-ttl 0\nallow-loopback-pinentry\n")
-    _gpg(home, "--pinentry-mode", "loopback", "--gen-key", data=KEYS.encode())
+    params = tmp_path_factory.mktemp("gnupg-params") / "keys"
+    params.write_text(KEYS)
+    _gpg(home, "--pinentry-mode", "loopback", "--gen-key", str(params))
+    # From now on the agent forgets a passphrase at once (a fresh agent: nothing cached from the key
+    # generation, which needs the passphrase twice), so every use of LOCKED's key needs it.
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, timeout=30,
+                   check=False)
+    (home / "gpg-agent.conf").write_text("default-cache-ttl 0\nmax-cache-ttl 0\nallow-loopback-pinentry\n")
     _gpg(other, "--quick-gen-key", "--passphrase", "", "--pinentry-mode", "loopback", STRANGER, "ed25519",
          "cert,sign", "never")
     fingerprint = _gpg(other, "--with-colons", "--list-keys", STRANGER).decode().split("fpr:::::::::")[1][:40]
@@ -540,6 +546,23 @@ def test_a_damaged_encrypted_connection_record(known_key_bags, tmp_path):
         bag = fastbag.open(path, aes_key=KEY)
     with bag:  # rebuilt from the chunks, whose connection records are intact
         assert raw(bag) == theirs["bz2"]
+
+
+def test_an_unindexed_encrypted_bag(known_key_bags, tmp_path):
+    # a recorder killed before writing the index: index_pos 0, the chunks (and their connection records) only
+    bags, theirs = known_key_bags
+    data = bags["bz2"].read_bytes()
+    path = damaged(bags["bz2"], tmp_path / "unindexed.bag", data.index(b"index_pos=") + 10, bytes(8))
+    first = chunks_of(bags["bz2"])[0][0]
+    with pytest.warns(FastbagWarning, match=r"rebuilt the index by scanning: recovered 139 messages in \d+ chunks "
+                                            r"on 4 connections; nothing lost"):
+        bag = fastbag.open(path, aes_key=KEY)
+    with bag:
+        assert raw(bag) == theirs["bz2"]
+    # with a wrong key no chunk decrypts: an error, not an empty bag
+    with pytest.raises(EncryptionKeyError, match=r"the AES key decrypts none of the bag's \d+ encrypted chunks: it "
+                                                 rf"is not this bag's key .*offset {first.position}, chunk record"):
+        fastbag.open(path, aes_key=bytes(range(16)))
 
 
 def test_cryptography_missing(known_key_bags, monkeypatch):

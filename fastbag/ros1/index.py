@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..container import BagIndex, Connection, build_index
-from ..errors import BagFormatError, FastbagError, UnsupportedError
+from ..errors import BagFormatError, DecryptionError, EncryptionKeyError, FastbagError, UnsupportedError
 from ..io.chunks import Chunk, ChunkTable, decompress, decompress_truncated
 from ..io.source import BufferSource, Source
 from .encryption import AesCbcDecryptor, EncryptionHeader, read_encrypted_connection, verify_key
@@ -103,9 +103,10 @@ def read_index(source: Source, *, decryptor: AesCbcDecryptor | None = None,
     header = read_record(source, len(MAGIC_V20), expect=Op.BAG_HEADER)
     index_pos = header.header.u64("index_pos")
     if index_pos == 0:
-        return scan_index(source, header.end, reason="it is not indexed (index_pos is 0)", decryptor=decryptor)
+        return scan_index(source, header.end, reason="it is not indexed (index_pos is 0)", decryptor=decryptor,
+                          encryption=encryption)
     if index_pos >= source.size and header.header.u32("chunk_count"):
-        return scan_index(source, header.end, decryptor=decryptor,
+        return scan_index(source, header.end, decryptor=decryptor, encryption=encryption,
                           reason=f"its index_pos {index_pos} is at or past the end of the file ({source.size} bytes)")
     conn_count = header.header.u32("conn_count")
     if decryptor is not None and encryption is not None:
@@ -113,7 +114,8 @@ def read_index(source: Source, *, decryptor: AesCbcDecryptor | None = None,
     try:
         return _read_indexed(source, index_pos, conn_count, header.header.u32("chunk_count"), decryptor)
     except FastbagError as exc:
-        return scan_index(source, header.end, reason=f"its index is damaged: {exc}", decryptor=decryptor)
+        return scan_index(source, header.end, reason=f"its index is damaged: {exc}", decryptor=decryptor,
+                          encryption=encryption)
 
 
 def _rows(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -471,7 +473,8 @@ class _IndexDataReader:
 
 # -- recovery ---------------------------------------------------------------------
 
-def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecryptor | None = None) -> BagIndex:
+def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecryptor | None = None,
+               encryption: EncryptionHeader | None = None) -> BagIndex:
     """Rebuild the index by walking the chunk records from ``start``.
 
     Every message in every intact chunk is recovered. A chunk cut off by the
@@ -479,12 +482,16 @@ def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecr
     is skipped, and the walk resumes at the next chunk header found after it
     (:func:`next_chunk`), so one bad length does not lose the rest of the
     file. One warning says what was recovered and what was lost.
+
+    An encrypted bag's chunks decrypt with ``decryptor`` on the way; if none
+    of them does, the key is wrong: EncryptionKeyError, not an empty bag.
     """
     connections: dict[int, Connection] = {}
     chunks: list[Chunk] = []
     pieces: list[tuple[int, int, np.ndarray]] = []
     lost: list[str] = []
     salvaged: dict[int, np.ndarray] = {}
+    undecrypted: list[DecryptionError] = []  # chunks that did not decrypt
     pos = start
 
     def skip(frm: int, what: str) -> int:
@@ -537,8 +544,12 @@ def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecr
                     payload = decompress(source, chunk)
                 found, chunk_conns, complete = _scan_chunk(source, chunk, payload)
             except FastbagError as exc:
+                if isinstance(exc, DecryptionError):
+                    undecrypted.append(exc)
                 pos = skip(data_offset, f"the chunk at offset {pos} ({exc})")
                 continue
+            if decryptor is not None and found:
+                decryptor.verified = True  # records parsed out of a decrypted chunk: the key is right
             if not complete and not cut and resume is None:
                 lost.append(f"the end of the chunk at offset {pos} (a damaged record)")
             for conn in chunk_conns:
@@ -550,6 +561,11 @@ def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecr
                 chunks.append(chunk)
                 pieces += [(conn_id, chunk_id, entries) for conn_id, entries in found.items()]
         pos = end
+    if decryptor is not None and undecrypted and not decryptor.verified:
+        raise EncryptionKeyError(
+            f"the AES key decrypts none of the bag's {len(undecrypted)} encrypted chunks: it is not this bag's key "
+            f"(or every chunk is damaged)", path=source.path, offset=undecrypted[0].offset, record="chunk",
+            encryption=encryption.public if encryption is not None else None) from undecrypted[0]
     for conn_id in sorted({c for c, _, _ in pieces} - set(connections)):
         lost.append(f"messages of connection {conn_id}, whose connection record is missing")
     pieces = [p for p in pieces if p[0] in connections]
