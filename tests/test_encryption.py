@@ -599,3 +599,44 @@ def test_info_says_for_whom(classic_gpg, tmp_path, capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out)["encryption"] == {"method": AES_CBC, "recipient": USER}
     subprocess.run(["gpgconf", "--homedir", str(tmp_path / "empty-home"), "--kill", "gpg-agent"],
                    capture_output=True, timeout=30, check=False)
+
+
+# -- 6. random damage ---------------------------------------------------------------------------------------------
+
+def test_random_damage_raises_only_fastbag_errors(tmp_path):
+    """Flips, hostile lengths and cuts anywhere in encrypted bags (each compression): only FastbagErrors,
+    naming the file; only FastbagWarnings; never a hang or a crash."""
+    import random
+
+    seeds = {c: write_fastbag(tmp_path / f"seed-{c}.bag", c, aes_key=KEY) for c in ("none", "bz2", "lz4")}
+    rng = random.Random(17)
+    outcomes = {"read": 0, "error": 0, "warned": 0}
+    for case in range(150):
+        compression = ("none", "bz2", "lz4")[case % 3]
+        data = bytearray(seeds[compression].read_bytes())
+        kind = rng.choice(("flip", "length", "cut"))
+        at = rng.randrange(13, len(data) - 4)
+        if kind == "flip":
+            data[at] ^= 1 << rng.randrange(8)
+        elif kind == "length":
+            data[at:at + 4] = struct.pack("<I", rng.choice((0, 1, 15, 16, 17, 0x7FFFFFFF, 0xFFFFFFFF)))
+        else:
+            del data[at:]
+        path = tmp_path / f"case-{case}.bag"
+        path.write_bytes(bytes(data))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with fastbag.open(path, aes_key=KEY, workers=1) as bag:
+                    got = raw(bag)
+                    for topic in bag.topics:
+                        bag.read(topic)
+                    assert len(got) == bag.message_count
+                outcomes["read"] += 1
+            except fastbag.FastbagError as exc:
+                assert str(path) in str(exc) or isinstance(exc, fastbag.DecodeError), (case, kind, at, exc)
+                outcomes["error"] += 1
+        caught = [w for w in caught if not w.category.__module__.startswith("numba")]
+        assert all(issubclass(w.category, FastbagWarning) for w in caught), (case, [str(w.message) for w in caught])
+        outcomes["warned"] += bool(caught)
+    assert outcomes["read"] and outcomes["error"] and outcomes["warned"], outcomes
