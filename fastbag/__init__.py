@@ -19,6 +19,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Bag", "BagFormatError", "Connection", "DecodeError", "DecryptionError", "DefinitionError", "EncryptionKeyError",
-    "FastbagError",
-    "FastbagWarning", "Message", "TopicInfo", "UnsupportedError", "Writer", "image", "open", "pointcloud",
+    "FastbagError", "FastbagWarning", "Message", "TopicInfo", "UnsupportedError", "Writer", "image", "open",
+    "pointcloud",
 ]

@@ -640,3 +640,21 @@ def test_random_damage_raises_only_fastbag_errors(tmp_path):
         assert all(issubclass(w.category, FastbagWarning) for w in caught), (case, [str(w.message) for w in caught])
         outcomes["warned"] += bool(caught)
     assert outcomes["read"] and outcomes["error"] and outcomes["warned"], outcomes
+
+
+def test_a_binary_gpg_message_as_the_cpp_recorder_writes_it(gnupg_home):
+    # rosbag's C++ encryptor stores gpgme's binary output, the Python module ASCII armor: gpg takes both
+    from fastbag.ros1.encryption import gpg_decrypt_key
+
+    binary = _gpg(gnupg_home, "--trust-model", "always", "--encrypt", "--recipient", USER, data=KEY)
+    assert not binary.startswith(b"-----BEGIN")
+    assert gpg_decrypt_key(binary) == KEY
+
+
+def test_an_unknown_encryptor(tmp_path):
+    path = write_fastbag(tmp_path / "enc.bag", "none", aes_key=KEY)
+    data = path.read_bytes()
+    other = damaged(path, tmp_path / "other.bag", data.index(AES_CBC.encode()), b"acme/OtherEncryptor123")
+    with pytest.raises(UnsupportedError, match=rf"bag encryptor 'acme/OtherEncryptor123' is not supported \(known: "
+                                               rf"{AES_CBC}\) \({other}, offset 13, bag header record\)"):
+        fastbag.open(other, aes_key=KEY)

@@ -79,7 +79,7 @@ def header_encryption(header: Header) -> EncryptionHeader | None:
         return None
     if name != AES_CBC:
         raise UnsupportedError(f"bag encryptor {name!r} is not supported (known: {AES_CBC}) "
-                               f"({header.path}, offset {header.offset}, bag header record)")
+                               f"({header.path}, offset {header.offset - 4}, bag header record)")
     return EncryptionHeader(name, header.text("gpg_user", ""), header.fields.get("encrypted_key", b""))
 
 
