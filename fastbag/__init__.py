@@ -11,12 +11,14 @@
 from .bag import Bag, Message, TopicInfo, open
 from .msg.sensors import image, pointcloud
 from .container import Connection
-from .errors import BagFormatError, DecodeError, DefinitionError, FastbagError, FastbagWarning, UnsupportedError
+from .errors import (BagFormatError, DecodeError, DecryptionError, DefinitionError, EncryptionKeyError, FastbagError,
+                     FastbagWarning, UnsupportedError)
 from .ros1.writer import Writer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Bag", "BagFormatError", "Connection", "DecodeError", "DefinitionError", "FastbagError",
-    "FastbagWarning", "Message", "TopicInfo", "UnsupportedError", "Writer", "image", "open", "pointcloud",
+    "Bag", "BagFormatError", "Connection", "DecodeError", "DecryptionError", "DefinitionError", "EncryptionKeyError",
+    "FastbagError", "FastbagWarning", "Message", "TopicInfo", "UnsupportedError", "Writer", "image", "open",
+    "pointcloud",
 ]

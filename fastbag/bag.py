@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .container import BagIndex, Connection, Container
+from .container import BagIndex, Connection, Container, Encryption
 from .errors import BagFormatError, DecodeError, FastbagWarning, UnsupportedError
 from .io.chunks import DEFAULT_CACHE_BYTES, ordered_map, size_mismatch
 from .msg.msgdef import EMPTY_MD5
@@ -95,18 +95,24 @@ class Bag:
     (format 1.1, or a connection whose definition was lost): a mapping
     ``{"pkg/Type": ".msg text"}`` or a folder of ``<pkg>/msg/<Type>.msg``
     files; a type's dependencies are looked up in the same place.
+    An encrypted bag is decrypted with ``aes_key`` (its 16-byte AES key) or
+    with the key in its header, which ``gpg`` decrypts from the user's
+    keyring (``passphrase`` for a protected GPG key); needs
+    ``pip install 'fastbag[encryption]'``. Both are ignored for other bags.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
                  workers: int | None = None,
-                 definitions: Mapping[str, str] | str | os.PathLike[str] | None = None) -> None:
+                 definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
+                 aes_key: bytes | None = None, passphrase: str | None = None) -> None:
         self.path = os.fspath(path)
         if definitions is None or isinstance(definitions, Mapping):
             self._definitions = dict(definitions or {})
         else:
             from .msg.msgdef import load_definitions
             self._definitions = load_definitions(definitions)
-        self._container = open_container(self.path)
+        options = {k: v for k, v in (("aes_key", aes_key), ("passphrase", passphrase)) if v is not None}
+        self._container = open_container(self.path, **options)
         self._source = self._container.source
         container = self._container
         if self._definitions:
@@ -131,6 +137,11 @@ class Bag:
     def format(self) -> str:
         """The container format, e.g. ``"ROS1 bag"``."""
         return self._container.format
+
+    @property
+    def encryption(self) -> Encryption | None:
+        """How the file is encrypted and for whom (e.g. ``rosbag/AesCbcEncryptor`` for a GPG user), or None."""
+        return self._container.encryption
 
     @property
     def version(self) -> str:
@@ -611,11 +622,13 @@ def open(path: str | os.PathLike[str], **options: object) -> Bag:  # noqa: A001 
     return Bag(path, **options)  # type: ignore[arg-type]
 
 
-def open_container(path: str) -> Container:
+def open_container(path: str, **options: Any) -> Container:
     """The container reader for ``path``, chosen by the file's first bytes.
 
-    Raises BagFormatError for a file of no format fastbag knows (naming
-    those it does), UnsupportedError for a known format it cannot read yet.
+    ``options`` go to the container's constructor (``aes_key`` and
+    ``passphrase`` for encrypted ROS1 bags). Raises BagFormatError for a
+    file of no format fastbag knows (naming those it does), UnsupportedError
+    for a known format it cannot read yet.
     """
     from .mcap.records import MAGIC as MCAP_MAGIC
 
@@ -623,9 +636,11 @@ def open_container(path: str) -> Container:
         head = file.read(len(MCAP_MAGIC))
     if head.startswith(MCAP_MAGIC[:5]):  # "\x89MCAP": a later major version is named by the MCAP reader
         from .mcap.reader import McapReader
+        if options:
+            raise TypeError(f"options {sorted(options)} apply to encrypted ROS1 bags, not to MCAP files")
         return McapReader(path)
     from .ros1.reader import Ros1Reader
 
     # Every other file goes to the ROS1 reader, whose errors say what is wrong with a would-be bag
     # (empty, truncated magic, unknown version) or that it is none of the formats above.
-    return Ros1Reader(path)
+    return Ros1Reader(path, **options)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .bag import Bag
 from .bag import open as open_bag
-from .errors import FastbagError
+from .errors import EncryptionKeyError, FastbagError
 
 
 def _size(n: float) -> str:
@@ -48,11 +48,23 @@ def info_dict(bag: Bag) -> dict[str, object]:
         "start_ns": bag.start_time, "end_ns": bag.end_time, "size": bag.size,
         "messages": bag.message_count, "chunks": bag.chunk_count, "compression": bag.compression,
         "indexed": not bag.recovered,
+        "encryption": _encryption_dict(bag.encryption),
         "types": dict(sorted(types.items())),
         "topics": [{"topic": t.name, "type": t.msgtype, "types": list(t.msgtypes), "messages": t.message_count,
                     "connections": len(t.connections), "frequency": t.frequency}
                    for t in bag.topics.values()],
     }
+
+
+def _encryption_dict(encryption: object) -> dict[str, str] | None:
+    if encryption is None:
+        return None
+    return {"method": encryption.method, "recipient": encryption.recipient}  # type: ignore[attr-defined]
+
+
+def _encryption_line(encryption: object) -> str:
+    method, recipient = encryption.method, encryption.recipient  # type: ignore[attr-defined]
+    return f"encryption:  {method} ({f'GPG user {recipient!r}' if recipient else 'no GPG user: a given key'})"
 
 
 def format_info(bag: Bag) -> str:
@@ -66,6 +78,8 @@ def format_info(bag: Bag) -> str:
     chunks = bag.chunk_count
     compression = ", ".join(f"{name} [{n}/{chunks} chunks]" for name, n in bag.compression.items()) or "none"
     lines.append(f"compression: {compression}")
+    if bag.encryption is not None:
+        lines.append(_encryption_line(bag.encryption))
     if bag.recovered:
         lines.append("index:       rebuilt by scanning (the file is not indexed or is damaged)")
     if bag.attachments or bag.metadata:
@@ -86,13 +100,30 @@ def format_info(bag: Bag) -> str:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    status = 0
+    options = {"aes_key": bytes.fromhex(args.aes_key)} if args.aes_key else {}
     for k, path in enumerate(args.bags):
-        with open_bag(path) as bag:
+        try:
+            bag = open_bag(path, **options)
+        except EncryptionKeyError as exc:
+            # Encrypted for someone else (or the key is elsewhere): say so, and for whom; the rest of
+            # the index (topics, types) is encrypted with the key.
+            if exc.encryption is None:
+                raise
+            status = 1
+            if args.json:
+                print(json.dumps({"path": str(path), "encryption": _encryption_dict(exc.encryption),
+                                  "error": str(exc)}, indent=2))
+            else:
+                print(("\n" if k else "") + "\n".join([f"path:        {path}", _encryption_line(exc.encryption),
+                                                       f"key:         not available ({exc})"]))
+            continue
+        with bag:
             if args.json:
                 print(json.dumps(info_dict(bag), indent=2))
             else:
                 print(("\n" if k else "") + format_info(bag))
-    return 0
+    return status
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -176,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     info = sub.add_parser("info", help="summarize bags, like rosbag info")
     info.add_argument("bags", nargs="+", metavar="BAG")
     info.add_argument("--json", action="store_true", help="print JSON")
+    info.add_argument("--aes-key", metavar="HEX", help="the AES key of encrypted bags, as 32 hex digits (else the "
+                      "key in the bag is decrypted through gpg; a GPG passphrase from $ROSBAG_GPG_PASSPHRASE)")
     info.set_defaults(run=_cmd_info)
     demo = sub.add_parser("demo", help="write a sample bag, read it back and print the speed")
     demo.add_argument("--seconds", type=float, default=3.0, help="recording length (default 3)")

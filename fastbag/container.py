@@ -53,6 +53,15 @@ class Connection:
     schema_data: bytes = field(default=b"", repr=False)
 
 
+@dataclass(frozen=True)
+class Encryption:
+    """How a file is encrypted (``method``, e.g. ``"rosbag/AesCbcEncryptor"``) and for whom
+    (``recipient``: the GPG user its key was encrypted to; empty when the key was given directly)."""
+
+    method: str
+    recipient: str
+
+
 @dataclass
 class BagIndex:
     """Everything needed to find every message, as NumPy arrays.
@@ -124,6 +133,8 @@ class Container(ABC):
     format: str = "container"
     source: Source
     index: BagIndex
+    #: how the file is encrypted (None: it is not)
+    encryption: Encryption | None = None
 
     @property
     def path(self) -> str:

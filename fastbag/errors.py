@@ -35,6 +35,35 @@ class BagFormatError(FastbagError):
         self.record = record
 
 
+class DecryptionError(BagFormatError):
+    """Encrypted data does not decrypt with a key known to be the bag's: the ciphertext is damaged
+    (bad padding, a length that is not a whole number of cipher blocks, a payload that no longer
+    decompresses)."""
+
+
+class EncryptionKeyError(FastbagError):
+    """An encrypted bag's key cannot be had (no keyring holds it, a wrong passphrase, ``gpg`` or the
+    ``cryptography`` package missing) or the key given is not the bag's.
+
+    ``path``, ``offset`` and ``record`` say where, as for :class:`BagFormatError`; ``encryption``
+    says how the bag is encrypted and for whom (a :class:`fastbag.container.Encryption`), so that
+    a tool can still describe the bag.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None,
+                 record: str | None = None, encryption: object = None) -> None:
+        where = [str(path)] if path is not None else []
+        if offset is not None:
+            where.append(f"offset {offset}")
+        if record is not None:
+            where.append(f"{record} record")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        self.path = path
+        self.offset = offset
+        self.record = record
+        self.encryption = encryption
+
+
 class UnsupportedError(FastbagError):
     """The file is well formed but uses something fastbag does not support."""
 

@@ -7,6 +7,11 @@ pool: the codecs (:mod:`fastbag.io.codecs`) release the GIL. Payloads decode
 into buffers a :class:`BufferPool` recycles once nothing references them.
 Every container format describes its chunks as :class:`Chunk` rows of a
 :class:`ChunkTable`; this module knows nothing of any format's records.
+
+A chunk may carry a :class:`PayloadTransform` (an encrypted bag's decryptor,
+supplied by its container): the stored payload goes through it first, into a
+recycled buffer, on the same worker threads, and is then decompressed as
+usual.
 """
 
 from __future__ import annotations
@@ -18,13 +23,31 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from itertools import repeat
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
-from ..errors import BagFormatError, TooLarge, UnsupportedError
+from ..errors import BagFormatError, DecryptionError, TooLarge, UnsupportedError
 from .codecs import COMPRESSIONS, DECOMPRESSORS, STREAMING, stream
 from .source import Source
+
+
+class PayloadTransform(Protocol):
+    """What a stored payload goes through before decompression (a decryptor).
+
+    Calling it with the stored bytes (uint8) and ``allocate`` (a recycled
+    buffer of n bytes, or None) returns the payload as the container wrote it
+    before the transform; ValueError when the bytes do not go through it (the
+    message says why; the caller names the file and offset). ``prefix`` gives
+    what it can of a payload cut off by the end of the file.
+    """
+
+    name: str  # for messages: "AES-CBC encrypted"
+
+    def __call__(self, raw: np.ndarray, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray: ...
+
+    def prefix(self, raw: np.ndarray) -> bytes: ...
 
 
 class Chunk(NamedTuple):
@@ -35,6 +58,12 @@ class Chunk(NamedTuple):
     size: int          # uncompressed payload length, from the header
     data_offset: int   # compressed payload in the file
     data_len: int
+    transform: PayloadTransform | None = None  # applied to the stored payload before decompressing
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the payload lies in the file as is (uncompressed, not encrypted)."""
+        return self.compression == "none" and self.transform is None
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,7 +72,8 @@ class ChunkTable(Sequence[Chunk]):
 
     Also a sequence of :class:`Chunk`, each built when asked for: opening a
     large bag reads thousands of chunk headers straight into these arrays.
-    ``uncompressed`` is True where a chunk's payload lies in the file as is.
+    ``uncompressed`` is True where a chunk's payload lies in the file as is
+    (never where ``transform``, one for every chunk of the bag, applies).
     """
 
     position: np.ndarray     # int64 columns
@@ -52,6 +82,7 @@ class ChunkTable(Sequence[Chunk]):
     data_len: np.ndarray
     compression: tuple[str, ...]
     uncompressed: np.ndarray  # bool
+    transform: PayloadTransform | None = None
 
     @classmethod
     def of(cls, chunks: Iterable[Chunk]) -> "ChunkTable":
@@ -60,26 +91,30 @@ class ChunkTable(Sequence[Chunk]):
         if not chunks:
             empty = np.zeros(0, dtype=np.int64)
             return cls(empty, empty, empty, empty, (), np.zeros(0, dtype=bool))
-        position, compression, size, data_offset, data_len = zip(*chunks)  # columns, transposed in C
-        return cls.from_columns(position, data_offset, size, data_len, compression)
+        position, compression, size, data_offset, data_len, transforms = zip(*chunks)  # columns, transposed in C
+        if any(t is not transforms[0] for t in transforms):
+            raise ValueError("every chunk of a table shares one transform")
+        return cls.from_columns(position, data_offset, size, data_len, compression, transforms[0])
 
     @classmethod
     def from_columns(cls, position: Any, data_offset: Any, size: Any, data_len: Any,
-                     compression: tuple[str, ...]) -> "ChunkTable":
-        """The table of int columns (arrays or sequences) and one compression name per chunk."""
+                     compression: tuple[str, ...], transform: PayloadTransform | None = None) -> "ChunkTable":
+        """The table of int columns (arrays or sequences), one compression name per chunk, and the
+        transform every payload goes through first (None: stored as is)."""
         columns = (np.array(column, dtype=np.int64) for column in (position, data_offset, size, data_len))
-        return cls(*columns, tuple(compression), np.array([c == "none" for c in compression], dtype=bool))
+        uncompressed = np.array([c == "none" and transform is None for c in compression], dtype=bool)
+        return cls(*columns, tuple(compression), uncompressed, transform)
 
     def __len__(self) -> int:
         return len(self.compression)
 
     def __getitem__(self, k: int) -> Chunk:  # type: ignore[override]  # chunks are looked up one by one
         return Chunk(int(self.position[k]), self.compression[k], int(self.size[k]), int(self.data_offset[k]),
-                     int(self.data_len[k]))
+                     int(self.data_len[k]), self.transform)
 
     def __iter__(self) -> Iterator[Chunk]:
         return map(Chunk._make, zip(self.position.tolist(), self.compression, self.size.tolist(),
-                                    self.data_offset.tolist(), self.data_len.tolist()))
+                                    self.data_offset.tolist(), self.data_len.tolist(), repeat(self.transform)))
 
 
 def size_mismatch(path: str, chunk: Chunk) -> BagFormatError:
@@ -88,14 +123,40 @@ def size_mismatch(path: str, chunk: Chunk) -> BagFormatError:
                           path=path, offset=chunk.position, record="chunk")
 
 
+def _untransform(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarray] | None) -> np.ndarray:
+    """The stored payload of a chunk with a transform, through it (DecryptionError naming the chunk)."""
+    if allocate is not None and type(source) is Source:  # read into a recycled buffer: see decompress
+        raw = source.read_into(chunk.data_offset, allocate(chunk.data_len), "chunk")
+    else:
+        raw = source.view(chunk.data_offset, chunk.data_len, "chunk")
+    try:
+        return chunk.transform(raw, allocate)  # type: ignore[misc]
+    except ValueError as exc:
+        raise DecryptionError(f"{chunk.transform.name} chunk payload does not decrypt: {exc}",  # type: ignore[union-attr]
+                              path=source.path, offset=chunk.position, record="chunk") from exc
+
+
 def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
     """The chunk's uncompressed payload as a read-only ``uint8`` array.
 
     For ``none`` this is a view of the file mapping; otherwise a new buffer
     (from ``allocate`` where the codec can use one) whose length is checked
-    against the header's ``size``.
+    against the header's ``size``. A chunk's transform (decryption) comes
+    first, into a buffer from ``allocate`` too.
     """
-    raw = source.view(chunk.data_offset, chunk.data_len, "chunk")
+    if chunk.transform is not None:
+        raw = _untransform(source, chunk, allocate)
+        if chunk.compression == "none":
+            if raw.size != chunk.size:
+                raise DecryptionError(f"{chunk.transform.name} uncompressed chunk decrypts to {raw.size} bytes but "
+                                      f"its header says {chunk.size}", path=source.path, offset=chunk.position,
+                                      record="chunk")
+            raw.flags.writeable = False
+            return raw
+        allocate_raw = None  # already out of the file
+    else:
+        raw = source.view(chunk.data_offset, chunk.data_len, "chunk")
+        allocate_raw = allocate
     if chunk.compression == "none":
         if chunk.data_len != chunk.size:
             raise size_mismatch(source.path, chunk)
@@ -107,23 +168,32 @@ def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarra
             f"chunk compression {chunk.compression!r} is not supported (known: {', '.join(COMPRESSIONS)}) "
             f"({source.path}, offset {chunk.position}, chunk record)") from None
     try:
-        if allocate is not None and type(source) is Source:
+        if allocate_raw is not None and type(source) is Source:
             # Read into a recycled buffer rather than through the mapping, which would fault every
             # page of the payload in (and keep them mapped until the bag closes).
             raw = source.read_into(chunk.data_offset, allocate(chunk.data_len), "chunk")
         out = codec(raw, chunk.size, allocate)
     except TooLarge:
-        raise BagFormatError(f"{chunk.compression} chunk decompressed to more than its header's {chunk.size} bytes",
-                             path=source.path, offset=chunk.position, record="chunk") from None
+        raise _error(chunk)(f"{_kind(chunk)} chunk decompressed to more than its header's {chunk.size} bytes",
+                            path=source.path, offset=chunk.position, record="chunk") from None
     except Exception as exc:  # each codec has its own error types
-        raise BagFormatError(f"{chunk.compression} chunk payload does not decompress: {exc}",
-                             path=source.path, offset=chunk.position, record="chunk") from exc
+        raise _error(chunk)(f"{_kind(chunk)} chunk payload does not decompress: {exc}",
+                            path=source.path, offset=chunk.position, record="chunk") from exc
     if out.size != chunk.size:
-        raise BagFormatError(
-            f"{chunk.compression} chunk decompressed to {out.size} bytes but its header says {chunk.size}",
+        raise _error(chunk)(
+            f"{_kind(chunk)} chunk decompressed to {out.size} bytes but its header says {chunk.size}",
             path=source.path, offset=chunk.position, record="chunk")
     out.flags.writeable = False  # shared by the cache and by every message view of it
     return out
+
+
+def _kind(chunk: Chunk) -> str:
+    return chunk.compression if chunk.transform is None else f"{chunk.transform.name} {chunk.compression}"
+
+
+def _error(chunk: Chunk) -> type[BagFormatError]:
+    # Decrypted with the bag's key (the container checked it) yet not decompressing: damaged ciphertext.
+    return BagFormatError if chunk.transform is None else DecryptionError
 
 
 def decompress_truncated(source: Source, chunk: Chunk) -> np.ndarray:
@@ -135,6 +205,8 @@ def decompress_truncated(source: Source, chunk: Chunk) -> np.ndarray:
     """
     raw = bytes(source.view(chunk.data_offset, chunk.data_len, "chunk"))
     try:
+        if chunk.transform is not None:
+            raw = chunk.transform.prefix(np.frombuffer(raw, dtype=np.uint8))
         if chunk.compression == "none":
             out = raw
         elif chunk.compression in STREAMING:
@@ -258,7 +330,7 @@ class ChunkStore:
         chunk = self.chunks[index]
         if index in self.salvaged:
             return self.salvaged[index]
-        if chunk.compression == "none":
+        if chunk.in_place:
             return decompress(self.source, chunk)
         with self._lock:
             hit = self._cache.get(index)
@@ -291,7 +363,7 @@ class ChunkStore:
         however many chunks the read spans.
         """
         order = list(indices)
-        compressed = sum(1 for i in order if self.chunks[i].compression != "none")
+        compressed = sum(1 for i in order if not self.chunks[i].in_place)
         workers = self.workers if compressed >= 2 else 1
         # A read larger than the cache would only evict what it caches before reusing it, and keep
         # cache_bytes of freshly allocated payloads alive: it bypasses the cache.

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..container import BagIndex, Connection, build_index
-from ..errors import BagFormatError, FastbagError, UnsupportedError
+from ..errors import BagFormatError, DecryptionError, EncryptionKeyError, FastbagError, UnsupportedError
 from ..io.chunks import Chunk, ChunkTable, decompress, decompress_truncated
 from ..io.source import BufferSource, Source
-from .records import MAGIC_V11, MAGIC_V12, MAGIC_V20, Header, Op, gather_u32, read_record, read_record_header
+from .encryption import AesCbcDecryptor, EncryptionHeader, read_encrypted_connection, verify_key
+from .records import (MAGIC_V11, MAGIC_V12, MAGIC_V20, Header, Op, connection_from_headers, gather_u32, read_record,
+                      read_record_header)
 
 _U32 = struct.Struct("<I")
 
@@ -64,12 +66,7 @@ def read_connection(source: Source, offset: int, record_header: Header, data_off
     """Parse a connection record (its header gave ``conn`` and ``topic``; its data the rest)."""
     data = Header.parse(source.bytes(data_offset, data_len, "connection"), path=source.path,
                         offset=data_offset, record="connection")
-    topic = record_header.text("topic", "") or data.text("topic", "")
-    latching = data.text("latching", "0").strip() not in ("", "0")
-    return Connection(
-        id=record_header.u32("conn"), topic=topic, msgtype=data.text("type"), md5sum=data.text("md5sum"),
-        definition=data.text("message_definition", ""),
-        callerid=data.text("callerid") if "callerid" in data else None, latching=latching)
+    return connection_from_headers(record_header, data)
 
 
 def detect_version(source: Source) -> str:
@@ -91,8 +88,15 @@ def detect_version(source: Source) -> str:
                          path=source.path, offset=0, record="magic")
 
 
-def read_index(source: Source) -> BagIndex:
-    """Read a bag's index (formats 2.0, 1.2, 1.1); rebuild it by scanning when absent or damaged."""
+def read_index(source: Source, *, decryptor: AesCbcDecryptor | None = None,
+               encryption: EncryptionHeader | None = None) -> BagIndex:
+    """Read a bag's index (formats 2.0, 1.2, 1.1); rebuild it by scanning when absent or damaged.
+
+    An encrypted bag (``encryption``: its header's fields) needs its
+    ``decryptor``: the key is checked on the encrypted connection records
+    first (EncryptionKeyError when it is not the bag's), and every chunk
+    carries the decryptor to the chunk store.
+    """
     version = detect_version(source)
     if version != "2.0":
         from . import legacy  # formats 1.2 and 1.1 share everything above the index
@@ -100,14 +104,19 @@ def read_index(source: Source) -> BagIndex:
     header = read_record(source, len(MAGIC_V20), expect=Op.BAG_HEADER)
     index_pos = header.header.u64("index_pos")
     if index_pos == 0:
-        return scan_index(source, header.end, reason="it is not indexed (index_pos is 0)")
+        return scan_index(source, header.end, reason="it is not indexed (index_pos is 0)", decryptor=decryptor,
+                          encryption=encryption)
     if index_pos >= source.size and header.header.u32("chunk_count"):
-        return scan_index(source, header.end,
+        return scan_index(source, header.end, decryptor=decryptor, encryption=encryption,
                           reason=f"its index_pos {index_pos} is at or past the end of the file ({source.size} bytes)")
+    conn_count = header.header.u32("conn_count")
+    if decryptor is not None and encryption is not None:
+        verify_key(source, index_pos, conn_count, decryptor, encryption)  # a wrong key is not a damaged index
     try:
-        return _read_indexed(source, index_pos, header.header.u32("conn_count"), header.header.u32("chunk_count"))
+        return _read_indexed(source, index_pos, conn_count, header.header.u32("chunk_count"), decryptor)
     except FastbagError as exc:
-        return scan_index(source, header.end, reason=f"its index is damaged: {exc}")
+        return scan_index(source, header.end, reason=f"its index is damaged: {exc}", decryptor=decryptor,
+                          encryption=encryption)
 
 
 def _rows(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -158,7 +167,8 @@ class _Template:
         return np.ascontiguousarray(headers[:, at:at + n]).view("<u4" if n == 4 else "<u8")[:, 0].astype(np.int64)
 
 
-def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_count: int) -> BagIndex | None:
+def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_count: int,
+                       decryptor: AesCbcDecryptor | None = None) -> BagIndex | None:
     """The index of a well-formed bag, read with templates checked on every record at once.
 
     Walks the index section's record boundaries (two u32 per record), then
@@ -182,6 +192,9 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
             return None
         connections = []
         for at in conn_at:
+            if decryptor is not None:  # two encrypted sized blocks, framed like a record
+                connections.append(read_encrypted_connection(source, index_pos + at, decryptor)[0])
+                continue
             record = read_record(source, index_pos + at, expect=Op.CONNECTION)
             connections.append(read_connection(source, record.offset, record.header, record.data_offset,
                                                record.data_len))
@@ -239,7 +252,8 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
         if ((data_offset + data_len) != range_at[1:]).any():
             return None  # not the layout assumed (the careful path reads record by record)
         compression = first.header.text("compression")
-        chunks = ChunkTable.from_columns(chunk_pos, data_offset, size, data_len, (compression,) * chunk_count)
+        chunks = ChunkTable.from_columns(chunk_pos, data_offset, size, data_len, (compression,) * chunk_count,
+                                         decryptor)
         record_at = range_start[1:][chunk_of_pair] + before
         file_at = range_at[1:][chunk_of_pair] + before
         ok, headers = index.match(buf, record_at)
@@ -265,14 +279,19 @@ def _record_starts(buf: np.ndarray, pos: int, count: int) -> tuple[list[int], in
     return starts, pos
 
 
-def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: int) -> BagIndex:
-    fast = _read_indexed_fast(source, index_pos, conn_count, chunk_count)
+def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: int,
+                  decryptor: AesCbcDecryptor | None = None) -> BagIndex:
+    fast = _read_indexed_fast(source, index_pos, conn_count, chunk_count, decryptor)
     if fast is not None:
         return fast
     problems: list[str] = []
     connections: dict[int, Connection] = {}
     infos: list[ChunkInfo] = []
     pos = index_pos
+    if decryptor is not None:  # the encrypted connection records come first (a reader can tell them only so)
+        for _ in range(conn_count):
+            conn, pos = read_encrypted_connection(source, pos, decryptor)
+            connections.setdefault(conn.id, conn)
     while pos < source.size:
         record = read_record(source, pos)
         op = record.header.op()
@@ -303,7 +322,7 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
         listed.add(info.position)
         chunk_id = len(chunks)
         chunk_record = read_record(source, info.position, expect=Op.CHUNK)
-        chunks.append(_chunk_from_record(source, chunk_record))
+        chunks.append(_chunk_from_record(source, chunk_record, decryptor))
         pos = chunk_record.end
         if info.pairs != len(info.counts):
             problems.append(f"the chunk info of the chunk at offset {info.position} lists a connection twice")
@@ -380,10 +399,10 @@ def _read_chunk_info(source: Source, record) -> ChunkInfo:
     return ChunkInfo(h.u64("chunk_pos"), h.time("start_time"), h.time("end_time"), counts, count)
 
 
-def _chunk_from_record(source: Source, record) -> Chunk:
+def _chunk_from_record(source: Source, record, decryptor: AesCbcDecryptor | None = None) -> Chunk:
     h = record.header
     return Chunk(position=record.offset, compression=h.text("compression"), size=h.u32("size"),
-                 data_offset=record.data_offset, data_len=record.data_len)
+                 data_offset=record.data_offset, data_len=record.data_len, transform=decryptor)
 
 
 class _IndexDataReader:
@@ -455,7 +474,8 @@ class _IndexDataReader:
 
 # -- recovery ---------------------------------------------------------------------
 
-def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
+def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecryptor | None = None,
+               encryption: EncryptionHeader | None = None) -> BagIndex:
     """Rebuild the index by walking the chunk records from ``start``.
 
     Every message in every intact chunk is recovered. A chunk cut off by the
@@ -463,12 +483,16 @@ def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
     is skipped, and the walk resumes at the next chunk header found after it
     (:func:`next_chunk`), so one bad length does not lose the rest of the
     file. One warning says what was recovered and what was lost.
+
+    An encrypted bag's chunks decrypt with ``decryptor`` on the way; if none
+    of them does, the key is wrong: EncryptionKeyError, not an empty bag.
     """
     connections: dict[int, Connection] = {}
     chunks: list[Chunk] = []
     pieces: list[tuple[int, int, np.ndarray]] = []
     lost: list[str] = []
     salvaged: dict[int, np.ndarray] = {}
+    undecrypted: list[DecryptionError] = []  # chunks that did not decrypt
     pos = start
 
     def skip(frm: int, what: str) -> int:
@@ -483,6 +507,13 @@ def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
         try:
             header, data_offset, data_len = read_record_header(source, pos)
         except FastbagError as exc:
+            if decryptor is not None:  # an encrypted connection record of the index section?
+                try:
+                    conn, pos = read_encrypted_connection(source, pos, decryptor)
+                    connections.setdefault(conn.id, conn)
+                    continue
+                except FastbagError:
+                    pass
             pos = skip(pos + 1, f"a damaged record ({exc})")
             continue
         op = header.op()
@@ -504,7 +535,7 @@ def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
             cut = end > source.size
             try:
                 chunk = Chunk(pos, header.text("compression"), header.u32("size"), data_offset,
-                              min(end, source.size) - data_offset)
+                              min(end, source.size) - data_offset, decryptor)
                 if cut or resume is not None:
                     lost.append(f"the end of the chunk at offset {pos}, " + (
                         f"cut off by the end of the file ({end - source.size} bytes missing)" if cut else
@@ -514,8 +545,12 @@ def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
                     payload = decompress(source, chunk)
                 found, chunk_conns, complete = _scan_chunk(source, chunk, payload)
             except FastbagError as exc:
+                if isinstance(exc, DecryptionError):
+                    undecrypted.append(exc)
                 pos = skip(data_offset, f"the chunk at offset {pos} ({exc})")
                 continue
+            if decryptor is not None and found:
+                decryptor.verified = True  # records parsed out of a decrypted chunk: the key is right
             if not complete and not cut and resume is None:
                 lost.append(f"the end of the chunk at offset {pos} (a damaged record)")
             for conn in chunk_conns:
@@ -527,6 +562,11 @@ def scan_index(source: Source, start: int, *, reason: str) -> BagIndex:
                 chunks.append(chunk)
                 pieces += [(conn_id, chunk_id, entries) for conn_id, entries in found.items()]
         pos = end
+    if decryptor is not None and undecrypted and not decryptor.verified:
+        raise EncryptionKeyError(
+            f"the AES key decrypts none of the bag's {len(undecrypted)} encrypted chunks: it is not this bag's key "
+            f"(or every chunk is damaged)", path=source.path, offset=undecrypted[0].offset, record="chunk",
+            encryption=encryption.public if encryption is not None else None) from undecrypted[0]
     for conn_id in sorted({c for c, _, _ in pieces} - set(connections)):
         lost.append(f"messages of connection {conn_id}, whose connection record is missing")
     pieces = [p for p in pieces if p[0] in connections]

@@ -8,19 +8,36 @@ import numpy as np
 
 from ..container import Container
 from ..io.source import Source
-from .index import read_index
-from .records import message_spans
+from .encryption import bag_decryptor, header_encryption
+from .index import detect_version, read_index
+from .records import MAGIC_V20, Op, message_spans, read_record
 
 
 class Ros1Reader(Container):
-    """An open ROS1 bag: the mapped file and its index (read, or rebuilt by scanning)."""
+    """An open ROS1 bag: the mapped file and its index (read, or rebuilt by scanning).
+
+    An encrypted bag (rosbag's AES-CBC encryptor) is decrypted with
+    ``aes_key`` (16 bytes) or with its own key, encrypted in its header to a
+    GPG user, which ``gpg`` decrypts from the user's keyring (``passphrase``
+    for a protected GPG key, else gpg-agent or ``$ROSBAG_GPG_PASSPHRASE``).
+    Both are ignored for a bag that is not encrypted.
+    """
 
     format = "ROS1 bag"
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, aes_key: bytes | None = None,
+                 passphrase: str | None = None) -> None:
         self.source = Source(path)
         try:
-            self.index = read_index(self.source)
+            decryptor = encryption = None
+            if detect_version(self.source) == "2.0":
+                header = read_record(self.source, len(MAGIC_V20), expect=Op.BAG_HEADER).header
+                encryption = header_encryption(header)
+                if encryption is not None:
+                    self.encryption = encryption.public
+                    decryptor = bag_decryptor(self.source, header, encryption, aes_key=aes_key,
+                                              passphrase=passphrase)
+            self.index = read_index(self.source, decryptor=decryptor, encryption=encryption)
         except BaseException:
             self.source.close()
             raise

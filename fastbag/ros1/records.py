@@ -12,9 +12,10 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..errors import BagFormatError
 import numpy as np
 
+from ..container import Connection
+from ..errors import BagFormatError
 from ..io.source import BufferSource, Source
 
 MAGIC_V20 = b"#ROSBAG V2.0\n"
@@ -309,3 +310,14 @@ def _message_span_slow(payload: np.ndarray, offset: int, conn: int, time: int, p
             raise BagFormatError(f"index points at a {record_name(op)} record, not message data",
                                  path=inner.path, offset=pos, record="message data")
         pos = record.end
+
+
+def connection_from_headers(record_header: Header, data: Header) -> Connection:
+    """The connection a connection record describes: its header gave ``conn`` and ``topic``, its data
+    (a header-format block) the rest."""
+    topic = record_header.text("topic", "") or data.text("topic", "")
+    latching = data.text("latching", "0").strip() not in ("", "0")
+    return Connection(
+        id=record_header.u32("conn"), topic=topic, msgtype=data.text("type"), md5sum=data.text("md5sum"),
+        definition=data.text("message_definition", ""),
+        callerid=data.text("callerid") if "callerid" in data else None, latching=latching)

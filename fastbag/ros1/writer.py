@@ -8,6 +8,13 @@ Layout written: ``header (chunk index_data*)* connection* chunk_info*``; the
 bag header is rewritten on close with the index position and counts. A
 connection record is also written inside the first chunk that uses it, as
 rosbag does, so an unindexed copy can be recovered.
+
+Encrypted bags are written as rosbag's ``AesCbcEncryptor`` writes them (see
+:mod:`fastbag.ros1.encryption`): ``Writer(path, encrypt_for="user")`` draws a
+random AES-128 key and stores it in the bag header encrypted by ``gpg`` to
+that user's public key; ``aes_key=`` uses a given key (stored for
+``encrypt_for`` when both are given; otherwise only readers given the key
+can read the bag).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 
 from ..container import Connection
 from ..errors import FastbagError
+from .encryption import AES_CBC, BLOCK, AesCbcEncryptor, gpg_encrypt_key
 from .records import MAGIC_V20, Op
 
 _U32 = struct.Struct("<I")
@@ -70,10 +78,14 @@ class Writer:
 
     ``compression`` is ``"none"``, ``"bz2"`` or ``"lz4"``; a chunk is closed
     once its uncompressed payload reaches ``chunk_size`` bytes.
+    ``encrypt_for`` (a GPG user whose public key is in the keyring) and/or
+    ``aes_key`` (16 bytes) encrypt the bag as ``rosbag record
+    --encrypt-with-gpg-user`` does; needs ``pip install 'fastbag[encryption]'``.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, compression: str = "none",
-                 chunk_size: int = 768 * 1024) -> None:
+                 chunk_size: int = 768 * 1024, encrypt_for: str | None = None,
+                 aes_key: bytes | None = None) -> None:
         if compression not in ("none", "bz2", "lz4"):
             raise ValueError(f"compression must be 'none', 'bz2' or 'lz4', not {compression!r}")
         if chunk_size <= 0:
@@ -81,6 +93,20 @@ class Writer:
         self.path = os.fspath(path)
         self.compression = compression
         self.chunk_size = chunk_size
+        self._encryption: list[tuple[str, bytes]] = []  # bag header fields
+        self._encryptor: AesCbcEncryptor | None = None
+        if encrypt_for is not None or aes_key is not None:
+            key = bytes(aes_key) if aes_key is not None else os.urandom(BLOCK)
+            self._encryptor = AesCbcEncryptor(key)
+            wrapped = b""
+            if encrypt_for is not None:
+                try:
+                    wrapped = gpg_encrypt_key(key, encrypt_for)
+                except (OSError, RuntimeError) as exc:
+                    raise FastbagError(f"cannot encrypt the bag's key for GPG user {encrypt_for!r}: {exc}; is "
+                                       "the user's public key in the keyring?") from exc
+            self._encryption = [("encryptor", AES_CBC.encode()), ("gpg_user", (encrypt_for or "").encode()),
+                                ("encrypted_key", wrapped)]
         self._file = open(self.path, "wb")
         self._file.write(MAGIC_V20)
         self._file.write(self._bag_header(0, 0, 0))
@@ -121,12 +147,15 @@ class Writer:
     def _bag_header(self, index_pos: int, conn_count: int, chunk_count: int) -> bytes:
         header = b"".join([
             _field("op", bytes([Op.BAG_HEADER])), _field("index_pos", struct.pack("<Q", index_pos)),
-            _field("conn_count", _U32.pack(conn_count)), _field("chunk_count", _U32.pack(chunk_count))])
+            _field("conn_count", _U32.pack(conn_count)), _field("chunk_count", _U32.pack(chunk_count)),
+            *(_field(n, v) for n, v in self._encryption)])
         padding = BAG_HEADER_SIZE - 8 - len(header)
+        if padding < 0:
+            raise FastbagError(f"the bag header ({len(header)} bytes with the encrypted key) does not fit "
+                               f"{BAG_HEADER_SIZE} bytes")
         return _U32.pack(len(header)) + header + _U32.pack(padding) + b" " * padding
 
-    @staticmethod
-    def _connection_record(c: Connection) -> bytes:
+    def _connection_record(self, c: Connection, encrypt: bool = False) -> bytes:
         data_fields = [("topic", c.topic.encode()), ("type", c.msgtype.encode()),
                        ("md5sum", c.md5sum.encode()),
                        # surrogate escapes (bytes.decode(..., "surrogateescape")) are written as the bytes they stand for
@@ -136,8 +165,12 @@ class Writer:
         if c.latching:
             data_fields.append(("latching", b"1"))
         data = b"".join(_field(n, v) for n, v in data_fields)
-        return record([("op", bytes([Op.CONNECTION])), ("conn", _U32.pack(c.id)), ("topic", c.topic.encode())],
-                      data)
+        fields = [("op", bytes([Op.CONNECTION])), ("conn", _U32.pack(c.id)), ("topic", c.topic.encode())]
+        if encrypt and self._encryptor is not None:  # the index section's copy: header and data each encrypted
+            header = self._encryptor.encrypt(b"".join(_field(n, v) for n, v in fields))
+            data = self._encryptor.encrypt(data)
+            return _U32.pack(len(header)) + header + _U32.pack(len(data)) + data
+        return record(fields, data)
 
     def _flush_chunk(self) -> None:
         chunk = self._chunk
@@ -145,6 +178,8 @@ class Writer:
             return
         position = self._file.tell()
         payload = _compress(self.compression, chunk.data)
+        if self._encryptor is not None:
+            payload = self._encryptor.encrypt(payload)
         self._file.write(record([("op", bytes([Op.CHUNK])), ("compression", self.compression.encode()),
                                  ("size", _U32.pack(len(chunk.data)))], payload))
         for conn_id, entries in sorted(self._chunk_index.items()):
@@ -173,7 +208,7 @@ class Writer:
         self._flush_chunk()
         index_pos = self._file.tell()
         for connection in self.connections:
-            self._file.write(self._connection_record(connection))
+            self._file.write(self._connection_record(connection, encrypt=True))
         for info in self._chunk_infos:
             self._file.write(info)
         self._file.seek(len(MAGIC_V20))
