@@ -199,6 +199,26 @@ class Bag:
                                      tuple(index.connections[r] for r in ranks), frequency)
         return dict(sorted(infos.items()))
 
+    def times(self, topic: str, start: int | None = None, end: int | None = None) -> np.ndarray:
+        """Receive times (int64 ns, ascending) of ``topic``'s messages in ``[start, end)``, from the
+        index alone: nothing is read or decoded, so a topic that cannot be decoded has times too."""
+        self._check_open()
+        return self._index.time[self._select([topic], start, end)]
+
+    def plot_timeline(self, ax: Any = None, **options: Any) -> Any:
+        """Draw the bag's timeline (a row per topic, rates, gaps) with matplotlib; returns the axes.
+
+        See :func:`fastbag.viz.plot.plot_timeline` for ``options``; needs ``pip install 'fastbag[plot]'``.
+        """
+        from .viz.plot import plot_timeline  # an accessor: viz is built on Bag, imported only when used
+
+        return plot_timeline(self, ax=ax, **options)
+
+    def _repr_html_(self) -> str:
+        from .viz.html import bag_html  # an accessor, like plot_timeline
+
+        return bag_html(self)
+
     # -- messages --------------------------------------------------------------
     def _select(self, topics: Iterable[str] | str | None, start: int | None, end: int | None) -> np.ndarray:
         """Positions in the index table of the wanted messages, in read order."""

@@ -344,6 +344,18 @@ class TopicArray(StructArray):
         sub = super()._subset(key)
         return TopicArray(self.topic, self.time[key], sub, self.connection[key], self.connections)
 
+    def plot(self, *fields: str, ax: Any = None, stamp: str = "receive", **options: Any) -> Any:
+        """Draw ``fields`` (``"linear_acceleration.x"``, ``"ranges[0]"``...) against time; returns the
+        matplotlib axes. See :func:`fastbag.viz.plot.plot_fields`; needs ``pip install 'fastbag[plot]'``."""
+        from ..viz.plot import plot_fields  # an accessor: viz is a higher layer, loaded only when called
+
+        return plot_fields(self, *fields, ax=ax, stamp=stamp, **options)
+
+    def _repr_html_(self) -> str:
+        from ..viz.html import topic_array_html  # an accessor, like plot
+
+        return topic_array_html(self)
+
     def __repr__(self) -> str:
         return (f"<TopicArray {self.topic} ({self.node.msgtype}): {len(self)} messages; "
                 f"fields {', '.join(self.node.fields)}>")
@@ -383,6 +395,15 @@ class Record:
     @property
     def constants(self) -> dict[str, Any]:
         return self._struct.node.constants
+
+    @property
+    def msgtype(self) -> str:
+        return self._struct.node.msgtype
+
+    def _repr_html_(self) -> str:
+        from ..viz.html import record_html  # an accessor: viz is a higher layer, loaded only when called
+
+        return record_html(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Nested dicts of plain values: numbers, str/bytes, NumPy arrays, lists of dicts."""
