@@ -145,7 +145,7 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
         if row.count > max_marks:
             counts, edges = density(row.times, t0, end, bins)
             heights = 0.7 * counts / max(1, int(counts.max()))  # rows grow upwards: the y axis is inverted
-            ax.stairs(y + 0.35 - heights, seconds_since(edges, t0), baseline=y + 0.35, fill=True, color=color,
+            ax.stairs(y + 0.35 - heights, edges / 1e9, baseline=y + 0.35, fill=True, color=color,
                       label=f"{row.topic} density")
         elif row.count:
             ax.vlines(seconds_since(row.times, t0), y - 0.35, y + 0.35, colors=color, linewidth=0.8,
@@ -159,7 +159,7 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
         ax.text(1.01, y, f"{rate}  {row.count} msg{'s' if row.count != 1 else ''}{gaps}", transform=ax.get_yaxis_transform(), va="center",
                 fontsize="small")
     ax.set_yticks(range(len(rows)), [row.topic for row in rows])
-    ax.set_ylim(len(rows) - 0.5, -0.5)  # the first topic on top
+    ax.set_ylim(max(1, len(rows)) - 0.5, -0.5)  # the first topic on top
     span = (end - t0) / 1e9
     ax.set_xlim(-0.01 * span - 1e-6, 1.01 * span + 1e-6)
     ax.set_xlabel(f"receive time [s] since {_origin(t0)}")

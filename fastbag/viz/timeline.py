@@ -69,9 +69,14 @@ def rate_of(times: np.ndarray) -> float | None:
 
 
 def density(times: np.ndarray, start: int, end: int, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(counts, edges)``: messages per bin over ``bins`` equal bins spanning ``[start, end]`` (edges in ns)."""
-    edges = np.linspace(float(start), float(max(end, start + 1)), bins + 1)
-    counts, _ = np.histogram(np.asarray(times, dtype=np.float64), bins=edges)
+    """``(counts, edges)``: messages per bin over ``bins`` equal bins spanning ``[start, end]``.
+
+    ``edges`` are ns after ``start`` (float64): times are made relative as
+    integers first, since float64 cannot hold an absolute ns time exactly.
+    """
+    edges = np.linspace(0.0, float(max(end - start, 1)), bins + 1)
+    relative = (np.asarray(times, dtype=np.int64) - np.int64(start)).astype(np.float64)
+    counts, _ = np.histogram(relative, bins=edges)
     return counts, edges
 
 
