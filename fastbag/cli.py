@@ -185,7 +185,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
     with open_bag(args.bag) as bag:
         try:
-            figure = plot_topics(bag, plot_selections(bag, args.items), stamp=args.stamp, show=args.output is None)
+            figure = plot_topics(bag, plot_selections(bag, args.items), stamp=args.stamp,
+                                 use_pyplot=args.output is None)
         except (KeyError, ValueError) as exc:  # a topic or field that is not there, or not a number
             print(f"fastbag: {exc.args[0] if exc.args else exc}", file=sys.stderr)
             return 2
@@ -197,7 +198,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
     from .viz.plot import plot_timeline, save_or_show
 
     with open_bag(args.bag) as bag:
-        ax = plot_timeline(bag, gap_factor=args.gap_factor, show=args.output is None)
+        ax = plot_timeline(bag, gap_factor=args.gap_factor, use_pyplot=args.output is None)
         save_or_show(ax.figure, args.output)
     return 0
 

@@ -45,6 +45,14 @@ LEGACY = "ros1legacy/pbouffard__ccny-ros-pkg-pbouffard__ccny_ground_station__gps
 UNINDEXED = "broken/Tiryoh__rosbag-analyzer-web__e2e__fixtures__test_unindexed.bag"
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def rosbags_topic(path: Path, topic: str) -> tuple[np.ndarray, list]:
     """(int64 receive times, deserialized messages) of one topic, as rosbags reads them."""
     with AnyReader([path]) as reader:
@@ -96,6 +104,7 @@ def test_imu_plot_draws_rosbags_values_against_receive_time():
     assert ax.get_title() == "/imu/data_raw (sensor_msgs/Imu)"
     assert ax.get_xlabel().startswith("receive time [s] since ")
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["linear_acceleration.x", "linear_acceleration.y"]
+    assert ax.figure.canvas.manager is not None  # made through pyplot: a notebook displays it
     limits = ax.dataLim
     assert limits.x0 == 0 and limits.x1 == pytest.approx((times[-1] - times[0]) / 1e9)
     assert limits.y0 == min(expected_x.min(), expected_y.min())
@@ -227,9 +236,15 @@ def test_cli_plot_stamp_header_and_default_fields(tmp_path):
 
 
 def test_cli_timeline(tmp_path):
+    import matplotlib.pyplot as plt
+
     out = tmp_path / "timeline.png"
     assert main(["timeline", str(data_file(TURTLES)), "-o", str(out)]) == 0
     assert imread(out)[..., :3].std() > 0.05
+    assert not plt.get_fignums()  # saving to a file makes no pyplot figure
+    with fastbag.open(data_file(TURTLES)) as bag:
+        assert plot_timeline(bag, use_pyplot=False).figure.canvas.manager is None
+        assert bag.plot_timeline().figure.canvas.manager is not None
 
 
 def test_without_matplotlib_the_error_says_what_to_install(tmp_path, monkeypatch, capsys):
@@ -257,7 +272,7 @@ def test_import_and_html_views_load_no_matplotlib():
 # -- the timeline --------------------------------------------------------------------
 
 def test_bag_times_equal_rosbags_receive_times():
-    for name in (TURTLES, IMU, ROBOT):
+    for name in (TURTLES, TURTLES.replace("example.bag", "example-lz4.bag"), IMU, ROBOT):
         path = data_file(name)
         expected = rosbags_times(path)
         with fastbag.open(path) as bag:
@@ -385,6 +400,29 @@ def test_timeline_of_a_legacy_and_an_unindexed_bag():
             (marks,) = _row_artists(ax, topic, "messages")
             np.testing.assert_array_equal([s[0][0] for s in marks.get_segments()], seconds(np.array(times), t0))
         rendered(ax.figure)
+
+
+def test_timeline_of_a_v11_bag_without_definitions(tmp_path):
+    """Format 1.1 stores no definitions: nothing decodes without ``definitions=``, the timeline draws anyway."""
+    from legacy_fixtures import write_v11
+
+    path = tmp_path / "v11.bag"
+    written = [("/chatter", "992ce8a1687cec8c8bd883ec73ca41d1", "std_msgs/String", 10**9 + k * 10**8,
+                b"\x02\x00\x00\x00hi") for k in range(20)]
+    written += [("/count", "da5909fbe378aeaf85e547e830cc1bb7", "std_msgs/Int32", 10**9 + k * 3 * 10**8 + 7,
+                 k.to_bytes(4, "little")) for k in range(5)]
+    write_v11(path, written)
+    with fastbag.open(path) as bag:
+        assert bag.version == "1.1"
+        with pytest.raises(fastbag.DecodeError, match="definitions="):
+            bag.read("/chatter")
+        ax = bag.plot_timeline()
+        t0 = bag.start_time
+    for topic in ("/chatter", "/count"):
+        (marks,) = _row_artists(ax, topic, "messages")
+        expected = np.array([t for name, _, _, t, _ in written if name == topic], dtype=np.int64)
+        np.testing.assert_array_equal([s[0][0] for s in marks.get_segments()], seconds(expected, t0))
+    rendered(ax.figure)
 
 
 def test_timeline_of_an_empty_bag():

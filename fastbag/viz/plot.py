@@ -1,9 +1,12 @@
 """matplotlib figures: fields of topics against time, and a bag's timeline.
 
 matplotlib is the optional extra ``fastbag[plot]``, imported inside the
-functions. Figures to be saved are built without pyplot (no GUI backend, no
-global state); pyplot is used only to show a window or when the caller asks
-for axes without giving any (``arr.plot(...)`` in a notebook).
+functions. Figures only to be saved are built without pyplot (no GUI backend, no
+global state).
+
+Every function making a new figure takes ``use_pyplot``: True (the
+default) makes it through pyplot, so that notebooks and ``plt.show()``
+display it; ``fastbag plot -o`` and ``fastbag timeline -o`` pass False.
 
 Times on the x axis are seconds since an origin ``t0`` (int ns; by default
 the first time drawn), labelled with that origin in UTC.
@@ -49,9 +52,10 @@ def pyplot() -> Any:
     return plt
 
 
-def new_figure(*, show: bool = False, **options: Any) -> Any:
-    """A Figure: through pyplot when it is to be shown in a window, else standalone (for saving)."""
-    if show:
+def new_figure(*, use_pyplot: bool = True, **options: Any) -> Any:
+    """A Figure: through pyplot (so that a notebook or ``plt.show()`` displays it), or standalone, for
+    saving without any GUI backend or pyplot state."""
+    if use_pyplot:
         return pyplot().figure(**options)
     _matplotlib()
     from matplotlib.figure import Figure
@@ -90,7 +94,7 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
                          "(an array's length: FIELD, one element: FIELD[0])")
     drawn = [series(arr, path) for path in paths]  # every path checked before anything is drawn
     if ax is None:
-        ax = pyplot().figure(layout="constrained").add_subplot()
+        ax = new_figure(layout="constrained").add_subplot()
     if t0 is None:
         t0 = int(times[0]) if times.size else 0
     x = seconds_since(times, t0)
@@ -108,11 +112,11 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
 
 
 def plot_topics(bag: "Bag", selections: list[tuple[str, list[str]]], *, stamp: str = "receive",
-                show: bool = False) -> Any:
+                use_pyplot: bool = True) -> Any:
     """A figure with one panel per ``(topic, fields)`` of ``bag``, sharing the time axis (origin: the bag's
     start). Each topic is read whole; fields as in :func:`plot_fields`."""
     arrays = [(bag.read(topic), fields) for topic, fields in selections]
-    figure = new_figure(show=show, figsize=(10, 1.2 + 2.6 * len(arrays)), layout="constrained")
+    figure = new_figure(use_pyplot=use_pyplot, figsize=(10, 1.2 + 2.6 * len(arrays)), layout="constrained")
     axes = figure.subplots(len(arrays), 1, sharex=True, squeeze=False)[:, 0]
     t0 = bag.start_time or 0
     for ax, (arr, fields) in zip(axes, arrays):
@@ -123,7 +127,7 @@ def plot_topics(bag: "Bag", selections: list[tuple[str, list[str]]], *, stamp: s
 
 
 def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR, max_marks: int = MAX_MARKS,
-                  bins: int = DENSITY_BINS, show: bool = False) -> Any:
+                  bins: int = DENSITY_BINS, use_pyplot: bool = True) -> Any:
     """Draw ``bag``'s timeline on ``ax`` (a new figure's if None); returns the axes.
 
     One row per topic (sorted by name): a mark per message, or for topics
@@ -136,7 +140,7 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
     """
     rows = bag_timeline(bag, gap_factor)
     if ax is None:
-        figure = new_figure(show=show, figsize=(10, 1.4 + 0.38 * max(1, len(rows))), layout="constrained")
+        figure = new_figure(use_pyplot=use_pyplot, figsize=(10, 1.4 + 0.38 * max(1, len(rows))), layout="constrained")
         ax = figure.add_subplot()
     t0 = bag.start_time or 0
     end = bag.end_time or t0
