@@ -174,6 +174,8 @@ def test_ragged_element_is_nan_where_a_message_is_shorter(tmp_path):
     y, label = series(arr, "data[2]")
     expected = [10 * k + 2.0 if n > 2 else np.nan for k, n in enumerate(lengths)]
     np.testing.assert_array_equal(y, expected)
+    assert np.isnan(series(arr, "data[99999999999999999999999]")[0]).all()   # beyond every message, any int
+    assert np.isnan(series(arr, "layout.dim[0].size")[0]).all()             # every message's dim is empty
     with pytest.raises(KeyError, match="no field 'nope'"):
         series(arr, "nope")
     with pytest.raises(ValueError, match="not an array"):

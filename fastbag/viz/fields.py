@@ -54,13 +54,12 @@ def _element(value: Any, k: int, where: str) -> tuple[Any, np.ndarray]:
     """Element ``k`` of each message's array: (values of the messages that have one, which do)."""
     if isinstance(value, np.ndarray) and value.ndim >= 2:  # a dense (N, k, ...) array
         has = np.full(value.shape[0], k < value.shape[1])
-        return (value[:, k] if k < value.shape[1] else value[:0, 0]), has
-    if isinstance(value, Ragged):
+        return (value[:, k] if k < value.shape[1] else np.empty((0,) + value.shape[2:], value.dtype)), has
+    if isinstance(value, (Ragged, Nested)):
         has = value.counts > k
-        return value.values[value.offsets[:-1][has] + k], has
-    if isinstance(value, Nested):
-        has = value.counts > k
-        return value.child[value.first[has] + k], has
+        # k is below some message's count (an int64) from here on, or nothing is picked
+        rows = (value.offsets[:-1] if isinstance(value, Ragged) else value.first)[has] + (k if has.any() else 0)
+        return (value.values if isinstance(value, Ragged) else value.child)[rows], has
     raise ValueError(f"{where} is not an array: it has no element [{k}]")
 
 

@@ -91,9 +91,9 @@ def bag_html(bag: "Bag") -> str:
     if bag.closed:
         return f"<p><b>fastbag.Bag</b> {_e(bag.path)} (closed)</p>"
     facts = [["path", _e(bag.path)], ["format", _e(f"{bag.format} {bag.version}")]]
-    if bag.message_count:
-        facts += [["duration", f"{bag.duration / 1e9:.3f} s"], ["start", _e(_utc(bag.start_time))],  # type: ignore[arg-type]
-                  ["end", _e(_utc(bag.end_time))]]  # type: ignore[arg-type]
+    if bag.start_time is not None and bag.end_time is not None:
+        facts += [["duration", f"{bag.duration / 1e9:.3f} s"], ["start", _e(_utc(bag.start_time))],
+                  ["end", _e(_utc(bag.end_time))]]
     chunks = bag.chunk_count
     compression = ", ".join(f"{name} [{n}/{chunks} chunks]" for name, n in bag.compression.items()) or "none"
     facts += [["size", _size(bag.size)], ["messages", str(bag.message_count)], ["compression", _e(compression)]]

@@ -160,7 +160,8 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
             ax.broken_barh(spans, (y - 0.45, 0.9), facecolors="red", alpha=0.25, label=f"{row.topic} gaps")
         rate = f"{row.rate:.1f} Hz" if row.rate else "-"
         gaps = f", {len(row.gaps)} gap{'s' if len(row.gaps) > 1 else ''}" if row.gaps.size else ""
-        ax.text(1.01, y, f"{rate}  {row.count} msg{'s' if row.count != 1 else ''}{gaps}", transform=ax.get_yaxis_transform(), va="center",
+        count = f"{row.count} msg{'s' if row.count != 1 else ''}"
+        ax.text(1.01, y, f"{rate}  {count}{gaps}", transform=ax.get_yaxis_transform(), va="center",
                 fontsize="small")
     ax.set_yticks(range(len(rows)), [row.topic for row in rows])
     ax.set_ylim(max(1, len(rows)) - 0.5, -0.5)  # the first topic on top
