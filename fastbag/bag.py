@@ -201,7 +201,8 @@ class Bag:
 
     def times(self, topic: str, start: int | None = None, end: int | None = None) -> np.ndarray:
         """Receive times (int64 ns, ascending) of ``topic``'s messages in ``[start, end)``, from the
-        index alone: nothing is read or decoded, so a topic that cannot be decoded has times too."""
+        index alone: nothing is read or decoded, so a topic that cannot be decoded has times too.
+        KeyError for a topic the bag does not have."""
         self._check_open()
         return self._index.time[self._select([topic], start, end)]
 

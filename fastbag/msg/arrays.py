@@ -329,7 +329,8 @@ class TopicArray(StructArray):
     """A whole topic decoded: ``len()``, ``.time`` (int64 ns receive times), ``[field]``.
 
     Also ``.topic``, ``.msgtype``, ``.connection`` (int32 index into
-    ``.connections`` per message).
+    ``.connections`` per message), ``.plot(field, ...)`` (matplotlib) and an
+    HTML view in notebooks.
     """
 
     def __init__(self, topic: str, time: np.ndarray, struct: StructArray, connection: np.ndarray,
@@ -398,6 +399,7 @@ class Record:
 
     @property
     def msgtype(self) -> str:
+        """The message's type, e.g. ``"sensor_msgs/Imu"``."""
         return self._struct.node.msgtype
 
     def _repr_html_(self) -> str:

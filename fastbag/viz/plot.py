@@ -115,7 +115,8 @@ def plot_topics(bag: "Bag", selections: list[tuple[str, list[str]]], *, stamp: s
                 use_pyplot: bool = True) -> Any:
     """A figure with one panel per ``(topic, fields)`` of ``bag``, sharing the time axis (origin: the bag's
     start). Each topic is read whole; fields as in :func:`plot_fields`."""
-    arrays = [(bag.read(topic), fields) for topic, fields in selections]
+    read = {topic: bag.read(topic) for topic, _ in selections}  # a topic named twice is read once
+    arrays = [(read[topic], fields) for topic, fields in selections]
     figure = new_figure(use_pyplot=use_pyplot, figsize=(10, 1.2 + 2.6 * len(arrays)), layout="constrained")
     axes = figure.subplots(len(arrays), 1, sharex=True, squeeze=False)[:, 0]
     t0 = bag.start_time or 0
