@@ -274,15 +274,19 @@ def test_import_and_html_views_load_no_matplotlib():
 # -- the timeline --------------------------------------------------------------------
 
 def test_bag_times_equal_rosbags_receive_times():
+    """Per topic and all at once; ROBOT's /tf is recorded on two connections (tf and tf2 types), merged."""
     for name in (TURTLES, TURTLES.replace("example.bag", "example-lz4.bag"), IMU, ROBOT):
         path = data_file(name)
         expected = rosbags_times(path)
         with fastbag.open(path) as bag:
             assert sorted(bag.topics) == sorted(expected)
+            every = bag.times_by_topic()
+            assert list(every) == list(bag.topics)
             for topic, times in expected.items():
                 got = bag.times(topic)
-                assert got.dtype == np.int64
+                assert got.dtype == np.int64 and every[topic].dtype == np.int64
                 np.testing.assert_array_equal(got, times)
+                np.testing.assert_array_equal(every[topic], times)
             middle = bag.start_time + bag.duration // 2
             busiest = max(expected, key=lambda t: len(expected[t]))
             times = expected[busiest]

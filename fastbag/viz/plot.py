@@ -140,6 +140,9 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
     cannot be decoded are drawn too.
     """
     rows = bag_timeline(bag, gap_factor)
+    _matplotlib()
+    from matplotlib.patches import StepPatch
+
     if ax is None:
         figure = new_figure(use_pyplot=use_pyplot, figsize=(10, 1.4 + 0.38 * max(1, len(rows))), layout="constrained")
         ax = figure.add_subplot()
@@ -150,8 +153,10 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
         if row.count > max_marks:
             counts, edges = density(row.times, t0, end, bins)
             heights = 0.7 * counts / max(1, int(counts.max()))  # rows grow upwards: the y axis is inverted
-            ax.stairs(y + 0.35 - heights, edges / 1e9, baseline=y + 0.35, fill=True, color=color,
-                      label=f"{row.topic} density")
+            # Added as an artist, not through ax.stairs, which would walk every step's curve to update
+            # the data limits (24 ms a row); the limits are set below.
+            ax.add_artist(StepPatch(y + 0.35 - heights, edges / 1e9, baseline=y + 0.35, fill=True, color=color,
+                                    label=f"{row.topic} density"))
         elif row.count:
             ax.vlines(seconds_since(row.times, t0), y - 0.35, y + 0.35, colors=color, linewidth=0.8,
                       label=f"{row.topic} messages")

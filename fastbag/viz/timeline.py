@@ -1,6 +1,6 @@
 """A bag's timeline from its index: per topic, when messages arrived, how often, and where they stopped.
 
-Nothing here decodes a message: times come from :meth:`fastbag.Bag.times`,
+Nothing here decodes a message: times come from :meth:`fastbag.Bag.times_by_topic`,
 so a topic whose messages cannot be decoded (an empty or broken definition)
 is on the timeline like any other. Big topics are summarized as message
 counts in equal time bins; gaps are intervals between consecutive messages
@@ -83,7 +83,8 @@ def density(times: np.ndarray, start: int, end: int, bins: int) -> tuple[np.ndar
 def bag_timeline(bag: "Bag", gap_factor: float = GAP_FACTOR) -> list[TopicTimeline]:
     """A :class:`TopicTimeline` per topic of ``bag``, sorted by topic name, from the index alone."""
     rows = []
+    every = bag.times_by_topic()
     for name, info in bag.topics.items():
-        times = bag.times(name)
+        times = every[name]
         rows.append(TopicTimeline(name, info.msgtypes, times, rate_of(times), find_gaps(times, gap_factor)))
     return rows
