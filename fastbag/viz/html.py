@@ -38,8 +38,10 @@ def _e(value: object) -> str:
 
 
 def _utc(ns: int) -> str:
-    moment = datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)
-    return f"{moment:%Y-%m-%d %H:%M:%S}.{(ns // 1_000_000) % 1000:03d} UTC ({ns / 1e9:.3f})"
+    """UTC to the microsecond, then the exact seconds (int ns, so no float rounding)."""
+    seconds, rest = divmod(int(ns), 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return f"{moment:%Y-%m-%d %H:%M:%S}.{rest // 1000:06d} UTC ({seconds}.{rest:09d})"
 
 
 def _size(n: float) -> str:
@@ -97,6 +99,9 @@ def bag_html(bag: "Bag") -> str:
     chunks = bag.chunk_count
     compression = ", ".join(f"{name} [{n}/{chunks} chunks]" for name, n in bag.compression.items()) or "none"
     facts += [["size", _size(bag.size)], ["messages", str(bag.message_count)], ["compression", _e(compression)]]
+    types = dict(sorted({c.msgtype: c.md5sum for c in reversed(bag.connections)}.items()))  # first md5 per type
+    if types:
+        facts.append(["types", "<br>".join(_e(f"{name} [{md5}]") for name, md5 in types.items())])
     if bag.recovered:
         facts.append(["index", "rebuilt by scanning (the bag is not indexed or is damaged)"])
     rows = bag_timeline(bag)
