@@ -459,6 +459,40 @@ def test_bag_html_shows_info_topics_and_timelines():
         assert text in html
 
 
+def test_bag_html_lists_the_first_messages_and_survives_a_damaged_chunk(tmp_path):
+    path = data_file(TURTLES)
+    with AnyReader([path]) as reader:
+        first = [(c.topic, t, bytes(raw)) for (c, t, raw), _ in zip(reader.messages(), range(5))]
+    with fastbag.open(path) as bag:
+        html = bag._repr_html_()
+    listed = html[html.index("<p>first messages</p>"):]
+    for k, (topic, t, raw) in enumerate(first):
+        row = f"<tr><td>{k}</td><td>{topic}</td><td>"
+        assert row in listed
+        after = listed[listed.index(row) + len(row):]
+        assert after.startswith(f"{_utc_text(t)}</td><td>{len(raw)}</td><td>{raw[:16].hex(' ')}")
+    spec = conn_spec("/n", "std_msgs/Int32")
+    damaged = tmp_path / "damaged.bag"
+    with fastbag.Writer(damaged, compression="bz2") as writer:
+        connection = writer.add_connection(spec.topic, spec.msgtype, spec.msgdef, spec.md5sum)
+        for k in range(50):
+            writer.write(connection, 10**9 + k * 10**7, k.to_bytes(4, "little"))
+    blob = bytearray(damaged.read_bytes())
+    at = blob.index(b"BZh")
+    blob[at + 10:at + 30] = bytes(20)  # the chunk's bz2 stream is garbage; the index is intact
+    damaged.write_bytes(bytes(blob))
+    with fastbag.open(damaged) as bag:
+        html = bag._repr_html_()
+    assert "first messages: cannot be read:" in html and "<td>/n</td>" in html and "<td>50</td>" in html
+
+
+def _utc_text(ns: int) -> str:
+    from datetime import datetime, timezone
+
+    moment = datetime.fromtimestamp(ns // 10**9, tz=timezone.utc)
+    return f"{moment:%Y-%m-%d %H:%M:%S}.{ns % 10**9 // 1000:06d} UTC ({ns // 10**9}.{ns % 10**9:09d})"
+
+
 def test_topic_array_html_shows_first_rows_and_record_html_its_fields():
     path = data_file(IMU)
     times, msgs = rosbags_topic(path, "/imu/data_raw")

@@ -2,9 +2,10 @@
 
 Plain HTML tables and small inline SVG timelines: nothing to install, and
 every piece of text that comes from the file (topic names, types, strings
-in messages) is escaped. A Bag shows what ``fastbag info`` shows, and a row
-per topic with its timeline; a TopicArray its summary, its timeline and its
-first rows; a message its fields. Only the index is read for timelines.
+in messages) is escaped. A Bag shows what ``fastbag info`` shows, a row
+per topic with its timeline, and its first messages (raw); a TopicArray its
+summary, its timeline and its first rows; a message its fields. Timelines
+come from the index alone.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import FastbagError
 from .timeline import bag_timeline, density, find_gaps, rate_of
 
 if TYPE_CHECKING:
@@ -89,7 +91,8 @@ def _rate(rate: float | None) -> str:
 
 
 def bag_html(bag: "Bag") -> str:
-    """What ``fastbag info`` shows, and a row per topic: type, messages, mean rate, gaps, timeline."""
+    """What ``fastbag info`` shows, a row per topic (type, messages, mean rate, gaps, timeline), and the
+    first messages (topic, receive time, size, first bytes)."""
     if bag.closed:
         return f"<p><b>fastbag.Bag</b> {_e(bag.path)} (closed)</p>"
     facts = [["path", _e(bag.path)], ["format", _e(f"{bag.format} {bag.version}")]]
@@ -113,7 +116,24 @@ def bag_html(bag: "Bag") -> str:
     more = f"<p>... and {len(rows) - MAX_TOPICS} more topics</p>" if len(rows) > MAX_TOPICS else ""
     return (f'{_STYLE}<div class="fastbag-bag"><p><b>fastbag.Bag</b> {_e(os.path.basename(bag.path))}</p>'
             + _table(facts)
-            + _table(topics, ["topic", "type", "messages", "rate", "gaps", "timeline"]) + more + "</div>")
+            + _table(topics, ["topic", "type", "messages", "rate", "gaps", "timeline"]) + more
+            + _first_messages(bag) + "</div>")
+
+
+def _first_messages(bag: "Bag") -> str:
+    """The bag's first messages (topic, receive time, size, first bytes): reads the first chunk only.
+    A view must not fail: a chunk that cannot be read shows its error instead."""
+    cells = []
+    try:
+        for k, m in zip(range(FIRST_ROWS), bag.messages(raw=True)):
+            head = bytes(m.data[:16])
+            cells.append([str(k), _e(m.topic), _e(_utc(m.time)), str(len(m.data)),
+                          _e(head.hex(" ") + (" ..." if len(m.data) > len(head) else ""))])
+    except FastbagError as exc:
+        return f"<p>first messages: cannot be read: {_e(exc)}</p>"
+    if not cells:
+        return ""
+    return "<p>first messages</p>" + _table(cells, ["#", "topic", "receive time", "bytes", "data"])
 
 
 def topic_array_html(arr: "TopicArray") -> str:
