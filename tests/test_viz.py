@@ -232,9 +232,17 @@ def test_cli_plot_stamp_header_and_default_fields(tmp_path):
     rendered_png = imread(out)
     assert rendered_png[..., :3].std() > 0.05
     with fastbag.open(path) as bag:  # no fields named: the numeric ones, header excluded
-        figure = plot_topics(bag, [("/imu/mag", [])], stamp="header")
+        figure = plot_topics(bag, [("/imu/mag", []), ("/imu/data_raw", ["orientation.w"])], stamp="header")
     labels = [line.get_label() for line in figure.axes[0].get_lines()]
     assert labels == ["magnetic_field.x", "magnetic_field.y", "magnetic_field.z"]
+    stamps = {}
+    for topic in ("/imu/mag", "/imu/data_raw"):  # the origin is the earliest first header stamp
+        _, msgs = rosbags_topic(path, topic)
+        stamps[topic] = np.array([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in msgs], np.int64)
+    t0 = min(int(v[0]) for v in stamps.values())
+    np.testing.assert_array_equal(figure.axes[0].get_lines()[0].get_xdata(), seconds(stamps["/imu/mag"], t0))
+    np.testing.assert_array_equal(figure.axes[1].get_lines()[0].get_xdata(), seconds(stamps["/imu/data_raw"], t0))
+    assert figure.axes[1].get_xlabel().startswith("header.stamp [s] since ")
 
 
 def test_cli_timeline(tmp_path):

@@ -64,8 +64,8 @@ def new_figure(*, use_pyplot: bool = True, **options: Any) -> Any:
 
 
 def _origin(t0: int) -> str:
-    moment = datetime.fromtimestamp(t0 / 1e9, tz=timezone.utc)
-    return f"{moment:%Y-%m-%d %H:%M:%S}.{(t0 // 1_000_000) % 1000:03d} UTC"
+    seconds, rest = divmod(int(t0), 1_000_000_000)  # as integers: a float would round 59.9999999 up
+    return f"{datetime.fromtimestamp(seconds, tz=timezone.utc):%Y-%m-%d %H:%M:%S}.{rest // 1_000_000:03d} UTC"
 
 
 def seconds_since(times: np.ndarray, t0: int) -> np.ndarray:
@@ -105,8 +105,8 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
     ax.set_title(f"{topic} ({arr.msgtype})" if topic else arr.msgtype, fontsize="medium")
     ax.set_xlabel(f"{STAMPS[stamp]} [s] since {_origin(t0)}")
     ax.set_ylabel(drawn[0][1] if len(drawn) == 1 else "value")
-    if len(drawn) > 1:
-        ax.legend(fontsize="small", loc="best")
+    if len(drawn) > 1:  # "best" scans every point: only for small topics
+        ax.legend(fontsize="small", loc="best" if len(arr) <= 10_000 else "upper right")
     ax.grid(True, alpha=0.3)
     return ax
 
@@ -114,12 +114,16 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
 def plot_topics(bag: "Bag", selections: list[tuple[str, list[str]]], *, stamp: str = "receive",
                 use_pyplot: bool = True) -> Any:
     """A figure with one panel per ``(topic, fields)`` of ``bag``, sharing the time axis (origin: the bag's
-    start). Each topic is read whole; fields as in :func:`plot_fields`."""
+    start, or with ``stamp="header"`` the earliest first header stamp). Each topic is read whole; fields
+    as in :func:`plot_fields`."""
     read = {topic: bag.read(topic) for topic, _ in selections}  # a topic named twice is read once
     arrays = [(read[topic], fields) for topic, fields in selections]
     figure = new_figure(use_pyplot=use_pyplot, figsize=(10, 1.2 + 2.6 * len(arrays)), layout="constrained")
     axes = figure.subplots(len(arrays), 1, sharex=True, squeeze=False)[:, 0]
     t0 = bag.start_time or 0
+    if stamp == "header":  # header stamps may run on another clock (simulation time): start at the first
+        firsts = [int(header_stamp_ns(arr, arr.topic)[0]) for arr, _ in arrays if len(arr)]
+        t0 = min(firsts, default=t0)
     for ax, (arr, fields) in zip(axes, arrays):
         plot_fields(arr, *fields, ax=ax, stamp=stamp, t0=t0)
     for ax in axes[:-1]:
