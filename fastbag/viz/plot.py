@@ -105,8 +105,8 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
     ax.set_title(f"{topic} ({arr.msgtype})" if topic else arr.msgtype, fontsize="medium")
     ax.set_xlabel(f"{STAMPS[stamp]} [s] since {_origin(t0)}")
     ax.set_ylabel(drawn[0][1] if len(drawn) == 1 else "value")
-    if len(drawn) > 1:  # "best" scans every point: only for small topics
-        ax.legend(fontsize="small", loc="best" if len(arr) <= 10_000 else "upper right")
+    if len(drawn) > 1:  # right of the panel: never over the data, and no scan of every point for a place
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(True, alpha=0.3)
     return ax
 
