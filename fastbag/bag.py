@@ -228,6 +228,48 @@ class Bag:
                                      tuple(index.connections[r] for r in ranks), frequency)
         return dict(sorted(infos.items()))
 
+    def times(self, topic: str, start: int | None = None, end: int | None = None) -> np.ndarray:
+        """Receive times (int64 ns, ascending) of ``topic``'s messages in ``[start, end)``, from the
+        index alone: nothing is read or decoded, so a topic that cannot be decoded has times too.
+        KeyError for a topic the bag does not have."""
+        self._check_open()
+        return self._index.time[self._select([topic], start, end)]
+
+    def times_by_topic(self) -> dict[str, np.ndarray]:
+        """Every topic's receive times (int64 ns, ascending), by topic name as in :attr:`topics`, from the
+        index alone. One pass groups the index by connection, where :meth:`times` per topic would scan
+        it once per topic."""
+        self._check_open()
+        index = self._index
+        count = len(index.connections)
+        # A stable sort groups rows by connection and keeps read (time) order in each; on 16-bit
+        # ranks NumPy's stable sort is a radix sort, O(n).
+        order = np.argsort(index.conn.astype(np.uint16) if count <= 1 << 16 else index.conn, kind="stable")
+        bounds = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(np.bincount(index.conn, minlength=count), out=bounds[1:])
+        ranks: dict[str, list[int]] = {topic: [] for topic in self.topics}
+        for rank, connection in enumerate(index.connections):
+            ranks[connection.topic].append(rank)
+        out = {}
+        for topic, mine in ranks.items():
+            parts = [index.time[order[bounds[r]:bounds[r + 1]]] for r in mine]
+            out[topic] = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))  # merge connections
+        return out
+
+    def plot_timeline(self, ax: Any = None, **options: Any) -> Any:
+        """Draw the bag's timeline (a row per topic, rates, gaps) with matplotlib; returns the axes.
+
+        See :func:`fastbag.viz.plot.plot_timeline` for ``options``; needs ``pip install 'fastbag[plot]'``.
+        """
+        from .viz.plot import plot_timeline  # an accessor: viz is built on Bag, imported only when used
+
+        return plot_timeline(self, ax=ax, **options)
+
+    def _repr_html_(self) -> str:
+        from .viz.html import bag_html  # an accessor, like plot_timeline
+
+        return bag_html(self)
+
     # -- messages --------------------------------------------------------------
     def _select(self, topics: Iterable[str] | str | None, start: int | None, end: int | None) -> np.ndarray:
         """Positions in the index table of the wanted messages, in read order."""

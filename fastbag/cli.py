@@ -1,8 +1,10 @@
-"""The ``fastbag`` command: ``info``, ``demo``, ``bench``.
+"""The ``fastbag`` command: ``info``, ``demo``, ``bench``, ``plot``, ``timeline``.
 
 ``fastbag info BAG`` prints what ``rosbag info`` prints; ``--json`` gives the
 same as JSON. ``fastbag demo`` writes a sample bag into a temporary folder,
-prints its info, reads every topic and prints the speed.
+prints its info, reads every topic and prints the speed. ``fastbag plot`` and
+``fastbag timeline`` draw fields and the bag's timeline (matplotlib:
+``pip install 'fastbag[plot]'``) to a window or a file.
 """
 
 from __future__ import annotations
@@ -200,6 +202,43 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def plot_selections(bag: Bag, items: list[str]) -> list[tuple[str, list[str]]]:
+    """``[(topic, fields)]`` from ``TOPIC FIELD... TOPIC FIELD...``: an item naming a topic of the bag
+    starts a group, the items after it are its fields (none: its numeric fields)."""
+    selections: list[tuple[str, list[str]]] = []
+    for item in items:
+        if item in bag.topics:
+            selections.append((item, []))
+        elif not selections:
+            raise KeyError(f"no topic {item!r} in {bag.path}; topics: {', '.join(bag.topics)}")
+        else:
+            selections[-1][1].append(item)
+    return selections
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from .viz.plot import plot_topics, save_or_show
+
+    with open_bag(args.bag) as bag:
+        try:
+            figure = plot_topics(bag, plot_selections(bag, args.items), stamp=args.stamp,
+                                 use_pyplot=args.output is None)
+        except (KeyError, ValueError) as exc:  # a topic or field that is not there, or not a number
+            print(f"fastbag: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+            return 2
+        save_or_show(figure, args.output)
+    return 0
+
+
+def _cmd_timeline(args: argparse.Namespace) -> int:
+    from .viz.plot import plot_timeline, save_or_show
+
+    with open_bag(args.bag) as bag:
+        ax = plot_timeline(bag, gap_factor=args.gap_factor, use_pyplot=args.output is None)
+        save_or_show(ax.figure, args.output)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fastbag`` command."""
     parser = argparse.ArgumentParser(prog="fastbag", description="Read ROS bags into NumPy, fast.")
@@ -225,9 +264,31 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--seconds", type=float, default=40.0, help="length of the mixed bags (default 40)")
     bench.add_argument("--bz2-seconds", type=float, default=8.0, help="length of the bz2 bag (default 8)")
     bench.set_defaults(run=_cmd_bench)
+    plot = sub.add_parser("plot", help="draw fields of topics against time (one panel per topic)",
+                          description="fastbag plot run.bag /imu linear_acceleration.x linear_acceleration.y "
+                          "/scan ranges[0] ranges: each topic is followed by its fields (none: its numeric "
+                          "fields); FIELD[k] is element k of an array field, an array field alone its length "
+                          "per message.")
+    plot.add_argument("bag", metavar="BAG")
+    plot.add_argument("items", nargs="+", metavar="TOPIC|FIELD", help="a topic, then its fields; repeat")
+    plot.add_argument("--stamp", choices=("receive", "header"), default="receive",
+                      help="x axis: the bag's receive time (default) or each message's header.stamp")
+    plot.add_argument("-o", "--output", metavar="FILE", help="write FILE (.png, .svg, .pdf...) instead of "
+                      "opening a window")
+    plot.set_defaults(run=_cmd_plot)
+    timeline = sub.add_parser("timeline", help="draw which topics ran when, their rates and gaps (from the index)")
+    timeline.add_argument("bag", metavar="BAG")
+    timeline.add_argument("-o", "--output", metavar="FILE", help="write FILE (.png, .svg, .pdf...) instead of "
+                          "opening a window")
+    timeline.add_argument("--gap-factor", type=float, default=5.0,
+                          help="an interval longer than this many periods is a gap (default 5)")
+    timeline.set_defaults(run=_cmd_timeline)
     args = parser.parse_args(argv)
     try:
         return args.run(args)
     except (FastbagError, OSError) as exc:
+        print(f"fastbag: {exc}", file=sys.stderr)
+        return 1
+    except ImportError as exc:  # an optional extra that is not installed: its message says what to install
         print(f"fastbag: {exc}", file=sys.stderr)
         return 1

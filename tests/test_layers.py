@@ -45,14 +45,20 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every fastbag module ``path`` imports, anywhere in the file, resolved to absolute names."""
+def imports_of(path: Path, text: str | None = None) -> dict[str, bool]:
+    """Every fastbag module ``path`` imports, anywhere in the file, resolved to absolute names, each
+    mapped to True when some import of it runs at import time (outside every function)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    found: dict[str, bool] = {}
+
+    def add(target: str, at_import: bool) -> None:
+        found[target] = found.get(target, False) or at_import
+
+    def visit(node: ast.AST, in_function: bool) -> None:
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            for alias in node.names:
+                add(alias.name, not in_function)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -60,11 +66,17 @@ def imports_of(path: Path) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            found.add(target)
+            add(target, not in_function)
             # ``from . import x`` / ``from .pkg import mod`` name modules too
-            found.update(f"{target}.{alias.name}" for alias in node.names)
+            for alias in node.names:
+                add(f"{target}.{alias.name}", not in_function)
+        inside = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    visit(ast.parse(path.read_text() if text is None else text, str(path)), False)
     modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
-    return {m for m in found if m in modules and m != name}
+    return {m: at_import for m, at_import in found.items() if m in modules and m != name}
 
 
 def layer_of(module: str) -> str:
@@ -76,13 +88,33 @@ def layer_of(module: str) -> str:
     return best
 
 
-GRAPH = {module_name(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
+#: Accessors: a method of a lower layer that hands its object to a function of a higher layer, so that
+#: users write ``arr.plot(...)``, ``arr.to_pandas()``, ``bag.plot_timeline()``. Allowed only from these
+#: modules into these layers, and only as imports inside functions: they run when the method is called,
+#: never when the module is imported, so they are not dependencies of the lower layer and the cycle
+#: check ignores them.
+ACCESSORS = {
+    "fastbag.msg.arrays": {"fastbag.viz", "fastbag.convert"},
+    "fastbag.bag": {"fastbag.viz", "fastbag.convert"},
+}
+
+
+def is_accessor(module: str, target: str, at_import: bool) -> bool:
+    """True for an import the accessor exemption covers (see ACCESSORS)."""
+    return not at_import and layer_of(target) in ACCESSORS.get(module, set())
+
+
+IMPORTS = {module_name(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
+GRAPH = {module: set(targets) for module, targets in IMPORTS.items()}
+#: The graph of dependencies: every import but the accessors'.
+DEPENDS = {module: {t for t, at_import in targets.items() if not is_accessor(module, t, at_import)}
+           for module, targets in IMPORTS.items()}
 
 
 @pytest.mark.parametrize("module", sorted(GRAPH))
 def test_no_module_imports_a_higher_layer(module):
     mine = layer_of(module)
-    for target in sorted(GRAPH[module]):
+    for target in sorted(DEPENDS[module]):
         theirs = layer_of(target)
         if theirs == mine:
             continue
@@ -99,7 +131,7 @@ def test_no_import_cycles():
     def visit(module: str) -> None:
         state[module] = 1
         stack.append(module)
-        for target in sorted(GRAPH[module]):
+        for target in sorted(DEPENDS[module]):
             if target == module.rpartition(".")[0]:
                 continue  # a submodule importing its own package's __init__ is not a dependency on itself
             if state.get(target) == 1:
@@ -121,6 +153,27 @@ def test_the_checker_sees_lazy_and_relative_imports():
     assert "fastbag.ros1.kernels" in GRAPH["fastbag.ros1.records"]       # likewise, one folder down
     assert "fastbag.container" in GRAPH["fastbag.ros1.index"]           # ``from ..container import``
     assert "fastbag.msg.arrays" in GRAPH["fastbag.bag"]
+
+
+def test_accessor_exemption_is_narrow():
+    """Only imports inside functions, only from the named modules, only into the named layers."""
+    arrays, layout = PACKAGE / "msg" / "arrays.py", PACKAGE / "msg" / "layout.py"
+    in_function = "def plot(self):\n    from ..viz.plot import plot_fields\n"
+    at_import = "from ..viz.plot import plot_fields\n"
+    assert imports_of(arrays, in_function) == {"fastbag.viz.plot": False}
+    assert imports_of(arrays, at_import) == {"fastbag.viz.plot": True}
+    assert imports_of(arrays, "class A:\n    def f(self):\n        import fastbag.viz.plot\n") == \
+        {"fastbag.viz.plot": False}
+    assert is_accessor("fastbag.msg.arrays", "fastbag.viz.plot", False)
+    assert not is_accessor("fastbag.msg.arrays", "fastbag.viz.plot", True)      # at import: a dependency
+    assert not is_accessor("fastbag.msg.layout", "fastbag.viz.plot", False)     # not an accessor module
+    assert not is_accessor("fastbag.msg.arrays", "fastbag.tooling.bench", False)  # not an accessor layer
+    assert not is_accessor("fastbag.msg.arrays", "fastbag.cli", False)
+    assert imports_of(layout, in_function) == {"fastbag.viz.plot": False}
+    # The real accessors are seen, inside functions only.
+    assert IMPORTS["fastbag.msg.arrays"].get("fastbag.viz.plot") is False
+    assert IMPORTS["fastbag.bag"].get("fastbag.viz.plot") is False
+    assert "fastbag.viz.plot" not in DEPENDS["fastbag.msg.arrays"]
 
 
 def test_fuzz_harness_is_not_in_the_package():

@@ -329,7 +329,8 @@ class TopicArray(StructArray):
     """A whole topic decoded: ``len()``, ``.time`` (int64 ns receive times), ``[field]``.
 
     Also ``.topic``, ``.msgtype``, ``.connection`` (int32 index into
-    ``.connections`` per message).
+    ``.connections`` per message), ``.plot(field, ...)`` (matplotlib) and an
+    HTML view in notebooks.
     """
 
     def __init__(self, topic: str, time: np.ndarray, struct: StructArray, connection: np.ndarray,
@@ -343,6 +344,18 @@ class TopicArray(StructArray):
     def _subset(self, key: Any) -> "TopicArray":
         sub = super()._subset(key)
         return TopicArray(self.topic, self.time[key], sub, self.connection[key], self.connections)
+
+    def plot(self, *fields: str, ax: Any = None, stamp: str = "receive", **options: Any) -> Any:
+        """Draw ``fields`` (``"linear_acceleration.x"``, ``"ranges[0]"``...) against time; returns the
+        matplotlib axes. See :func:`fastbag.viz.plot.plot_fields`; needs ``pip install 'fastbag[plot]'``."""
+        from ..viz.plot import plot_fields  # an accessor: viz is a higher layer, loaded only when called
+
+        return plot_fields(self, *fields, ax=ax, stamp=stamp, **options)
+
+    def _repr_html_(self) -> str:
+        from ..viz.html import topic_array_html  # an accessor, like plot
+
+        return topic_array_html(self)
 
     def __repr__(self) -> str:
         return (f"<TopicArray {self.topic} ({self.node.msgtype}): {len(self)} messages; "
@@ -383,6 +396,16 @@ class Record:
     @property
     def constants(self) -> dict[str, Any]:
         return self._struct.node.constants
+
+    @property
+    def msgtype(self) -> str:
+        """The message's type, e.g. ``"sensor_msgs/Imu"``."""
+        return self._struct.node.msgtype
+
+    def _repr_html_(self) -> str:
+        from ..viz.html import record_html  # an accessor: viz is a higher layer, loaded only when called
+
+        return record_html(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Nested dicts of plain values: numbers, str/bytes, NumPy arrays, lists of dicts."""

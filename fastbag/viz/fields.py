@@ -1,0 +1,144 @@
+"""Field paths to plottable series: one float per message, NaN where a message has no such value.
+
+A path is dot-separated names, each optionally indexed: ``linear_acceleration.x``,
+``header.stamp`` (a time: seconds), ``ranges[540]`` (element 540 of each
+message's array; NaN in messages with fewer elements), ``ranges`` (a
+per-message array without an index: its length per message),
+``transforms[0].transform.translation.x`` (a field of element 0 of an array
+of structs). Everything is vectorized over the messages: an element of a
+ragged array is picked through its offsets, never message by message.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ..msg.arrays import Nested, Ragged, StructArray
+
+_SEGMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
+#: Field names of a time or duration (ROS1, ROS2): such a leaf plots as seconds.
+_TIME_FIELDS = ({"secs", "nsecs"}, {"sec", "nanosec"})
+
+
+def _parse(path: str) -> list[tuple[str, int | None]]:
+    segments = []
+    for part in path.split("."):
+        match = _SEGMENT.match(part)
+        if not match:
+            raise ValueError(f"bad field path {path!r}: expected names with optional [index], "
+                             "like linear_acceleration.x or ranges[0]")
+        segments.append((match.group(1), None if match.group(2) is None else int(match.group(2))))
+    return segments
+
+
+def _names(value: Any) -> list[str]:
+    if isinstance(value, StructArray):
+        return value.fields
+    if isinstance(value, np.ndarray) and value.dtype.names:
+        return list(value.dtype.names)
+    return []
+
+
+def _field(value: Any, name: str, where: str) -> Any:
+    names = _names(value)
+    if name not in names:
+        what = f"fields: {', '.join(names)}" if names else "it has no fields"
+        raise KeyError(f"no field {name!r} in {where or 'the message'}; {what}")
+    return value[name]
+
+
+def _element(value: Any, k: int, where: str) -> tuple[Any, np.ndarray]:
+    """Element ``k`` of each message's array: (values of the messages that have one, which do)."""
+    if isinstance(value, np.ndarray) and value.ndim >= 2:  # a dense (N, k, ...) array
+        has = np.full(value.shape[0], k < value.shape[1])
+        return (value[:, k] if k < value.shape[1] else np.empty((0,) + value.shape[2:], value.dtype)), has
+    if isinstance(value, (Ragged, Nested)):
+        has = value.counts > k
+        # k is below some message's count (an int64) from here on, or nothing is picked
+        rows = (value.offsets[:-1] if isinstance(value, Ragged) else value.first)[has] + (k if has.any() else 0)
+        return (value.values if isinstance(value, Ragged) else value.child)[rows], has
+    raise ValueError(f"{where} is not an array: it has no element [{k}]")
+
+
+def _is_time(value: np.ndarray) -> bool:
+    return bool(value.dtype.names) and set(value.dtype.names) in _TIME_FIELDS
+
+
+def time_ns(value: np.ndarray) -> np.ndarray:
+    """int64 ns of a time/duration column (ROS1 ``secs, nsecs`` or ROS2 ``sec, nanosec``)."""
+    secs, nsecs = value.dtype.names  # type: ignore[misc]
+    return value[secs].astype(np.int64) * 1_000_000_000 + value[nsecs].astype(np.int64)
+
+
+def series(arr: StructArray, path: str) -> tuple[np.ndarray, str]:
+    """``(y, label)``: float64, one value per message of ``arr``, for the field ``path``.
+
+    Numbers as they are (bools as 0/1), times as seconds, a per-message array
+    without an index as its length per message (label ``len(path)``). Raises
+    KeyError for a field that does not exist, ValueError for one that is not
+    a number (text, a struct: the message lists what is inside).
+    """
+    n = len(arr)
+    present = np.ones(n, dtype=bool)
+    value: Any = arr
+    done = ""
+    for name, k in _parse(path):
+        value = _field(value, name, done)
+        done = f"{done}.{name}" if done else name
+        if k is not None:
+            value, has = _element(value, k, done)
+            rows = np.flatnonzero(present)
+            present[rows[~has]] = False
+            done = f"{done}[{k}]"
+    label = path
+    if isinstance(value, (Ragged, Nested)):
+        y, label = value.counts.astype(np.float64), f"len({path})"
+    elif isinstance(value, np.ndarray) and value.ndim >= 2:
+        y, label = np.full(value.shape[0], float(value.shape[1])), f"len({path})"
+    elif isinstance(value, np.ndarray) and _is_time(value):
+        y, label = time_ns(value) / 1e9, f"{path} [s]"
+    elif isinstance(value, np.ndarray) and (value.dtype.kind in "biuf"):
+        y = value.astype(np.float64)
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "USO":
+        raise ValueError(f"field {path!r} is text, not a number")
+    else:
+        inside = _names(value)
+        hint = f"; pick one of {', '.join(f'{path}.{name}' for name in inside)}" if inside else ""
+        raise ValueError(f"field {path!r} is not a number{hint}")
+    out = np.full(n, np.nan)
+    out[present] = y
+    return out, label
+
+
+def numeric_fields(arr: StructArray, limit: int = 12) -> list[str]:
+    """Paths of the first ``limit`` plain numeric fields (one number per message), header excluded:
+    what ``fastbag plot`` draws for a topic named without fields."""
+    found: list[str] = []
+
+    def walk(value: Any, prefix: str) -> None:
+        for name in _names(value):
+            if len(found) >= limit or (not prefix and name == "header"):
+                continue
+            sub = value[name]
+            path = f"{prefix}{name}"
+            if isinstance(sub, StructArray) or isinstance(sub, np.ndarray) and sub.dtype.names and not _is_time(sub):
+                walk(sub, path + ".")
+            elif isinstance(sub, np.ndarray) and sub.ndim == 1 and (sub.dtype.kind in "biuf" or _is_time(sub)):
+                found.append(path)
+
+    walk(arr, "")
+    return found
+
+
+def header_stamp_ns(arr: StructArray, topic: str = "") -> np.ndarray:
+    """int64 ns ``header.stamp`` of each message; ValueError when the type has no header stamp."""
+    try:
+        stamp = arr["header"]["stamp"]
+    except (KeyError, IndexError, ValueError):
+        stamp = None
+    if not isinstance(stamp, np.ndarray) or not _is_time(stamp):
+        raise ValueError(f"{topic or 'the topic'} ({arr.msgtype}) has no header.stamp; plot it against receive time")
+    return time_ns(stamp)

@@ -1,0 +1,536 @@
+"""Looking at a bag: plots, the timeline and notebook views, rendered with Agg on real bags.
+
+What is drawn is checked against an oracle, not against fastbag itself:
+plotted values and times against what rosbags decodes from the same file
+(the classic rosbag module for format 1.2, a plain record walk for an
+unindexed bag, where rosbags cannot read); timelines against rosbags'
+receive times; gaps against a bag written here with a known dropout. Every
+figure is rendered to PNG and must not be blank.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.image import imread  # noqa: E402
+from matplotlib.patches import StepPatch  # noqa: E402
+from rosbags.highlevel import AnyReader  # noqa: E402
+
+import fastbag  # noqa: E402
+from fastbag.cli import main  # noqa: E402
+from fastbag.viz.fields import series  # noqa: E402
+from fastbag.viz.plot import MAX_MARKS, plot_timeline, plot_topics  # noqa: E402
+from fastbag.viz.timeline import find_gaps  # noqa: E402
+
+from conftest import data_file  # noqa: E402
+from rosbags_fixtures import conn_spec, rows, scan_file  # noqa: E402
+
+IMU = "ros1v2/CCNYRoboticsLab__imu_tools__imu_filter_madgwick__sample__sparkfun_razor.bag"  # bz2 chunks
+TURTLES = "ros1v2/cruise-automation__rosbag.js__fixtures__example.bag"         # 9 topics, /tf over MAX_MARKS
+ROBOT = "ros1v2/zaki0929__bagfiles__2018__feb13__col.bag"                        # tf, LaserScan, Odometry
+IMAGES = "ros1v2/eric-wieser__ros_numpy__test__test.bag"                         # Image, CompressedImage, ...
+EMPTY_DEFINITION = "ros1v2/cruise-automation__webviz__packages__webviz-core__public__fixtures__" \
+                   "bag-with-empty-message-definition.bag"
+LEGACY = "ros1legacy/pbouffard__ccny-ros-pkg-pbouffard__ccny_ground_station__gpsd_viewer__demo__demo@381f1a07.bag"
+UNINDEXED = "broken/Tiryoh__rosbag-analyzer-web__e2e__fixtures__test_unindexed.bag"
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def rosbags_topic(path: Path, topic: str) -> tuple[np.ndarray, list]:
+    """(int64 receive times, deserialized messages) of one topic, as rosbags reads them."""
+    with AnyReader([path]) as reader:
+        conns = [c for c in reader.connections if c.topic == topic]
+        got = [(t, reader.deserialize(raw, c.msgtype)) for c, t, raw in reader.messages(connections=conns)]
+    return np.array([t for t, _ in got], dtype=np.int64), [m for _, m in got]
+
+
+def rosbags_times(path: Path) -> dict[str, np.ndarray]:
+    """Receive times of every topic, as rosbags reads them."""
+    out: dict[str, list[int]] = {}
+    with AnyReader([path]) as reader:
+        for connection, t, _ in reader.messages():
+            out.setdefault(connection.topic, []).append(t)
+    return {topic: np.array(times, dtype=np.int64) for topic, times in out.items()}
+
+
+def rendered(figure) -> np.ndarray:
+    """The figure as PNG pixels (Agg); fails when the picture is blank."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=60)
+    assert buffer.getvalue()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = imread(io.BytesIO(buffer.getvalue()))
+    assert pixels.shape[0] > 100 and pixels.shape[1] > 100
+    assert pixels[..., :3].std() > 0.05, "the picture is blank"
+    return pixels
+
+
+def seconds(times: np.ndarray, t0: int) -> np.ndarray:
+    return (times - t0) / 1e9
+
+
+# -- plots of fields -------------------------------------------------------------------
+
+def test_imu_plot_draws_rosbags_values_against_receive_time():
+    path = data_file(IMU)
+    times, msgs = rosbags_topic(path, "/imu/data_raw")
+    with fastbag.open(path) as bag:
+        arr = bag.read("/imu/data_raw")
+    ax = arr.plot("linear_acceleration.x", "linear_acceleration.y")
+    x_line, y_line = ax.get_lines()
+    assert x_line.get_label() == "linear_acceleration.x" and y_line.get_label() == "linear_acceleration.y"
+    expected_x = np.array([m.linear_acceleration.x for m in msgs])
+    expected_y = np.array([m.linear_acceleration.y for m in msgs])
+    assert len(times) > 1000
+    np.testing.assert_array_equal(x_line.get_xdata(), seconds(times, int(times[0])))
+    np.testing.assert_array_equal(x_line.get_ydata(), expected_x)
+    np.testing.assert_array_equal(y_line.get_ydata(), expected_y)
+    assert ax.get_title() == "/imu/data_raw (sensor_msgs/Imu)"
+    assert ax.get_xlabel().startswith("receive time [s] since ")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["linear_acceleration.x", "linear_acceleration.y"]
+    assert ax.figure.canvas.manager is not None  # made through pyplot: a notebook displays it
+    limits = ax.dataLim
+    assert limits.x0 == 0 and limits.x1 == pytest.approx((times[-1] - times[0]) / 1e9)
+    assert limits.y0 == min(expected_x.min(), expected_y.min())
+    assert limits.y1 == max(expected_x.max(), expected_y.max())
+    rendered(ax.figure)
+
+
+def test_plot_against_header_stamp():
+    path = data_file(IMU)
+    _, msgs = rosbags_topic(path, "/imu/data_raw")
+    stamps = np.array([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in msgs], dtype=np.int64)
+    with fastbag.open(path) as bag:
+        arr = bag.read("/imu/data_raw")
+    figure = matplotlib.figure.Figure()
+    ax = arr.plot("angular_velocity.z", ax=figure.add_subplot(), stamp="header", t0=int(stamps[0]))
+    (line,) = ax.get_lines()
+    np.testing.assert_array_equal(line.get_xdata(), seconds(stamps, int(stamps[0])))
+    np.testing.assert_array_equal(line.get_ydata(), [m.angular_velocity.z for m in msgs])
+    assert ax.get_xlabel().startswith("header.stamp [s] since ") and ax.get_ylabel() == "angular_velocity.z"
+    rendered(figure)
+    with fastbag.open(data_file(ROBOT)) as bag:  # tf2_msgs/TFMessage has no header
+        with pytest.raises(ValueError, match="has no header.stamp"):
+            bag.read("/tf").plot("transforms", stamp="header")
+
+
+def test_array_fields_plot_their_length_or_one_element():
+    """``transforms`` (variable-size structs) and ``ranges`` as lengths; ``[k]`` as element k, NaN where absent."""
+    path = data_file(ROBOT)
+    tf_times, tfs = rosbags_topic(path, "/tf")
+    _, scans = rosbags_topic(path, "/scan")
+    with fastbag.open(path) as bag:
+        figure = plot_topics(bag, [("/tf", ["transforms", "transforms[0].transform.translation.x",
+                                            "transforms[1].transform.translation.x"]),
+                                   ("/scan", ["ranges", "ranges[100]"])])
+        t0 = bag.start_time
+    tf_ax, scan_ax = figure.axes
+    length, first, second = tf_ax.get_lines()
+    assert length.get_label() == "len(transforms)"
+    np.testing.assert_array_equal(length.get_xdata(), seconds(tf_times, t0))
+    np.testing.assert_array_equal(length.get_ydata(), [len(m.transforms) for m in tfs])
+    np.testing.assert_array_equal(first.get_ydata(), [m.transforms[0].transform.translation.x for m in tfs])
+    assert max(len(m.transforms) for m in tfs) == 1  # so element 1 is absent everywhere
+    assert np.isnan(second.get_ydata()).all()
+    scan_length, scan_element = scan_ax.get_lines()
+    np.testing.assert_array_equal(scan_length.get_ydata(), [len(m.ranges) for m in scans])
+    np.testing.assert_array_equal(scan_element.get_ydata(), np.array([m.ranges[100] for m in scans], np.float64))
+    assert tf_ax.get_xlabel() == "" and scan_ax.get_xlabel().startswith("receive time [s] since ")
+    rendered(figure)
+
+
+def test_ragged_element_is_nan_where_a_message_is_shorter(tmp_path):
+    """A numeric array whose length varies per message (a Ragged): lengths, and element 2 where present."""
+    spec = conn_spec("/samples", "std_msgs/Float64MultiArray")
+    path = tmp_path / "ragged.bag"
+    lengths = [0, 1, 3, 5, 2, 40, 3]
+    with fastbag.Writer(path) as writer:
+        connection = writer.add_connection(spec.topic, spec.msgtype, spec.msgdef, spec.md5sum)
+        for k, n in enumerate(lengths):
+            layout = b"\x00\x00\x00\x00" + (0).to_bytes(4, "little")  # no dims, data_offset 0
+            values = np.arange(n, dtype=np.float64) + 10 * k
+            writer.write(connection, 10**9 + k * 10**8, layout + n.to_bytes(4, "little") + values.tobytes())
+    with fastbag.open(path) as bag:
+        arr = bag.read("/samples")
+    assert not isinstance(arr["data"], np.ndarray)  # really ragged
+    y, label = series(arr, "data")
+    assert label == "len(data)" and y.tolist() == lengths
+    y, label = series(arr, "data[2]")
+    expected = [10 * k + 2.0 if n > 2 else np.nan for k, n in enumerate(lengths)]
+    np.testing.assert_array_equal(y, expected)
+    assert np.isnan(series(arr, "data[99999999999999999999999]")[0]).all()   # beyond every message, any int
+    assert np.isnan(series(arr, "layout.dim[0].size")[0]).all()             # every message's dim is empty
+    with pytest.raises(KeyError, match="no field 'nope'"):
+        series(arr, "nope")
+    with pytest.raises(ValueError, match="not an array"):
+        series(arr, "layout.data_offset[0]")
+
+
+def test_image_bag_plots_per_message_data_length():
+    path = data_file(IMAGES)
+    _, images = rosbags_topic(path, "/image")
+    _, compressed = rosbags_topic(path, "/compressedimage")
+    with fastbag.open(path) as bag:
+        figure = plot_topics(bag, [("/image", ["data", "height"]), ("/compressedimage", ["data"])])
+    image_ax, compressed_ax = figure.axes
+    assert image_ax.get_lines()[0].get_ydata().tolist() == [len(m.data) for m in images]
+    assert image_ax.get_lines()[1].get_ydata().tolist() == [m.height for m in images]
+    assert compressed_ax.get_lines()[0].get_ydata().tolist() == [len(m.data) for m in compressed]
+    assert compressed_ax.get_title() == "/compressedimage (sensor_msgs/CompressedImage)"
+    rendered(figure)
+
+
+def test_text_and_struct_fields_say_what_to_pick():
+    with fastbag.open(data_file(ROBOT)) as bag:
+        scan = bag.read("/scan")
+    with pytest.raises(ValueError, match="is text"):
+        scan.plot("header.frame_id")
+    with pytest.raises(ValueError, match="pick one of header.seq, header.stamp, header.frame_id"):
+        scan.plot("header")
+    with pytest.raises(ValueError, match="bad field path"):
+        scan.plot("ranges[-1]")
+
+
+# -- the command line ------------------------------------------------------------------
+
+def test_cli_plot_writes_png_svg_and_pdf(tmp_path, capsys):
+    path = data_file(IMU)
+    for suffix, magic in ((".png", b"\x89PNG"), (".svg", b"<?xml"), (".pdf", b"%PDF")):
+        out = tmp_path / f"imu{suffix}"
+        assert main(["plot", str(path), "/imu/data_raw", "linear_acceleration.x", "linear_acceleration.y",
+                     "/imu/mag", "-o", str(out)]) == 0
+        assert out.read_bytes()[:len(magic)] == magic
+    pixels = imread(tmp_path / "imu.png")
+    assert pixels[..., :3].std() > 0.05
+    assert main(["plot", str(path), "/imu/data_raw", "linear_acceleration.w", "-o", str(tmp_path / "x.png")]) == 2
+    assert "no field 'w' in linear_acceleration" in capsys.readouterr().err
+    assert main(["plot", str(path), "linear_acceleration.x", "-o", str(tmp_path / "x.png")]) == 2
+    assert "no topic 'linear_acceleration.x'" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_cli_plot_stamp_header_and_default_fields(tmp_path):
+    path = data_file(IMU)
+    out = tmp_path / "mag.png"
+    assert main(["plot", str(path), "/imu/mag", "--stamp", "header", "-o", str(out)]) == 0
+    rendered_png = imread(out)
+    assert rendered_png[..., :3].std() > 0.05
+    with fastbag.open(path) as bag:  # no fields named: the numeric ones, header excluded
+        figure = plot_topics(bag, [("/imu/mag", []), ("/imu/data_raw", ["orientation.w"])], stamp="header")
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    assert labels == ["magnetic_field.x", "magnetic_field.y", "magnetic_field.z"]
+    stamps = {}
+    for topic in ("/imu/mag", "/imu/data_raw"):  # the origin is the earliest first header stamp
+        _, msgs = rosbags_topic(path, topic)
+        stamps[topic] = np.array([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in msgs], np.int64)
+    t0 = min(int(v[0]) for v in stamps.values())
+    np.testing.assert_array_equal(figure.axes[0].get_lines()[0].get_xdata(), seconds(stamps["/imu/mag"], t0))
+    np.testing.assert_array_equal(figure.axes[1].get_lines()[0].get_xdata(), seconds(stamps["/imu/data_raw"], t0))
+    assert figure.axes[1].get_xlabel().startswith("header.stamp [s] since ")
+
+
+def test_cli_timeline(tmp_path):
+    import matplotlib.pyplot as plt
+
+    out = tmp_path / "timeline.png"
+    assert main(["timeline", str(data_file(TURTLES)), "-o", str(out)]) == 0
+    assert imread(out)[..., :3].std() > 0.05
+    assert not plt.get_fignums()  # saving to a file makes no pyplot figure
+    with fastbag.open(data_file(TURTLES)) as bag:
+        assert plot_timeline(bag, use_pyplot=False).figure.canvas.manager is None
+        assert bag.plot_timeline().figure.canvas.manager is not None
+
+
+def test_without_matplotlib_the_error_says_what_to_install(tmp_path, monkeypatch, capsys):
+    path = data_file(IMU)
+    with fastbag.open(path) as bag:
+        arr = bag.read("/imu/mag")
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'fastbag\[plot\]'"):
+        arr.plot("magnetic_field.x")
+    assert main(["timeline", str(path), "-o", str(tmp_path / "t.png")]) == 1
+    assert "pip install 'fastbag[plot]'" in capsys.readouterr().err
+    assert "<svg" in arr._repr_html_()  # notebook views need no matplotlib
+
+
+def test_import_and_html_views_load_no_matplotlib():
+    code = ("import sys, fastbag; b = fastbag.open(sys.argv[1]); b._repr_html_(); b.read('/imu/mag')._repr_html_(); "
+            "print('matplotlib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code, str(data_file(IMU))], capture_output=True, text=True,
+                          check=True, timeout=120)
+    assert done.stdout.strip() == "False"
+
+
+# -- the timeline --------------------------------------------------------------------
+
+def test_bag_times_equal_rosbags_receive_times():
+    """Per topic and all at once; ROBOT's /tf is recorded on two connections (tf and tf2 types), merged."""
+    for name in (TURTLES, TURTLES.replace("example.bag", "example-lz4.bag"), IMU, ROBOT):
+        path = data_file(name)
+        expected = rosbags_times(path)
+        with fastbag.open(path) as bag:
+            assert sorted(bag.topics) == sorted(expected)
+            every = bag.times_by_topic()
+            assert list(every) == list(bag.topics)
+            for topic, times in expected.items():
+                got = bag.times(topic)
+                assert got.dtype == np.int64 and every[topic].dtype == np.int64
+                np.testing.assert_array_equal(got, times)
+                np.testing.assert_array_equal(every[topic], times)
+            middle = bag.start_time + bag.duration // 2
+            busiest = max(expected, key=lambda t: len(expected[t]))
+            times = expected[busiest]
+            np.testing.assert_array_equal(bag.times(busiest, start=middle), times[times >= middle])
+            np.testing.assert_array_equal(bag.times(busiest, end=middle), times[times < middle])
+            with pytest.raises(KeyError, match="no topic"):
+                bag.times("/nope")
+
+
+def _row_artists(ax, topic: str, kind: str) -> list:
+    return [a for a in ax.get_children() if a.get_label() == f"{topic} {kind}"]
+
+
+def test_timeline_of_a_real_bag_marks_every_message():
+    path = data_file(TURTLES)
+    expected = rosbags_times(path)
+    with fastbag.open(path) as bag:
+        ax = bag.plot_timeline()
+        t0, span = bag.start_time, bag.duration / 1e9
+    topics = sorted(expected)
+    assert [t.get_text() for t in ax.get_yticklabels()] == topics
+    assert ax.get_ylim() == (len(topics) - 0.5, -0.5)  # the first topic on top
+    lo, hi = ax.get_xlim()
+    assert lo < 0 and hi > span
+    texts = [t.get_text() for t in ax.texts]
+    for row, topic in enumerate(topics):
+        times = expected[topic]
+        assert any(text.endswith(f"{len(times)} msg{'s' if len(times) > 1 else ''}") or
+                   f" {len(times)} msgs, " in text for text in texts), (topic, texts)
+        if len(times) > MAX_MARKS:  # density-binned
+            (patch,) = _row_artists(ax, topic, "density")
+            assert isinstance(patch, StepPatch)
+            values, edges, baseline = patch.get_data()
+            counts, _ = np.histogram(seconds(times, t0), bins=edges)
+            np.testing.assert_allclose(baseline - values, 0.7 * counts / counts.max())
+            assert edges[0] == 0 and edges[-1] == pytest.approx(span)
+        else:
+            (marks,) = _row_artists(ax, topic, "messages")
+            assert isinstance(marks, LineCollection)
+            segments = marks.get_segments()
+            np.testing.assert_array_equal([s[0][0] for s in segments], seconds(times, t0))
+            assert {(s[0][1], s[1][1]) for s in segments} == {(row - 0.35, row + 0.35)}
+    assert len(expected["/tf"]) > MAX_MARKS  # the density path is exercised
+    rate = [t for t in texts if t.endswith("1344 msgs")][0]
+    assert rate.startswith("62.5 Hz")
+    rendered(ax.figure)
+
+
+def test_dropouts_are_gaps_and_bursts_are_not(tmp_path):
+    """A 100 Hz topic with a 1.5 s dropout, a topic publishing pairs of messages at once, a steady one."""
+    imu, pose, steady = (conn_spec(t, "std_msgs/Int32") for t in ("/imu", "/burst", "/steady"))
+    path = tmp_path / "gap.bag"
+    t0 = 1_700_000_000 * 10**9
+    imu_times = [t0 + k * 10**7 for k in range(300)]
+    imu_times += [imu_times[-1] + 1_500_000_000 + k * 10**7 for k in range(300)]
+    burst_times = sorted([t0 + k * 10**8 for k in range(60)] * 2)
+    steady_times = [t0 + k * 5 * 10**7 for k in range(120)]
+    with fastbag.Writer(path, chunk_size=4096) as writer:
+        for spec, times in ((imu, imu_times), (pose, burst_times), (steady, steady_times)):
+            connection = writer.add_connection(spec.topic, spec.msgtype, spec.msgdef, spec.md5sum)
+            for k, t in enumerate(times):
+                writer.write(connection, t, k.to_bytes(4, "little"))
+    with fastbag.open(path) as bag:
+        assert find_gaps(bag.times("/imu")).tolist() == [[imu_times[299], imu_times[300]]]
+        assert find_gaps(bag.times("/burst")).size == 0 and find_gaps(bag.times("/steady")).size == 0
+        ax = plot_timeline(bag)
+        html = bag._repr_html_()
+    (gaps,) = _row_artists(ax, "/imu", "gaps")
+    (x0, y0), (x1, y1) = gaps.get_paths()[0].get_extents().get_points()
+    assert (x0, x1) == (pytest.approx((imu_times[299] - t0) / 1e9), pytest.approx((imu_times[300] - t0) / 1e9))
+    assert not _row_artists(ax, "/burst", "gaps") and not _row_artists(ax, "/steady", "gaps")
+    assert any(t.get_text().endswith("600 msgs, 1 gap") for t in ax.texts)
+    assert html.count('class="gap"') == 1
+    rendered(ax.figure)
+
+
+def test_an_undecodable_topic_is_on_the_timeline():
+    path = data_file(EMPTY_DEFINITION)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        with fastbag.open(path) as bag:
+            (topic,) = bag.topics
+            with pytest.raises(fastbag.DecodeError):
+                bag.read(topic)
+            times = np.array([m.time for m in bag.messages(raw=True)], dtype=np.int64)
+            ax = bag.plot_timeline()
+            html = bag._repr_html_()
+            t0 = bag.start_time
+    (marks,) = _row_artists(ax, topic, "messages")
+    np.testing.assert_array_equal([s[0][0] for s in marks.get_segments()], seconds(times, t0))
+    assert len(times) == 14
+    assert f"<td>{topic}</td>" in html and "<td>14</td>" in html
+    rendered(ax.figure)
+
+
+def test_timeline_of_a_legacy_and_an_unindexed_bag():
+    """Format 1.2 (times from the classic rosbag module) and a bag without index (times from a record walk)."""
+    from legacy_fixtures import classic_raw
+
+    legacy = data_file(LEGACY)
+    expected: dict[str, list[int]] = {}
+    for topic, t, _ in classic_raw(legacy):
+        expected.setdefault(topic, []).append(t)
+    unindexed = data_file(UNINDEXED)
+    layout = scan_file(unindexed)
+    walked: dict[str, list[int]] = {}
+    for topic, t, _ in rows(layout, layout.messages):
+        walked.setdefault(topic, []).append(t)
+    for path, oracle in ((legacy, expected), (unindexed, walked)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", fastbag.FastbagWarning)
+            with fastbag.open(path) as bag:
+                ax = bag.plot_timeline()
+                t0 = bag.start_time
+        assert [t.get_text() for t in ax.get_yticklabels()] == sorted(oracle)
+        for topic, times in oracle.items():
+            (marks,) = _row_artists(ax, topic, "messages")
+            np.testing.assert_array_equal([s[0][0] for s in marks.get_segments()], seconds(np.array(times), t0))
+        rendered(ax.figure)
+
+
+def test_timeline_of_a_v11_bag_without_definitions(tmp_path):
+    """Format 1.1 stores no definitions: nothing decodes without ``definitions=``, the timeline draws anyway."""
+    from legacy_fixtures import write_v11
+
+    path = tmp_path / "v11.bag"
+    written = [("/chatter", "992ce8a1687cec8c8bd883ec73ca41d1", "std_msgs/String", 10**9 + k * 10**8,
+                b"\x02\x00\x00\x00hi") for k in range(20)]
+    written += [("/count", "da5909fbe378aeaf85e547e830cc1bb7", "std_msgs/Int32", 10**9 + k * 3 * 10**8 + 7,
+                 k.to_bytes(4, "little")) for k in range(5)]
+    write_v11(path, written)
+    with fastbag.open(path) as bag:
+        assert bag.version == "1.1"
+        with pytest.raises(fastbag.DecodeError, match="definitions="):
+            bag.read("/chatter")
+        ax = bag.plot_timeline()
+        t0 = bag.start_time
+    for topic in ("/chatter", "/count"):
+        (marks,) = _row_artists(ax, topic, "messages")
+        expected = np.array([t for name, _, _, t, _ in written if name == topic], dtype=np.int64)
+        np.testing.assert_array_equal([s[0][0] for s in marks.get_segments()], seconds(expected, t0))
+    rendered(ax.figure)
+
+
+def test_timeline_of_an_empty_bag():
+    with fastbag.open(data_file("ros1v2/cruise-automation__rosbag.js__fixtures__no-messages.bag")) as bag:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ax = bag.plot_timeline()
+        assert "no messages" in [t.get_text() for t in ax.texts]
+        assert "<td>0</td>" in bag._repr_html_()
+    ax.figure.savefig(io.BytesIO(), format="png")
+
+
+# -- notebook views -----------------------------------------------------------------------
+
+def test_bag_html_shows_info_topics_and_timelines():
+    path = data_file(ROBOT)
+    expected = rosbags_times(path)
+    with fastbag.open(path) as bag:
+        html = bag._repr_html_()
+        duration, start = bag.duration, bag.start_time
+    assert f"({start // 10**9}.{start % 10**9:09d})" in html  # the exact start, from int ns
+    assert html.count("<svg") == len(expected) == 4
+    for topic, times in expected.items():
+        assert f"<td>{topic}</td>" in html and f"<td>{len(times)}</td>" in html
+    for text in ("tf2_msgs/TFMessage, tf/tfMessage", "sensor_msgs/LaserScan", f"{duration / 1e9:.3f} s",
+                 "2018-02-13 11:23:41.576", "none [6/6 chunks]", "<td>6047</td>",
+                 "sensor_msgs/LaserScan [90c7ef2dc6895d81024acba2ac42f369]"):
+        assert text in html
+
+
+def test_bag_html_lists_the_first_messages_and_survives_a_damaged_chunk(tmp_path):
+    path = data_file(TURTLES)
+    with AnyReader([path]) as reader:
+        first = [(c.topic, t, bytes(raw)) for (c, t, raw), _ in zip(reader.messages(), range(5))]
+    with fastbag.open(path) as bag:
+        html = bag._repr_html_()
+    listed = html[html.index("<p>first messages</p>"):]
+    for k, (topic, t, raw) in enumerate(first):
+        row = f"<tr><td>{k}</td><td>{topic}</td><td>"
+        assert row in listed
+        after = listed[listed.index(row) + len(row):]
+        assert after.startswith(f"{_utc_text(t)}</td><td>{len(raw)}</td><td>{raw[:16].hex(' ')}")
+    spec = conn_spec("/n", "std_msgs/Int32")
+    damaged = tmp_path / "damaged.bag"
+    with fastbag.Writer(damaged, compression="bz2") as writer:
+        connection = writer.add_connection(spec.topic, spec.msgtype, spec.msgdef, spec.md5sum)
+        for k in range(50):
+            writer.write(connection, 10**9 + k * 10**7, k.to_bytes(4, "little"))
+    blob = bytearray(damaged.read_bytes())
+    at = blob.index(b"BZh")
+    blob[at + 10:at + 30] = bytes(20)  # the chunk's bz2 stream is garbage; the index is intact
+    damaged.write_bytes(bytes(blob))
+    with fastbag.open(damaged) as bag:
+        html = bag._repr_html_()
+    assert "first messages: cannot be read:" in html and "<td>/n</td>" in html and "<td>50</td>" in html
+
+
+def _utc_text(ns: int) -> str:
+    from datetime import datetime, timezone
+
+    moment = datetime.fromtimestamp(ns // 10**9, tz=timezone.utc)
+    return f"{moment:%Y-%m-%d %H:%M:%S}.{ns % 10**9 // 1000:06d} UTC ({ns // 10**9}.{ns % 10**9:09d})"
+
+
+def test_topic_array_html_shows_first_rows_and_record_html_its_fields():
+    path = data_file(IMU)
+    times, msgs = rosbags_topic(path, "/imu/data_raw")
+    with fastbag.open(path) as bag:
+        arr = bag.read("/imu/data_raw")
+        decoded = next(iter(bag.messages(topics="/imu/data_raw"))).msg
+    html = arr._repr_html_()
+    assert f"<td>{len(times)}</td>" in html and f"... {len(times) - 5} more rows" in html
+    assert "<th>linear_acceleration.x</th>" in html and html.count("<svg") == 1
+    for m in msgs[:5]:
+        assert f"<td>{m.linear_acceleration.x!r}</td>" in html
+    for record in (arr[0], decoded):
+        view = record._repr_html_()
+        assert "<b>sensor_msgs/Imu</b>" in view
+        assert f"<td>linear_acceleration.x</td><td>{msgs[0].linear_acceleration.x!r}</td>" in view
+        assert f"<td>header.frame_id</td><td>{msgs[0].header.frame_id}</td>" in view
+        assert "<td>orientation_covariance</td><td>float64[9]: " in view
+
+
+def test_html_escapes_what_comes_from_the_file(tmp_path):
+    spec = conn_spec("/x", "std_msgs/String")
+    path = tmp_path / "hostile.bag"
+    evil = '/a<script>alert("x")</script>&b'
+    with fastbag.Writer(path) as writer:
+        connection = writer.add_connection(evil, spec.msgtype, spec.msgdef, spec.md5sum)
+        text = b"<img src=x onerror=alert(1)>"
+        writer.write(connection, 10**9, len(text).to_bytes(4, "little") + text)
+    with fastbag.open(path) as bag:
+        views = [bag._repr_html_(), bag.read(evil)._repr_html_(), bag.read(evil)[0]._repr_html_()]
+    for view in views:
+        assert "<script>" not in view and "<img" not in view
+    assert "/a&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;b" in views[0]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in views[2]
