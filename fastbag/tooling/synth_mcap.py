@@ -1,0 +1,126 @@
+"""The benchmark recordings as ROS2 writes them: a rosbag2 directory holding one MCAP file of CDR messages.
+
+Made from a generated ROS1 bench bag (:mod:`fastbag.tooling.synth`), so both
+formats hold the same recording: every message is deserialized by rosbags,
+rebuilt as its ROS2 type (``std_msgs/Header`` without ``seq``) and
+serialized to CDR by rosbags; the 1 M Imu topic is rebuilt with NumPy (one
+pass). The MCAP file is written with the ``mcap`` package's writer in
+768 KiB chunks, zstd- or lz4-compressed, with the ``ros2msg`` schemas rosbag2
+stores; ``metadata.yaml`` beside it lets rosbags' rosbag2 reader open the
+directory. Needs the test extra (rosbags, mcap): benchmark tooling only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..bag import open as open_bag
+
+CHUNK_SIZE = 768 * 1024  # rosbag2's MCAP storage default
+LIVOX_ROS1 = ("livox_ros_driver/msg/CustomPoint", "livox_ros_driver/msg/CustomMsg")
+
+
+def _typestores() -> tuple[Any, Any]:
+    """(ROS1 store, ROS2 store) of rosbags, both knowing the Livox driver's types."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    from .synth import LIVOX_CUSTOM
+
+    ros1, ros2 = get_typestore(Stores.ROS1_NOETIC), get_typestore(Stores.ROS2_HUMBLE)
+    main, _, point = LIVOX_CUSTOM.definition.partition("MSG: livox_ros_driver/CustomPoint\n")
+    main = main.split("=" * 80)[0]
+    for store, header in ((ros1, "std_msgs/Header"), (ros2, "std_msgs/Header")):
+        types = get_types_from_msg(point, LIVOX_ROS1[0])
+        types.update(get_types_from_msg(main.replace("Header header", f"{header} header").replace(
+            "CustomPoint[]", "livox_ros_driver/CustomPoint[]"), LIVOX_ROS1[1]))
+        store.register(types)
+    return ros1, ros2
+
+
+def _to_ros2(value: Any, ros2: Any) -> Any:
+    """A rosbags ROS1 message object rebuilt as the ROS2 type of the same name (fields matched by name)."""
+    if hasattr(value, "__msgtype__"):
+        cls = ros2.types[value.__msgtype__]
+        return cls(**{f.name: _to_ros2(getattr(value, f.name), ros2) for f in dataclasses.fields(cls)})
+    if isinstance(value, list):
+        return [_to_ros2(item, ros2) for item in value]
+    return value
+
+
+def _imu_cdr(raw: np.ndarray, count: int) -> np.ndarray:
+    """1 M ROS1 Imu messages (320 bytes each, frame_id 'imu_link') as CDR (324 bytes each), in one pass."""
+    ros1 = raw.reshape(count, 320)
+    cdr = np.zeros((count, 324), dtype=np.uint8)
+    cdr[:, 1] = 1  # encapsulation: CDR little-endian
+    cdr[:, 4:12] = ros1[:, 4:12]  # stamp: sec, nanosec
+    cdr[:, 12:16] = np.frombuffer(np.uint32(9).tobytes(), np.uint8)  # frame_id length with its NUL
+    cdr[:, 16:24] = ros1[:, 16:24]  # "imu_link"; then the NUL and 3 bytes of padding up to 8-byte alignment
+    cdr[:, 28:] = ros1[:, 24:]  # orientation ... linear_acceleration_covariance (float64, aligned)
+    return cdr
+
+
+def write_rosbag2_mcap(ros1_bag: Path, folder: Path, *, compression: str = "zstd") -> Path:
+    """The recording of ``ros1_bag`` as a rosbag2 directory ``folder`` (metadata.yaml + ``<name>.mcap``)."""
+    from mcap.writer import CompressionType, Writer
+
+    from rosbags.typesys import get_types_from_msg
+
+    ros1, ros2 = _typestores()
+    folder.mkdir(parents=True, exist_ok=True)
+    mcap_path = folder / f"{folder.name}.mcap"
+    counts: dict[str, int] = {}
+    with open_bag(ros1_bag) as bag, mcap_path.open("wb") as out:
+        writer = Writer(out, chunk_size=CHUNK_SIZE, compression={"zstd": CompressionType.ZSTD,
+                                                                   "lz4": CompressionType.LZ4,
+                                                                   "none": CompressionType.NONE}[compression])
+        writer.start(profile="ros2", library="fastbag bench")
+        channels: dict[str, tuple[int, str]] = {}
+        for info in bag.topics.values():
+            name = info.msgtype.replace("/", "/msg/", 1)
+            ros1.register(get_types_from_msg(info.definition, name))  # the ROS1 types as the bag defines them
+            text, _ = ros2.generate_msgdef(name, ros_version=2)
+            schema = writer.register_schema(name, "ros2msg", text.encode())
+            channels[info.name] = (writer.register_channel(info.name, "cdr", schema), name)
+        imu_only = list(bag.topics) == ["/imu"]
+        if imu_only:  # the 1 M Imu recording: converted with NumPy, not message by message
+            raw = np.concatenate([np.frombuffer(m.data, np.uint8) for m in bag.messages(raw=True)])
+            times = bag.times("/imu")
+            cdr = _imu_cdr(raw, times.size)
+            channel = channels["/imu"][0]
+            for k, t in enumerate(times.tolist()):
+                writer.add_message(channel, log_time=t, data=cdr[k].tobytes(), publish_time=t, sequence=k)
+            counts["/imu"] = times.size
+        else:
+            for k, m in enumerate(bag.messages(raw=True)):
+                channel, name = channels[m.topic]
+                msg = ros1.deserialize_ros1(bytes(m.data), name)
+                data = ros2.serialize_cdr(_to_ros2(msg, ros2), name)
+                writer.add_message(channel, log_time=m.time, data=bytes(data), publish_time=m.time, sequence=k)
+                counts[m.topic] = counts.get(m.topic, 0) + 1
+        writer.finish()
+        _write_metadata(folder, mcap_path.name, bag, channels, counts)
+    return mcap_path
+
+
+def _write_metadata(folder: Path, file: str, bag: Any, channels: dict[str, tuple[int, str]],
+                    counts: dict[str, int]) -> None:
+    """metadata.yaml (version 8, as rosbag2 writes it) for rosbags' reader."""
+    import yaml
+
+    start, duration = bag.start_time or 0, bag.duration
+    topics = [{"topic_metadata": {"name": topic, "type": name, "serialization_format": "cdr",
+                                  "offered_qos_profiles": "", "type_description_hash": ""},
+               "message_count": counts.get(topic, 0)} for topic, (_, name) in channels.items()]
+    info = {"version": 8, "storage_identifier": "mcap", "duration": {"nanoseconds": duration},
+            "starting_time": {"nanoseconds_since_epoch": start}, "message_count": sum(counts.values()),
+            "topics_with_message_count": topics, "compression_format": "", "compression_mode": "",
+            "relative_file_paths": [file], "files": [{"path": file, "starting_time": {"nanoseconds_since_epoch":
+                                                                                        start},
+                                                      "duration": {"nanoseconds": duration},
+                                                      "message_count": sum(counts.values())}],
+            "custom_data": None, "ros_distro": "fastbag-bench"}
+    (folder / "metadata.yaml").write_text(yaml.safe_dump({"rosbag2_bagfile_information": info}, sort_keys=False))
