@@ -74,6 +74,49 @@ def _definition(types: dict) -> tuple[str, str]:
     return main, "".join(blocks)
 
 
+IDL_NAMES = {"bool": "boolean", "byte": "octet", "char": "uint8", "float32": "float", "float64": "double"}
+
+
+def _idl_definition(types: dict) -> str:
+    """The same family as IDL the way rosidl generates it and rosbag2 stores it: modules, annotations,
+    typedefs for fixed arrays, a constants module, a placeholder member for empty structs, IDL: blocks."""
+    texts = {}
+    for name, fields in types.items():
+        pkg, short = name.split("/")
+        typedefs, members = [], []
+        for kind, typ, fname, size in fields:
+            t = IDL_NAMES.get(typ, typ) if not kind.startswith("struct") else f"{pkg}::msg::{typ.split('/')[1]}"
+            if kind in ("prim", "struct"):
+                members.append(f"{t} {fname};")
+            elif kind == "string":
+                members.append(f'@default (value="")\n      string {fname};')
+            elif kind == "bstring":
+                members.append(f"string<{size + 8}> {fname};")
+            elif kind in ("fixed", "structfixed"):
+                alias = f"{t.replace('::', '__')}__{size}"
+                typedefs.append(f"typedef {t} {alias}[{size}];")
+                members.append(f"{alias} {fname};")
+            elif kind in ("seq", "structseq"):
+                members.append(f"sequence<{t}> {fname};")
+            elif kind == "bseq":
+                members.append(f"sequence<{t}, {size}> {fname};")
+            else:
+                members.append(f"sequence<string> {fname};")
+        if not members:
+            members.append("uint8 structure_needs_at_least_one_member;")
+        body = "\n      ".join(members)
+        texts[name] = (f'// generated from rosidl_adapter/resource/msg.idl.em\n#include "{pkg}/msg/Other.idl"\n\n'
+                       f"module {pkg} {{\n  module msg {{\n    {' '.join(typedefs)}\n"
+                       f"    module {short}_Constants {{\n      const uint8 LIMIT = 0x10;\n"
+                       f'      const string NAME = "a \\"quoted\\" // name";\n    }};\n'
+                       f'    @verbatim (language="comment", text=\n      "A type." "\\n" "(generated)")\n'
+                       f"    struct {short} {{\n      {body}\n    }};\n  }};\n}};\n")
+    names = list(texts)
+    blocks = [texts[names[-1]]] + [f"{SEP}\nIDL: {n.split('/')[0]}/msg/{n.split('/')[1]}\n{texts[n]}"
+                                   for n in reversed(names[:-1])]
+    return "".join(blocks)
+
+
 def _store(types: dict):
     store = typesys.get_typestore(typesys.Stores.EMPTY)
     for name, text in _texts(types).items():
@@ -147,6 +190,11 @@ def test_random_types_equal_rosbags(types, data, little_endian) -> None:
     assert len(ours) == len(raw)
     for i, r in enumerate(raw):
         assert_same_cdr(ours[i], store.deserialize_cdr(r, typename), f"msg[{i}]")
+    # The same types written as IDL decode the same bytes to the same values.
+    idl = decode_messages(typename, _idl_definition(types), raw, encoding="cdr", schema_encoding="ros2idl")
+    assert idl[0].constants == {"LIMIT": 16, "NAME": 'a "quoted" // name'}
+    for i, r in enumerate(raw):
+        assert_same_cdr(idl[i], store.deserialize_cdr(r, typename), f"msg[{i}] (IDL)")
 
 
 # -- layout rules ------------------------------------------------------------------

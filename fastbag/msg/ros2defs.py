@@ -256,6 +256,9 @@ _IDL_TYPES = {
     "float32": "float32", "float64": "float64", "bool": "bool", "byte": "uint8",
 }
 
+#: The field rosidl gives a struct without fields in IDL (CDR writes one byte for it either way).
+_PLACEHOLDER = "structure_needs_at_least_one_member"
+
 _TOKEN = re.compile(r'\s+|//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"|::|[A-Za-z_]\w*|-?\d[\w.+-]*|.', re.S)
 
 
@@ -357,6 +360,8 @@ class _IdlParser:
                 self.take()
             self.take(">")
             return f"seq:{inner}"
+        if tok == "long" and self.peek() == "double":
+            tok = f"{tok} {self.take()}"
         if tok in ("unsigned", "long") and self.peek() in ("short", "long"):
             tok = f"{tok} {self.take()}"
             if tok == "unsigned long" and self.peek() == "long":
@@ -384,6 +389,8 @@ class _IdlParser:
             self.take(";")
             fields.append(self.field(scope, fname, typ, dim))
         self.take("}")
+        if [f.name for f in fields] == [_PLACEHOLDER]:  # rosidl's stand-in for "no fields": the same one byte
+            fields = []
         self.structs[normalize_ros2_name("::".join([*scope, name]))] = fields
 
     def field(self, scope: list[str], name: str, typ: str, dim: int | None) -> Field:
