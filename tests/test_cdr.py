@@ -233,6 +233,11 @@ def test_livox_points_are_zero_copy_views_with_a_20_byte_stride() -> None:
     assert first.base is not None  # a view into the messages' buffer, not a copy
     assert pts.values["offset_time"].tolist() == [0, 1, 2, 3, 4, 0, 1]
     assert cloud[0].header.frame_id == "livox" and cloud[1].lidar_id == 3
+    # the buffer ends with the last point, without its padding byte: that element is read from a padded copy
+    alone = decode_messages("livox/CustomMsg", CLOUD, [_livox_message(points)], encoding="cdr",
+                            schema_encoding="ros2msg")
+    assert alone["points"][0]["offset_time"].tolist() == [0, 1, 2, 3, 4]
+    assert alone["points"].values["line"].tolist() == [k % 6 for k in range(5)]
     big = decode_messages("livox/CustomMsg", CLOUD, [_livox_message(points, big=True)], encoding="cdr",
                           schema_encoding="ros2msg")
     assert big["points"][0]["y"].tolist() == [-k for k in range(5)] and big["points"][0].dtype["y"].byteorder == ">"
