@@ -234,10 +234,13 @@ def test_livox_points_are_zero_copy_views_with_a_20_byte_stride() -> None:
     assert pts.values["offset_time"].tolist() == [0, 1, 2, 3, 4, 0, 1]
     assert cloud[0].header.frame_id == "livox" and cloud[1].lidar_id == 3
     # the buffer ends with the last point, without its padding byte: that element is read from a padded copy
-    alone = decode_messages("livox/CustomMsg", CLOUD, [_livox_message(points)], encoding="cdr",
-                            schema_encoding="ros2msg")
-    assert alone["points"][0]["offset_time"].tolist() == [0, 1, 2, 3, 4]
-    assert alone["points"].values["line"].tolist() == [k % 6 for k in range(5)]
+    last = decode_messages("livox/CustomMsg", CLOUD, [_livox_message(points[:2]), _livox_message(points)],
+                           encoding="cdr", schema_encoding="ros2msg")["points"]
+    assert isinstance(last, Ragged) and last[1]["offset_time"].tolist() == [0, 1, 2, 3, 4]
+    assert last.values["line"].tolist() == [0, 1] + [k % 6 for k in range(5)]
+    dense = decode_messages("livox/CustomMsg", CLOUD, [_livox_message(points)] * 2, encoding="cdr",
+                            schema_encoding="ros2msg")["points"]  # same counts: one dense (N, k) array
+    assert dense.shape == (2, 5) and dense["x"][1].tolist() == [k * 0.5 for k in range(5)]
     big = decode_messages("livox/CustomMsg", CLOUD, [_livox_message(points, big=True)], encoding="cdr",
                           schema_encoding="ros2msg")
     assert big["points"][0]["y"].tolist() == [-k for k in range(5)] and big["points"][0].dtype["y"].byteorder == ">"
