@@ -152,14 +152,17 @@ class Layout:
     depth: int               # nesting depth of child tables (the kernel's stack bound)
     md5sum: str = ""         # computed from a ROS1 definition
     encoding: Encoding = ROS1
-    source: tuple[str, str, str] = ("", "", "")  # (msgtype, definition, schema encoding) it was compiled from
+    registry: TypeRegistry | None = None  # the types it was compiled from
+    _other_order: "Layout | None" = field(default=None, repr=False)
 
     def with_byte_order(self, big_endian: bool) -> "Layout":
-        """The same type under the other byte order of its encoding (CDR: the header says which)."""
-        if big_endian == self.encoding.big_endian or not self.encoding.aligned:
+        """The same type in the given byte order of its encoding (CDR: each message's header says which)."""
+        if big_endian == self.encoding.big_endian or not self.encoding.aligned or self.registry is None:
             return self
-        msgtype, definition, schema_encoding = self.source
-        return _compiled(msgtype, definition, CDR_BE if big_endian else CDR_LE, schema_encoding)
+        if self._other_order is None:
+            self._other_order = compile_layout(self.registry, replace(
+                self.encoding, big_endian=big_endian, representation=0x0000 if big_endian else 0x0001))
+        return self._other_order
 
 
 class _Compiler:
@@ -383,7 +386,7 @@ class _Compiler:
         ops = np.array(self.ops, dtype=np.int64).reshape(-1, OP_WIDTH)
         row_sizes = np.array([t.dtype.itemsize for t in self.tables], dtype=np.int64)
         return Layout(main, self.tables, self.slots, ops, row_sizes, self.enc.header + _min_size(self.ops),
-                      max(depth.values()), encoding=self.enc)
+                      max(depth.values()), encoding=self.enc, registry=self.registry)
 
 
 def _rebind_slots(node: Node, slots: list[Slot]) -> None:
@@ -468,7 +471,6 @@ def _compiled(msgtype: str, definition: str, encoding: Encoding, schema_encoding
         raise DefinitionError(f"Type {msgtype} nests its types too deeply to decode.") from None
     except (ValueError, OverflowError, MemoryError) as exc:  # NumPy refuses the dtype (a fixed array too large)
         raise DefinitionError(f"Type {msgtype} has a fixed part too large to decode: {exc}") from exc
-    layout.source = (msgtype, definition, schema_encoding)
     return layout
 
 
