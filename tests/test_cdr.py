@@ -341,3 +341,37 @@ def test_random_damage_raises_only_fastbag_errors(tail, at, byte) -> None:
     except FastbagError:
         return
     assert len(out) == 1 and len(out[0].v) <= len(raw) // 8
+
+
+NESTED = f"string s\nItem[] items\nItem[2] pair\nuint16 k\n{SEP}\nMSG: p/Item\nstring name\nint32[] values\nEmpty e\n" \
+         f"{SEP}\nMSG: p/Empty\n"
+
+
+def _nested_good() -> bytes:
+    store = typesys.get_typestore(typesys.Stores.EMPTY)
+    store.register(typesys.get_types_from_msg("", "p/msg/Empty"))
+    store.register(typesys.get_types_from_msg("string name\nint32[] values\np/msg/Empty e\n", "p/msg/Item"))
+    store.register(typesys.get_types_from_msg("string s\np/msg/Item[] items\np/msg/Item[2] pair\nuint16 k\n",
+                                              "p/msg/Top"))
+    T = store.types
+    item = [T["p/msg/Item"](n, np.arange(k, dtype=np.int32), T["p/msg/Empty"]()) for n, k in (("ab", 2), ("", 0))]
+    return bytes(store.serialize_cdr(T["p/msg/Top"]("top", item, item, 7), "p/msg/Top"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 200), st.sampled_from([0, 1, 0x7F, 0x80, 0xFF]), st.integers(0, 12))
+def test_random_damage_to_nested_messages_raises_only_fastbag_errors(at, byte, cut) -> None:
+    """Counts of struct sequences, string lengths and padding overwritten or cut short: a DecodeError for
+    message 1 (message 0 stays good), or values bounded by the bytes; never another exception."""
+    good = _nested_good()
+    raw = bytearray(good)
+    raw[at % len(raw)] = byte
+    raw = raw[:len(raw) - cut]
+    try:
+        out = decode_messages("p/msg/Top", NESTED, [good, bytes(raw)], encoding="cdr", schema_encoding="ros2msg")
+    except DecodeError as exc:
+        assert exc.index == 1
+        return
+    except FastbagError:
+        return
+    assert out[0].s == "top" and out[0].items[0].name == "ab" and len(out[1].items) <= len(raw)
