@@ -1,9 +1,11 @@
 """Numba kernels: one generic interpreter of layout programs, and byte gathers.
 
 Every function here is a plain ``@njit(cache=True, nogil=True)`` function of
-arrays and integers: the op program of :mod:`fastbag.layout` is data, so a new
-message type compiles nothing and the on-disk cache serves every type. This
-module is imported on first use (``import fastbag`` does not load Numba).
+arrays and integers: the op program of :mod:`fastbag.msg.layout` is data, so a
+new message type compiles nothing and the on-disk cache serves every type; an
+encoding's rules (ROS1, CDR in either byte order) are integer arguments and
+the ALIGN op, not other kernels. This module is imported on first use
+(``import fastbag`` does not load Numba).
 
 Every read of the message buffer is checked against the message's end before
 it happens; a failure is reported through the ``status`` array, never by
