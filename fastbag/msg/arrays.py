@@ -370,8 +370,10 @@ class Record:
         self._i = i
 
     def __getitem__(self, name: str) -> Any:
-        value = self._struct[name]
-        return value[self._i]
+        value = self._struct[name][self._i]
+        if isinstance(value, np.void) and value.dtype.names is not None:
+            return value.view(np.dtype((np.record, value.dtype)))  # a fixed struct: fields by attribute too
+        return value
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
