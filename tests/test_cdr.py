@@ -375,3 +375,11 @@ def test_random_damage_to_nested_messages_raises_only_fastbag_errors(at, byte, c
     except FastbagError:
         return
     assert out[0].s == "top" and out[0].items[0].name == "ab" and len(out[1].items) <= len(raw)
+
+
+def test_decode_messages_reads_ros1_too() -> None:
+    """The helper is encoding-neutral: ROS1 bytes with a ros1msg definition (its defaults)."""
+    raw = [struct.pack("<I", 5) + b"hello", struct.pack("<I", 0)]
+    out = decode_messages("std_msgs/String", "string data\n", raw)
+    assert out["data"].tolist() == ["hello", ""] and out[0].data == "hello"
+    assert len(decode_messages("std_msgs/String", "string data\n", [])) == 0

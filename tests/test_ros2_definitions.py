@@ -275,3 +275,26 @@ def test_header_struct_bytes() -> None:
            "string frame_id\n"
     out = decode_messages("p/msg/Stamped", text, [raw], encoding="cdr", schema_encoding="ros2msg")
     assert out[0].header.stamp["sec"] == 1 and out[0].header.frame_id == "m" and out[0].v == 0.25
+
+
+_FRAGMENTS = ["int32 a\n", "string<=3 s\n", "p/Q q\n", "float64[<=2] v\n", "uint8 X=0x1\n", "# c\n", "=" * 80 + "\n",
+              "MSG: p/Q\n", "MSG: p/msg/Q\n", "---\n", "wstring w\n", "bool B=true\n", "string S=\"x\"\n", "[", "<=",
+              "module p { ", "module msg { ", "struct T { ", "struct Q { ", "}; ", "sequence<int32, 3> v; ",
+              "double d[3]; ", "typedef double d3[3]; ", "const uint8 K = 0x10; ", "@default (value=1) ",
+              "enum E { A, B }; ", "p::msg::Q q; ", "string<4> s; ", "long long x; ", "IDL: p/msg/Q\n"]
+
+
+@pytest.mark.parametrize("schema", ["ros2msg", "ros2idl"])
+def test_damaged_definitions_raise_only_definition_errors(schema) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=4)), max_size=14))
+    def check(parts):
+        try:
+            layout_for("p/msg/T", "".join(parts), encoding="cdr", schema_encoding=schema)
+        except (DefinitionError, UnsupportedError):
+            pass
+
+    check()

@@ -448,7 +448,10 @@ def parse_ros2idl(msgtype: str, text: str | bytes) -> TypeRegistry:
     body = "\n".join(line for line in text.split("\n")
                      if not re.fullmatch(r"\s*(={3,}|IDL:.*)\s*", line))
     parser = _IdlParser(_tokens(body), main)
-    parser.parse([])
+    try:
+        parser.parse([])
+    except ValueError as exc:  # a number that is not one (array size, constant value)
+        raise parser.error(f"bad number ({exc})") from None
     if parser.i < len(parser.t):
         raise parser.error("unbalanced braces")
     types = {name: MsgDef(name, tuple(fields), tuple(parser.constants.get(name, ())))
