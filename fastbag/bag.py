@@ -584,20 +584,22 @@ class Bag:
         from .errors import DefinitionError
         from .msg.layout import layout_for
 
-        if connection.encoding != "ros1":
-            raise UnsupportedError(f"topic {connection.topic}: decoding {connection.encoding} messages into arrays "
-                                   "is not supported yet; read them raw (bag.messages(raw=True))")
-        key = (connection.msgtype, connection.definition)
+        key = (connection.msgtype, connection.definition, connection.encoding, connection.schema_encoding)
         if key not in self._layouts:
             definition = connection.definition
-            if not definition.strip() and connection.md5sum != EMPTY_MD5:  # lost, not a type without fields
+            # ROS1: an empty text is lost unless the md5sum says the type has no fields (other encodings: the
+            # container supplies what it knows; an empty ros2msg text is a type without fields, std_msgs/Empty)
+            if connection.encoding == "ros1" and not definition.strip() and connection.md5sum != EMPTY_MD5:
                 definition = self._supplied_definition(connection)
             try:
-                layout = layout_for(connection.msgtype, definition)
+                layout = layout_for(connection.msgtype, definition, encoding=connection.encoding,
+                                    schema_encoding=connection.schema_encoding)
             except DefinitionError as exc:
                 raise DecodeError(f"the message definition cannot be parsed: {exc}", topic=connection.topic,
                                   msgtype=connection.msgtype) from exc
-            if layout.md5sum not in (connection.md5sum, "*") and connection.md5sum != "*":
+            # Only ROS1 connections carry an md5sum computed from the definition (genmsg's) to check against.
+            if connection.encoding == "ros1" and connection.schema_encoding == "ros1msg" and \
+                    layout.md5sum not in (connection.md5sum, "*") and connection.md5sum != "*":
                 warnings.warn(f"{self.path}: topic {connection.topic}: the md5sum computed from the definition of "
                               f"{connection.msgtype} is {layout.md5sum}, the connection says {connection.md5sum}",
                               FastbagWarning, stacklevel=4)

@@ -22,14 +22,15 @@ How a field presents (``arr[name]``):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..errors import DecodeError
-from .layout import Layout, Node, Slot
+from ..errors import DecodeError, UnsupportedError
+from .layout import REPRESENTATIONS, Layout, Node, Slot
 
 #: Uniform arrays up to this many bytes per message are gathered into one dense
 #: (N, k) array; larger ones (images, point clouds) stay per-message views.
@@ -95,15 +96,18 @@ class Ragged(_PerMessage):
     ``counts`` (int64, N) and ``offsets`` (int64, N+1) describe the lengths;
     ``values`` gathers every element into one packed array (the Arrow layout)
     on first use. ``buffers[buf[i]]`` holds element i at byte ``pos[i]``.
+    ``tail``: bytes of trailing padding (part of the dtype's itemsize, the
+    CDR stride) the last element of a message may lack in the buffer.
     """
 
     def __init__(self, buffers: list[np.ndarray], buf: np.ndarray, pos: np.ndarray, counts: np.ndarray,
-                 dtype: np.dtype) -> None:
+                 dtype: np.dtype, tail: int = 0) -> None:
         self.buffers = buffers
         self.buf = buf
         self.pos = pos
         self.counts = counts
         self.dtype = dtype
+        self.tail = tail
         self._values: np.ndarray | None = None
 
     def __getitem__(self, i: Any) -> Any:
@@ -111,10 +115,14 @@ class Ragged(_PerMessage):
             i = self._position(i)
             if self.dtype.itemsize == 0:  # elements of an empty type: nothing to view, no memory
                 return np.zeros(int(self.counts[i]), dtype=self.dtype)
-            p = int(self.pos[i])
-            raw = self.buffers[int(self.buf[i])][p:p + int(self.counts[i]) * self.dtype.itemsize]
+            p, nbytes = int(self.pos[i]), int(self.counts[i]) * self.dtype.itemsize
+            raw = self.buffers[int(self.buf[i])][p:p + nbytes]
+            if raw.size < nbytes:  # the last element's padding lies past the buffer's end: a copy
+                padded = np.zeros(nbytes, dtype=np.uint8)
+                padded[:raw.size] = raw
+                raw = padded
             return raw.view(self.dtype)
-        return Ragged(self.buffers, self.buf[i], self.pos[i], self.counts[i], self.dtype)
+        return Ragged(self.buffers, self.buf[i], self.pos[i], self.counts[i], self.dtype, self.tail)
 
     @property
     def uniform(self) -> bool:
@@ -127,8 +135,11 @@ class Ragged(_PerMessage):
         if self._values is None and self.dtype.itemsize == 0:
             self._values = np.zeros(int(self.counts.sum()), dtype=self.dtype)
         if self._values is None:
-            self._values = _gather(self.buffers, self.buf, self.pos, self.counts * self.dtype.itemsize,
-                                   self.offsets * self.dtype.itemsize).view(self.dtype)
+            nbytes = self.counts * self.dtype.itemsize
+            if self.tail:
+                nbytes = np.maximum(nbytes - self.tail, 0)
+            self._values = _gather(self.buffers, self.buf, self.pos, nbytes, self.offsets * self.dtype.itemsize,
+                                   zeroed=bool(self.tail)).view(self.dtype)
         return self._values
 
     def to_numpy(self) -> np.ndarray:
@@ -147,9 +158,9 @@ class Ragged(_PerMessage):
 
 
 def _gather(buffers: list[np.ndarray], buf: np.ndarray, pos: np.ndarray, nbytes: np.ndarray,
-            out_offsets: np.ndarray) -> np.ndarray:
-    """Bytes of spans spread over buffers, packed at ``out_offsets``."""
-    out = np.empty(int(out_offsets[-1]) if out_offsets.size else 0, dtype=np.uint8)
+            out_offsets: np.ndarray, zeroed: bool = False) -> np.ndarray:
+    """Bytes of spans spread over buffers, packed at ``out_offsets`` (gaps zeroed with ``zeroed``)."""
+    out = (np.zeros if zeroed else np.empty)(int(out_offsets[-1]) if out_offsets.size else 0, dtype=np.uint8)
     kernels = _kernels()
     for b in np.unique(buf).tolist():
         rows = np.flatnonzero(buf == b)
@@ -372,8 +383,10 @@ class Record:
         self._i = i
 
     def __getitem__(self, name: str) -> Any:
-        value = self._struct[name]
-        return value[self._i]
+        value = self._struct[name][self._i]
+        if isinstance(value, np.void) and value.dtype.names is not None:
+            return value.view(np.dtype((np.record, value.dtype)))  # a fixed struct: fields by attribute too
+        return value
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -452,7 +465,7 @@ class TopicBuilder:
     chunks are kept as file offsets, so views point into the mapping.
     """
 
-    def __init__(self, layout: Layout, file: np.ndarray, count: int, *, topic: str, msgtype: str) -> None:
+    def __init__(self, layout: Layout, file: np.ndarray, count: int, *, topic: str | None, msgtype: str) -> None:
         self.layout = layout
         # Root rows of the whole read, written in place by the kernel (no concatenation).
         self.root = np.empty(count * int(layout.row_sizes[0]), dtype=np.uint8)
@@ -468,6 +481,9 @@ class TopicBuilder:
         self.strings: list[list[np.ndarray]] = [[] for _ in layout.slots]
         self.keeps_views = any(s.kind == "array" for s in layout.slots)
         self.unbacked = 0  # child rows so far beyond the bytes of their runs (elements that take no bytes)
+        # CDR: the byte order is the messages' (their header says), settled by the first run decoded
+        self._order_settled = not layout.encoding.aligned
+        self._order_lock = threading.Lock()
 
     def add_run(self, payload: np.ndarray, file_offset: int | None, starts: np.ndarray, lengths: np.ndarray,
                 first_index: int) -> None:
@@ -487,7 +503,10 @@ class TopicBuilder:
         (disjoint for every run); everything else comes back in the piece,
         for :meth:`append` to add in read order.
         """
+        self._settle_byte_order(payload, starts, lengths)
         layout, kernels = self.layout, _kernels()
+        enc = layout.encoding
+        rules = (enc.header, enc.representation, enc.big_endian, enc.trailing)
         n = int(starts.size)
         check_min_size(layout, lengths, first_index, topic=self.topic, msgtype=self.msgtype)
         if layout.row_sizes[0] and (root_row + n) * int(layout.row_sizes[0]) > self.root.size:
@@ -497,7 +516,7 @@ class TopicBuilder:
         if len(layout.tables) > 1:  # child tables: count their rows first, to allocate them exactly
             empty8, empty64 = np.empty(0, np.uint8), np.empty(0, np.int64)
             kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, empty8, empty8, rows, rows,
-                         empty64, empty64, rows, False, status)
+                         empty64, empty64, rows, False, status, *rules)
             self._check(status, first_index)
             # Elements that take bytes are bounded by the bytes; those that take none only per message.
             # Across the run, child rows may not outnumber the bytes plus one cap's worth of empty ones.
@@ -519,7 +538,7 @@ class TopicBuilder:
         slot_cnt = np.empty_like(slot_pos)
         counters = np.zeros(len(layout.tables), dtype=np.int64)
         kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, self.root, fixed, fixed_base,
-                     slot_base, slot_pos, slot_cnt, counters, True, status)
+                     slot_base, slot_pos, slot_cnt, counters, True, status, *rules)
         self._check(status, first_index)
         piece = _RunPiece(payload, file_offset, rows,
                           [fixed[fixed_base[t]:fixed_base[t] + int(child_bytes[t])] for t in range(len(rows))],
@@ -563,6 +582,20 @@ class TopicBuilder:
             self.slot_cnt[s].append(cnt)
         self.total += piece.rows
 
+    def _settle_byte_order(self, payload: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
+        """CDR: take the byte order of the first message decoded (little-endian layouts are compiled by
+        default; a big-endian header switches to the big-endian one before anything is decoded)."""
+        if self._order_settled:
+            return
+        with self._order_lock:
+            if self._order_settled:
+                return
+            if starts.size and lengths[0] >= 2 and 0 <= starts[0] and int(starts[0]) + 2 <= payload.size:
+                found = (int(payload[starts[0]]) << 8) | int(payload[starts[0] + 1])
+                if found in (0x0000, 0x0001):
+                    self.layout = self.layout.with_byte_order(found == 0x0000)
+            self._order_settled = True
+
     def _buffer_id(self, payload: np.ndarray, file_offset: int | None) -> int:
         if file_offset is not None or not self.keeps_views:
             return 0
@@ -576,6 +609,17 @@ class TopicBuilder:
         code, m, pos = (int(v) for v in status)
         if code == 0:
             return
+        if code == 6:  # pos holds the representation id found in the encapsulation header
+            name = REPRESENTATIONS.get(pos, "unknown")
+            expected = REPRESENTATIONS.get(self.layout.encoding.representation, "?")
+            if pos in (0x0000, 0x0001):
+                raise DecodeError(f"message is {name} but the topic's first messages are {expected}; fastbag "
+                                  "decodes a topic in one byte order", topic=self.topic, msgtype=self.msgtype,
+                                  index=first_index + m)
+            where = f"topic {self.topic}, " if self.topic is not None else ""
+            raise UnsupportedError(f"message has CDR representation id 0x{pos:04x} ({name}); fastbag decodes "
+                                   f"CDR_LE and CDR_BE (XCDR1) only ({where}type {self.msgtype}, message "
+                                   f"{first_index + m})")
         reasons = {1: "is shorter than its definition says", 2: "has bytes left over after its last field",
                    3: "nests arrays deeper than 64 levels", 4: "lies outside its chunk",
                    5: f"claims more than {_kernels().MAX_EMPTY_ELEMENTS} elements of a type that takes no bytes"}
@@ -620,7 +664,30 @@ class TopicBuilder:
         if slot.kind == "table":
             return Nested(tables[slot.child], pos, cnt)
         buf = np.concatenate(self.slot_buf[s]) if self.slot_buf[s] else np.empty(0, np.int32)
-        ragged = Ragged(self.buffers, buf, pos, cnt, slot.dtype)  # type: ignore[arg-type]
+        ragged = Ragged(self.buffers, buf, pos, cnt, slot.dtype, slot.tail)  # type: ignore[arg-type]
         if ragged.uniform and cnt.size and int(cnt[0]) * slot.dtype.itemsize <= DENSE_LIMIT:  # type: ignore[union-attr]
             return ragged.to_numpy()
         return ragged
+
+
+def decode_messages(msgtype: str, definition: str, messages: Iterable[bytes | bytearray | memoryview], *,
+                    encoding: str = "ros1", schema_encoding: str = "ros1msg") -> StructArray:
+    """Decode serialized messages of one type, from any source, into a StructArray.
+
+    ``definition`` is the type's full definition as written by
+    ``schema_encoding`` (``"ros1msg"``, ``"ros2msg"`` or ``"ros2idl"``);
+    ``encoding`` how the messages are serialized (``"ros1"`` or ``"cdr"``,
+    either byte order, as each message's header says). Fields read as from
+    ``Bag.read``: ``decode_messages(...)["pose"]["position"]["x"]``,
+    ``[i].header.frame_id``. Raises DecodeError naming the first message that
+    does not match the definition.
+    """
+    from .layout import layout_for
+    chunks = [bytes(m) for m in messages]
+    lengths = np.array([len(m) for m in chunks], dtype=np.int64)
+    layout = layout_for(msgtype, definition, encoding=encoding, schema_encoding=schema_encoding)
+    check_min_size(layout, lengths, 0, topic=None, msgtype=msgtype)  # before sizing rows by the count
+    buffer = np.frombuffer(bytearray(b"".join(chunks)), dtype=np.uint8)
+    builder = TopicBuilder(layout, np.empty(0, dtype=np.uint8), len(chunks), topic=None, msgtype=msgtype)
+    builder.add_run(buffer, None, offsets_of(lengths)[:-1], lengths, 0)
+    return builder.finish()

@@ -1,9 +1,11 @@
 """Numba kernels: one generic interpreter of layout programs, and byte gathers.
 
 Every function here is a plain ``@njit(cache=True, nogil=True)`` function of
-arrays and integers: the op program of :mod:`fastbag.layout` is data, so a new
-message type compiles nothing and the on-disk cache serves every type. This
-module is imported on first use (``import fastbag`` does not load Numba).
+arrays and integers: the op program of :mod:`fastbag.msg.layout` is data, so a
+new message type compiles nothing and the on-disk cache serves every type; an
+encoding's rules (ROS1, CDR in either byte order) are integer arguments and
+the ALIGN op, not other kernels. This module is imported on first use
+(``import fastbag`` does not load Numba).
 
 Every read of the message buffer is checked against the message's end before
 it happens; a failure is reported through the ``status`` array, never by
@@ -18,8 +20,8 @@ from numba import njit
 from ..io.bytekernels import copy as _copy
 from ..io.bytekernels import u32 as _u32
 
-# Op codes (mirrors fastbag.layout; kept literal so the kernels need no import).
-OP_END, OP_COPY, OP_STRING, OP_ARRAY, OP_TABLE = 0, 1, 2, 3, 4
+# Op codes (mirrors fastbag.msg.layout; kept literal so the kernels need no import).
+OP_END, OP_COPY, OP_STRING, OP_ARRAY, OP_TABLE, OP_ALIGN = 0, 1, 2, 3, 4, 5
 
 # status[0] codes
 OK = 0
@@ -28,6 +30,7 @@ TRAILING = 2     # bytes left over after the last field
 TOO_DEEP = 3     # nested arrays deeper than the stack
 BAD_SPAN = 4     # the message span itself lies outside the buffer
 TOO_MANY = 5     # more elements that take no bytes than MAX_EMPTY_ELEMENTS
+BAD_HEADER = 6   # the encapsulation header names another representation (status[2]: the id found)
 
 STACK_DEPTH = 64
 #: Elements that can take no bytes (a struct of only ``T[0]`` fields) cost a row each but are not
@@ -43,10 +46,25 @@ def _fail(status, code, m, pos):
     status[2] = pos
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _count(buf, pos, big):
+    """A u32 length or count, in the message's byte order."""
+    if big:
+        return (np.int64(buf[pos]) << 24) | (np.int64(buf[pos + 1]) << 16) | (np.int64(buf[pos + 2]) << 8) | \
+            np.int64(buf[pos + 3])
+    return _u32(buf, pos)
+
+
 @njit(cache=True, nogil=True)
 def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, slot_base, slot_pos, slot_cnt,
-         table_rows, fill, status):
+         table_rows, fill, status, header, representation, big, trailing):
     """Walk messages ``buf[starts[m]:starts[m]+lengths[m]]`` through the op program.
+
+    The encoding's rules come as integers: ``header`` bytes precede the
+    fields (CDR: 4, whose first two bytes must be the big-endian u16
+    ``representation`` when it is >= 0); alignment (OP_ALIGN) counts from the
+    end of the header; lengths and counts are big-endian when ``big``; up to
+    ``trailing`` bytes may follow the last field (CDR pads to 4 bytes).
 
     With ``fill`` false, only counts child-table rows into ``table_rows`` and
     validates every message. With ``fill`` true, also copies fixed parts:
@@ -68,6 +86,16 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
         if pos < 0 or lengths[m] < 0 or end > size:
             _fail(status, BAD_SPAN, m, pos)
             return
+        if header > end - pos:
+            _fail(status, SHORT, m, pos)
+            return
+        if representation >= 0:
+            found = (np.int64(buf[pos]) << 8) | np.int64(buf[pos + 1])
+            if found != representation:
+                _fail(status, BAD_HEADER, m, found)
+                return
+        pos += header
+        origin = pos
         table = 0
         row = m
         pc = 0
@@ -87,21 +115,50 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                         _copy(fixed, dst, buf, pos, n)
                 pos += n
                 pc += 1
-            elif code == OP_STRING or code == OP_ARRAY:
+            elif code == OP_STRING:
                 if 4 > end - pos:
                     _fail(status, SHORT, m, pos)
                     return
-                count = _u32(buf, pos)
+                count = _count(buf, pos, big)
                 pos += 4
-                nbytes = count if code == OP_STRING else count * ops[pc, 2]
-                if nbytes > end - pos:
+                if count > end - pos:
                     _fail(status, SHORT, m, pos - 4)
                     return
                 if fill:
                     k = slot_base[ops[pc, 1]] + row
                     slot_pos[k] = pos
+                    # CDR counts the trailing NUL, which is not part of the value (a length of 0: empty too)
+                    slot_cnt[k] = count - 1 if ops[pc, 2] and count > 0 else count
+                pos += count
+                pc += 1
+            elif code == OP_ARRAY:
+                if 4 > end - pos:
+                    _fail(status, SHORT, m, pos)
+                    return
+                count = _count(buf, pos, big)
+                pos += 4
+                if count > 0:  # elements aligned to their alignment; the last may lack its trailing padding
+                    a = ops[pc, 3]
+                    if a > 1:
+                        pos = origin + ((pos - origin + a - 1) // a) * a
+                    nbytes = count * ops[pc, 2] - ops[pc, 4]
+                    if pos > end or nbytes > end - pos:
+                        _fail(status, SHORT, m, min(pos, end))
+                        return
+                else:
+                    nbytes = 0
+                if fill:
+                    k = slot_base[ops[pc, 1]] + row
+                    slot_pos[k] = pos
                     slot_cnt[k] = count
                 pos += nbytes
+                pc += 1
+            elif code == OP_ALIGN:
+                a = ops[pc, 1]
+                pos = origin + ((pos - origin + a - 1) // a) * a
+                if pos > end:
+                    _fail(status, SHORT, m, end)
+                    return
                 pc += 1
             elif code == OP_TABLE:
                 count = ops[pc, 4]
@@ -109,7 +166,7 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                     if 4 > end - pos:
                         _fail(status, SHORT, m, pos)
                         return
-                    count = _u32(buf, pos)
+                    count = _count(buf, pos, big)
                     pos += 4
                 # each element takes at least ops[pc, 5] bytes: that bounds the work by the bytes,
                 # whether the count comes from the data or from the definition (T[N])
@@ -154,7 +211,7 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                     pc = stack[sp, 0]
                     table = stack[sp, 1]
                     row = stack[sp, 2]
-        if pos != end:
+        if pos > end or end - pos > trailing:
             _fail(status, TRAILING, m, pos)
             return
 

@@ -126,7 +126,7 @@ class Field:
     @property
     def is_builtin(self) -> bool:
         """True when the base type is a builtin, False for a nested message type."""
-        return self.type in BUILTIN_TYPES
+        return self.type in BUILTIN_TYPES or self.type == "wstring"  # ROS2's wide string: only its parser makes it
 
     @property
     def is_array(self) -> bool:

@@ -38,7 +38,7 @@ def assert_same(ours: Any, theirs: Any, path: str = "msg") -> None:
     if hasattr(theirs, "__dataclass_fields__"):
         # rosbags declares a type's constants as dataclass fields with defaults:
         # they must equal the constants fastbag parsed from the definition.
-        if hasattr(ours, "constants"):
+        if not isinstance(ours, np.void):  # a Record (a NumPy record has attributes named as its fields)
             constants = ours.constants
             fields = ours.fields
         else:  # a fixed-size struct is a NumPy record: its constants live on the type only
