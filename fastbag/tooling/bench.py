@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,8 +137,12 @@ def imu_bag(path: Path, count: int = 1_000_000, seed: int = 0) -> None:
 
 
 def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | None = None,
-                log: Callable[[str], None] = print) -> dict[str, Path]:
-    """Generate (once) and return the benchmark bags: imu-1m, mixed-none, mixed-lz4, mixed-bz2."""
+                log: Callable[[str], None] = print, keys: Iterable[str] | None = None) -> dict[str, Path]:
+    """Generate (once) and return the benchmark recordings (those of ``keys``, default all): the ROS1 bags
+    imu-1m, mixed-none, mixed-lz4, mixed-bz2, and the same recordings as rosbag2 directories of one MCAP file
+    (mcap-imu-1m, mcap-mixed: zstd chunks)."""
+    from .synth_mcap import write_rosbag2_mcap
+
     folder = folder or bench_dir()
     folder.mkdir(parents=True, exist_ok=True)
     specs: dict[str, tuple[str, Callable[[Path], None]]] = {
@@ -148,13 +153,33 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
         "mixed-bz2": (f"mixed-{bz2_seconds:g}s-bz2.bag",
                       lambda p: write_bag(p, MIXED_STREAMS, seconds=bz2_seconds, compression="bz2")),
     }
+    mcap_specs = {"mcap-imu-1m": ("imu-1000000-zstd.rosbag2", "imu-1m"),
+                  "mcap-mixed": (f"mixed-{seconds:g}s-zstd.rosbag2", "mixed-none")}
+    wanted = set(keys) if keys is not None else set(specs) | set(mcap_specs)
+    wanted |= {mcap_specs[k][1] for k in wanted if k in mcap_specs}  # an MCAP recording is made from its ROS1 bag
     paths = {}
     for key, (name, make) in specs.items():
+        if key not in wanted:
+            continue
         path = folder / name
         if not path.exists():
             log(f"generating {path} ...")
             partial = path.with_suffix(".partial")
             make(partial)
+            partial.rename(path)
+        paths[key] = path
+    for key, (name, source) in mcap_specs.items():
+        if key not in wanted:
+            continue
+        path = folder / name
+        if not path.exists():
+            log(f"generating {path} (from {paths[source].name}) ...")
+            partial = folder / (name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            written = write_rosbag2_mcap(paths[source], partial)
+            written.rename(partial / f"{path.name}.mcap")
+            metadata = partial / "metadata.yaml"
+            metadata.write_text(metadata.read_text().replace(written.name, f"{path.name}.mcap"))
             partial.rename(path)
         paths[key] = path
     return paths
@@ -164,7 +189,9 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
 
 def _imu_arrays_fastbag(bag: Any, topic: str = "/imu") -> dict[str, np.ndarray]:
     arr = bag.read(topic)
-    out = {"secs": arr["header"]["stamp"]["secs"], "nsecs": arr["header"]["stamp"]["nsecs"]}
+    stamp = arr["header"]["stamp"]
+    sec, nsec = stamp.dtype.names  # ROS1 time (secs, nsecs), ROS2 builtin_interfaces/Time (sec, nanosec)
+    out = {"secs": stamp[sec], "nsecs": stamp[nsec]}
     for name in IMU_FIELDS:
         for axis in arr[name].dtype.names:
             out[f"{name}.{axis}"] = arr[name][axis]
@@ -172,8 +199,13 @@ def _imu_arrays_fastbag(bag: Any, topic: str = "/imu") -> dict[str, np.ndarray]:
 
 
 def _imu_arrays_rosbags(reader: Any, topic: str = "/imu") -> dict[str, np.ndarray]:
+    return _imu_columns(_rosbags_topic(reader, topic))
+
+
+def _imu_columns(messages: list[Any]) -> dict[str, np.ndarray]:
+    """What the user of a message-by-message reader writes: the Imu fields gathered into arrays."""
     columns: dict[str, list[float]] = {}
-    for msg in _rosbags_topic(reader, topic):
+    for msg in messages:
         columns.setdefault("secs", []).append(msg.header.stamp.sec)
         columns.setdefault("nsecs", []).append(msg.header.stamp.nanosec)
         for name in IMU_FIELDS:
@@ -210,10 +242,14 @@ def _livox_fastbag(bag: Any) -> list[np.ndarray]:
 
 
 def _livox_rosbags(reader: Any) -> list[np.ndarray]:
+    return _livox_points(_rosbags_topic(reader, "/livox/lidar"))
+
+
+def _livox_points(messages: list[Any]) -> list[np.ndarray]:
     fields = ("offset_time", "x", "y", "z", "reflectivity", "tag", "line")
     from .synth import LIVOX_POINT
     return [np.array([tuple(getattr(p, f) for f in fields) for p in msg.points], dtype=LIVOX_POINT)
-            for msg in _rosbags_topic(reader, "/livox/lidar")]
+            for msg in messages]
 
 
 def _clouds_fastbag(bag: Any) -> list[np.ndarray]:
@@ -222,9 +258,13 @@ def _clouds_fastbag(bag: Any) -> list[np.ndarray]:
 
 
 def _clouds_rosbags(reader: Any) -> list[np.ndarray]:
+    return _clouds_of(_rosbags_topic(reader, "/points"))
+
+
+def _clouds_of(messages: list[Any]) -> list[np.ndarray]:
     from ..msg.sensors import point_dtype
     clouds = []
-    for msg in _rosbags_topic(reader, "/points"):
+    for msg in messages:
         dtype = point_dtype([f.name for f in msg.fields], [f.offset for f in msg.fields],
                             [f.datatype for f in msg.fields], [f.count for f in msg.fields], msg.point_step,
                             msg.is_bigendian)
@@ -301,6 +341,89 @@ def _open_rosbags(path: Path) -> int:
         return reader.message_count
 
 
+# -- MCAP (rosbag2 directories of one MCAP file): rosbags' rosbag2 reader and the mcap package as peers ----
+
+def fastbag_path(path: Path) -> Path:
+    """What fastbag opens for a bench recording: the MCAP file of a rosbag2 directory, else the bag itself."""
+    return path / f"{path.name}.mcap" if path.is_dir() else path
+
+
+def _mcap_reader(path: Path) -> Any:
+    """An open mcap reader with mcap-ros2-support's decoders (its file closes with it: see _close_mcap)."""
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    return make_reader(fastbag_path(path).open("rb"), decoder_factories=[DecoderFactory()])
+
+
+def _close_mcap(reader: Any) -> None:
+    reader._stream.close()  # the reader does not own a close(); its stream is the file we opened
+
+
+def _mcap_topic(reader: Any, topic: str) -> list[Any]:
+    return [decoded for _, _, _, decoded in reader.iter_decoded_messages(topics=[topic], log_time_order=True)]
+
+
+def _imu_arrays_mcap(reader: Any, topic: str = "/imu") -> dict[str, np.ndarray]:
+    return _imu_columns(_mcap_topic(reader, topic))
+
+
+def _livox_mcap(reader: Any) -> list[np.ndarray]:
+    return _livox_points(_mcap_topic(reader, "/livox/lidar"))
+
+
+def _clouds_mcap(reader: Any) -> list[np.ndarray]:
+    return _clouds_of(_mcap_topic(reader, "/points"))
+
+
+def _images_mcap(reader: Any) -> list[np.ndarray]:
+    return [np.frombuffer(bytes(msg.data), np.uint8).reshape(msg.height, msg.width, 3)
+            for msg in _mcap_topic(reader, "/camera/image_raw")]
+
+
+def _raw_rosbags2(path: Path) -> tuple[int, int]:
+    from rosbags.rosbag2 import Reader
+    with Reader(path) as reader:
+        count = nbytes = 0
+        for _, _, raw in reader.messages():
+            count += 1
+            nbytes += len(raw)
+        return count, nbytes
+
+
+def _raw_mcap(path: Path) -> tuple[int, int]:
+    from mcap.reader import make_reader
+    with fastbag_path(path).open("rb") as f:
+        count = nbytes = 0
+        for _, _, message in make_reader(f).iter_messages(log_time_order=True):
+            count += 1
+            nbytes += len(message.data)
+        return count, nbytes
+
+
+def _open_rosbags2(path: Path) -> int:
+    from rosbags.rosbag2 import Reader
+    with Reader(path) as reader:
+        return reader.message_count
+
+
+def _open_mcap(path: Path) -> int:
+    from mcap.reader import make_reader
+    with fastbag_path(path).open("rb") as f:
+        return make_reader(f).get_summary().statistics.message_count
+
+
+def _check_raw_mcap(path: Path) -> None:
+    """fastbag's (topic, time, bytes) sequence equals the mcap package's (compared by digest)."""
+    from mcap.reader import make_reader
+    with open_bag(fastbag_path(path)) as bag:
+        ours = _raw_digest((m.topic, m.time, m.data) for m in bag.messages(raw=True))
+    with fastbag_path(path).open("rb") as f:
+        theirs = _raw_digest((c.topic, m.log_time, m.data) for _, c, m in make_reader(f).iter_messages(
+            log_time_order=True))
+    assert ours == theirs, "raw messages differ"
+
+
 @dataclass
 class Job:
     """One benchmark: the same work done by fastbag and by rosbags on one bag.
@@ -327,6 +450,12 @@ class Job:
     views: bool = False  # the result is views of the bytes: nothing is copied, so no copy ceiling applies
     within_copies: float | None = None  # also a target: at most this many times a copy of the topic's bytes
     under_seconds: float | None = None  # also a target: fastbag's time below this
+    # The peer (rosbags by default): its name, how it opens and closes a handle, how a whole-bag job checks
+    # the raw messages against it.
+    peer: str = "rosbags"
+    open_peer: Callable[[Path], Any] = field(default=lambda path: _rosbags_reader(path))
+    close_peer: Callable[[Any], None] = field(default=lambda reader: reader.close())
+    check_raw: Callable[[Path], None] = field(default=lambda path: _check_raw(path))
 
 
 JOBS: list[Job] = [
@@ -349,6 +478,55 @@ JOBS: list[Job] = [
 ]
 
 
+def _check_fields(ours: list[np.ndarray], theirs: list[np.ndarray]) -> None:
+    """Per message, every field of the points equal (a CDR point's padding is not a field)."""
+    assert len(ours) == len(theirs), f"{len(ours)} != {len(theirs)} messages"
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a.shape == b.shape and all(np.array_equal(a[name], b[name]) for name in b.dtype.names), \
+            f"message {i} differs"
+
+
+def _mcap_peer(**kw: Any) -> dict[str, Any]:
+    """Job options for the mcap package (with mcap-ros2-support) as the peer."""
+    return dict(peer="mcap + mcap-ros2-support", open_peer=_mcap_reader, close_peer=_close_mcap,
+                check_raw=_check_raw_mcap, **kw)
+
+
+_ROSBAGS2 = dict(peer="rosbags (rosbag2 reader)", check_raw=_check_raw_mcap)
+
+# The same jobs on the recordings as ROS2 writes them (CDR messages, MCAP with zstd chunks), against each peer.
+JOBS += [
+    Job("imu-1m-mcap", "1 M Imu messages (CDR, MCAP zstd) into arrays", "mcap-imu-1m", _imu_arrays_fastbag,
+        _imu_arrays_rosbags, _check_columns, 100, "/imu", **_ROSBAGS2),
+    Job("imu-1m-mcap-py", "1 M Imu messages (CDR, MCAP zstd) into arrays", "mcap-imu-1m", _imu_arrays_fastbag,
+        _imu_arrays_mcap, _check_columns, 100, "/imu", **_mcap_peer()),
+    Job("livox-mcap", "Livox CustomMsg (CDR, MCAP zstd) into per-message point arrays", "mcap-mixed",
+        _livox_fastbag, _livox_rosbags, _check_fields, 300, "/livox/lidar", views=True, **_ROSBAGS2),
+    Job("livox-mcap-py", "Livox CustomMsg (CDR, MCAP zstd) into per-message point arrays", "mcap-mixed",
+        _livox_fastbag, _livox_mcap, _check_fields, 300, "/livox/lidar", views=True, **_mcap_peer()),
+    Job("pointcloud2-mcap", "PointCloud2 (CDR, MCAP zstd) into per-message structured points", "mcap-mixed",
+        _clouds_fastbag, _clouds_rosbags, _check_arrays, 50, "/points", views=True, rosbags_repeats=3,
+        **_ROSBAGS2),
+    Job("pointcloud2-mcap-py", "PointCloud2 (CDR, MCAP zstd) into per-message structured points", "mcap-mixed",
+        _clouds_fastbag, _clouds_mcap, _check_arrays, 50, "/points", views=True, rosbags_repeats=3,
+        **_mcap_peer()),
+    Job("image-mcap", "Image 640x480 rgb8 (CDR, MCAP zstd) into (H, W, C) per-message views", "mcap-mixed",
+        _images_fastbag, _images_rosbags, _check_arrays, 20, "/camera/image_raw", views=True, rosbags_repeats=3,
+        **_ROSBAGS2),
+    Job("image-mcap-py", "Image 640x480 rgb8 (CDR, MCAP zstd) into (H, W, C) per-message views", "mcap-mixed",
+        _images_fastbag, _images_mcap, _check_arrays, 20, "/camera/image_raw", views=True, rosbags_repeats=3,
+        **_mcap_peer()),
+    Job("raw-zstd-mcap", "all messages, raw, MCAP zstd chunks", "mcap-mixed", _raw_fastbag, _raw_rosbags2, None,
+        1.8, rosbags_repeats=3, opened=False, **_ROSBAGS2),
+    Job("raw-zstd-mcap-py", "all messages, raw, MCAP zstd chunks", "mcap-mixed", _raw_fastbag, _raw_mcap, None,
+        1.8, rosbags_repeats=3, opened=False, **_mcap_peer()),
+    Job("open-mcap", "open the mixed MCAP file", "mcap-mixed", _open_fastbag, _open_rosbags2, _check_equal, 5,
+        repeats=10, rosbags_repeats=5, opened=False, under_seconds=0.05, **_ROSBAGS2),
+    Job("open-mcap-py", "open the mixed MCAP file", "mcap-mixed", _open_fastbag, _open_mcap, _check_equal, 5,
+        repeats=10, rosbags_repeats=5, opened=False, under_seconds=0.05, **_mcap_peer()),
+]
+
+
 @dataclass
 class Row:
     """One line of the report."""
@@ -357,6 +535,7 @@ class Row:
     what: str
     bag: str
     fastbag_s: float
+    peer: str = "rosbags"
     rosbags_s: float | None = None
     ratio: float | None = None
     # With a fresh handle per run (open, read, close inside the timing); None for jobs that open anyway.
@@ -392,26 +571,28 @@ def run_job(job: Job, paths: dict[str, Path], limits: Limits, *, against: bool =
             log: Callable[[str], None] = print) -> Row:
     """Check fastbag against rosbags on the job, then time both; one report row."""
     path = paths[job.bag]
-    count, nbytes, compression = _volume(path, job.topic)
-    row = Row(job.name, job.what, path.name, 0.0, target=job.target, messages=count, megabytes=nbytes / 1e6)
+    ours_path = fastbag_path(path)  # a rosbag2 directory's MCAP file; the peers open the directory
+    count, nbytes, compression = _volume(ours_path, job.topic)
+    row = Row(job.name, job.what, path.name, 0.0, target=job.target, messages=count, megabytes=nbytes / 1e6,
+              peer=job.peer)
     log(f"{job.name}: {job.what} ({path.name})")
     compare = against and job.rosbags is not None
     if compare and job.check is None:
-        _check_raw(path)
-    with open_bag(path) as bag:
-        reader = _rosbags_reader(path) if compare and job.opened else None
+        job.check_raw(path)
+    with open_bag(ours_path) as bag:
+        reader = job.open_peer(path) if compare and job.opened else None
         try:
-            fast = lambda: job.fastbag(bag if job.opened else path)  # noqa: E731
+            fast = lambda: job.fastbag(bag if job.opened else ours_path)  # noqa: E731
             slow = (lambda: job.rosbags(reader if job.opened else path)) if compare else None  # noqa: E731
             (fast_s, ours), (slow_s, theirs) = _interleaved(fast, slow, job.repeats, job.rosbags_repeats,
                                                             slow_warmup=job.rosbags_repeats > 1)
         finally:
             if reader is not None:
-                reader.close()
+                job.close_peer(reader)
     row.fastbag_s = fast_s
     if job.opened:  # as a user's script does it: open, read, close in every run
-        fresh = lambda: _with_fresh_bag(job.fastbag, path)  # noqa: E731
-        fresh_slow = (lambda: _with_fresh_reader(job.rosbags, path)) if compare else None  # noqa: E731
+        fresh = lambda: _with_fresh_bag(job.fastbag, ours_path)  # noqa: E731
+        fresh_slow = (lambda: _with_fresh_reader(job, path)) if compare else None  # noqa: E731
         (row.fresh_fastbag_s, _), (fresh_slow_s, _) = _interleaved(fresh, fresh_slow, job.repeats,
                                                                    job.rosbags_repeats,
                                                                    slow_warmup=job.rosbags_repeats > 1)
@@ -434,7 +615,7 @@ def run_job(job: Job, paths: dict[str, Path], limits: Limits, *, against: bool =
                          f"topic's {nbytes / 1e6:.0f} MB once ({copy_s * 1e3:.0f} ms)")
         row.conditions.append((f"<= {job.within_copies:g}x a copy", slowest <= job.within_copies * copy_s))
     if job.under_seconds is not None:
-        row.notes.append(f"{fast_s * 1e3:.1f} ms for {path.stat().st_size / 1e9:.2f} GB")
+        row.notes.append(f"{fast_s * 1e3:.1f} ms for {ours_path.stat().st_size / 1e9:.2f} GB")
         row.conditions.append((f"< {job.under_seconds * 1e3:g} ms", fast_s < job.under_seconds))
     return row
 
@@ -444,12 +625,12 @@ def _with_fresh_bag(read: Callable[[Any], Any], path: Path) -> Any:
         return read(bag)
 
 
-def _with_fresh_reader(read: Callable[[Any], Any] | None, path: Path) -> Any:
-    reader = _rosbags_reader(path)
+def _with_fresh_reader(job: Job, path: Path) -> Any:
+    reader = job.open_peer(path)
     try:
-        return read(reader)  # type: ignore[misc]
+        return job.rosbags(reader)  # type: ignore[misc]
     finally:
-        reader.close()
+        job.close_peer(reader)
 
 
 def _copy_time(nbytes: int) -> float:
@@ -473,9 +654,11 @@ def first_read_seconds(path: Path, topic: str) -> float:
 def run_suite(jobs: list[str] | None = None, *, seconds: float = 40.0, bz2_seconds: float = 8.0,
               against: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Every job (or those named) on the generated bags; a JSON-ready report."""
-    paths = ensure_bags(seconds, bz2_seconds, log=log)
+    selected = [job for job in JOBS if not jobs or job.name in jobs]
+    keys = {job.bag for job in selected} | ({"mixed-none"} if not jobs or "first-read" in jobs else set())
+    paths = ensure_bags(seconds, bz2_seconds, log=log, keys=keys)
     limits = measure_limits()
-    rows = [run_job(job, paths, limits, against=against, log=log) for job in JOBS if not jobs or job.name in jobs]
+    rows = [run_job(job, paths, limits, against=against, log=log) for job in selected]
     first = None
     if not jobs or "first-read" in jobs:
         first = first_read_seconds(paths["mixed-none"], "/imu")
@@ -565,7 +748,7 @@ def format_suite(report: dict[str, Any]) -> str:
              f"Numba {m['numba']}",
              f"limits measured in this run: memcpy {m['memcpy_GBps']} GB/s, lz4 {m['lz4_MBps_per_core']} MB/s "
              f"and bz2 {m['bz2_MBps_per_core']} MB/s per core", "",
-             "| job | fastbag | rosbags | ratio | fresh handle: fastbag | rosbags | ratio | target | messages | "
+             "| job | fastbag | peer | ratio | fresh handle: fastbag | peer | ratio | target | messages | "
              "MB/s | of limit | notes |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in report["rows"]:
@@ -578,7 +761,8 @@ def format_suite(report: dict[str, Any]) -> str:
         fresh = [f"{r['fresh_fastbag_s']:.4f} s" if r["fresh_fastbag_s"] is not None else "same",
                  f"{r['fresh_rosbags_s']:.3f} s" if r["fresh_rosbags_s"] is not None else "same",
                  f"{r['fresh_ratio']:.1f}x" if r["fresh_ratio"] is not None else "same"]
-        lines.append(f"| {r['job']}: {r['what']} | {r['fastbag_s']:.4f} s | {rosbags} | {ratio} | {' | '.join(fresh)} | "
+        what = r["what"] + (f" (peer: {r['peer']})" if r.get("peer", "rosbags") != "rosbags" else "")
+        lines.append(f"| {r['job']}: {what} | {r['fastbag_s']:.4f} s | {rosbags} | {ratio} | {' | '.join(fresh)} | "
                      f"{target} | {r['messages']:,} | {speed} | {fraction} | {'; '.join(r['notes'])} |")
     if report.get("first_read_s") is not None:
         ok = "ok" if report["first_read_s"] < 1 else "MISSED"
