@@ -429,6 +429,8 @@ class SeedSpec:
     path: str
     origin: str                      # "real" or "gen"
     open_kwargs: dict[str, Any] = field(default_factory=dict)
+    format: str = "ros1"             # "ros1" or "mcap": which walk, mutators and oracles apply
+    weight: float = 1.0              # how often it is drawn, relative to its pool
 
 
 def _serialize_string(text: bytes) -> bytes:
@@ -710,6 +712,8 @@ class Outcome:
     raw_error: str | None = None
     topic_counts: dict[str, int] = field(default_factory=dict)
     reads: dict[str, Any] = field(default_factory=dict)  # topic -> ("ok", n, times) | ("error", type, index, text)
+    attachments: list[tuple[str, str, bytes]] | None = None  # (name, media type, data); None: raised
+    metadata: list[tuple[str, tuple]] | None = None           # (name, sorted items); None: raised
     warnings: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     errors: Counter = field(default_factory=Counter)     # FastbagError class names seen
@@ -810,7 +814,10 @@ class Runner:
                              f"message DecodeError-index {_where(exc)}")
         elif isinstance(exc, UnsupportedError):
             # The sensor helpers see arrays, not files: like their DecodeErrors, they name topic and message.
-            named = stage.startswith("sensors") and "topic " in text and "message " in text
+            # read() of an encoding that does not decode into arrays (MCAP: cdr today, json, protobuf ...)
+            # is about the topic, not about bytes of the file: it names the topic.
+            named = (stage.startswith("sensors") and "topic " in text and "message " in text) or \
+                (topic is not None and stage.startswith("read ") and topic in text)
             if self.path not in text and not named:
                 self.problem("message", stage, f"UnsupportedError without the file: {text[:200]}",
                              f"message UnsupportedError {_where(exc)}")
@@ -864,6 +871,10 @@ class Runner:
         ok, got = self.guarded("raw", raw)
         out.raw = got if ok else None
         out.raw_error = None if ok else f"{type(got).__name__}: {got}"
+        ok, got = self.guarded("attachments", lambda: [(a.name, a.media_type, bytes(a.data)) for a in bag.attachments])
+        out.attachments = got if ok else None
+        ok, got = self.guarded("metadata", lambda: [(m.name, tuple(sorted(m.metadata.items()))) for m in bag.metadata])
+        out.metadata = got if ok else None
         for topic in list(bag.topics):
             ok, arr = self.guarded(f"read {topic}", lambda: bag.read(topic), topic=topic)
             if not ok:
@@ -980,7 +991,11 @@ class Seed:
     def __init__(self, spec: SeedSpec) -> None:
         self.spec = spec
         self.data = Path(spec.path).read_bytes()
-        self.structure = walk(self.data)
+        if spec.format == "mcap":
+            from tools import fuzz_mcap
+            self.structure = fuzz_mcap.walk(self.data)
+        else:
+            self.structure = walk(self.data)
         self._reference: Outcome | None = None
         self._messages: list[tuple[int, int, bytes]] | None = None
         self._connections: list[fastbag.Connection] = []
@@ -1452,6 +1467,14 @@ KINDS = {
 }
 
 
+def kinds_of(fmt: str) -> dict[str, int]:
+    """The mutation kinds of a format and their shares."""
+    if fmt == "mcap":
+        from tools import fuzz_mcap
+        return fuzz_mcap.KINDS
+    return KINDS
+
+
 def _byte_damage(rng: random.Random, seed: Seed, buf: bytearray) -> tuple[bytearray, str | None]:
     pick = rng.choice(["set-number", "flip-header", "flip-chunk", "structure"])
     if pick == "set-number":
@@ -1617,6 +1640,10 @@ def check_oracle(out: Outcome, mutant: Mutant, seed: Seed) -> list[Problem]:
     def wrong(text: str, sig: str) -> None:
         problems.append(Problem("wrong", kind, text, f"wrong {kind} {sig}"))
     if ref.raw is None:
+        return problems
+    if kind.startswith("mcap-"):
+        from tools import fuzz_mcap
+        fuzz_mcap.check_oracle(out, mutant, seed, wrong)
         return problems
     original = _multiset(ref.raw)
     if kind == "cut":
@@ -1847,7 +1874,7 @@ class Context:
         """Large seeds are drawn less often (a case should take milliseconds)."""
         if spec.name not in self._weights:
             size = Path(spec.path).stat().st_size
-            self._weights[spec.name] = min(1.0, 200_000 / max(1, size))
+            self._weights[spec.name] = spec.weight * min(1.0, 200_000 / max(1, size))
         return self._weights[spec.name]
 
     def seed_bag(self, spec: SeedSpec) -> Seed:
@@ -1856,12 +1883,15 @@ class Context:
         return self._seeds[spec.name]
 
     def pick(self, rng: random.Random) -> tuple[SeedSpec, str]:
-        gen = [s for s in self.specs if s.origin == "gen"]
-        real = [s for s in self.specs if s.origin == "real"]
+        formats = sorted({s.format for s in self.specs})
+        fmt = formats[0] if len(formats) == 1 else rng.choice(formats)  # (one format: the draws of old)
+        gen = [s for s in self.specs if s.origin == "gen" and s.format == fmt]
+        real = [s for s in self.specs if s.origin == "real" and s.format == fmt]
         pool = real if real and (not gen or rng.random() < 0.45) else gen
         spec = rng.choices(pool, weights=[self.weight(s) for s in pool])[0]
-        kinds = list(KINDS)
-        kind = rng.choices(kinds, weights=[KINDS[k] for k in kinds])[0]
+        table = kinds_of(fmt)
+        kinds = list(table)
+        kind = rng.choices(kinds, weights=[table[k] for k in kinds])[0]
         return spec, kind
 
 
@@ -1874,7 +1904,11 @@ def build_mutant(ctx: Context, case: int) -> tuple[Seed, Mutant]:
     for attempt in range(20):
         spec, kind = ctx.pick(rng)
         seed = ctx.seed_bag(spec)
-        mutant = make_case(rng, seed, kind, str(ctx.scratch / "rewrite.bag"))
+        if spec.format == "mcap":
+            from tools import fuzz_mcap
+            mutant = fuzz_mcap.make_case(rng, seed, kind)
+        else:
+            mutant = make_case(rng, seed, kind, str(ctx.scratch / "rewrite.bag"))
         if mutant is not None:
             mutant.open_kwargs = dict(spec.open_kwargs)
             mutant.seed_version = seed.structure.version
@@ -2283,7 +2317,8 @@ class Tally:
         lines.append(f"slowest case: {self.slowest[0] * 1000:.0f} ms (case {self.slowest[1]})")
         lines += ["", "mutation kinds: cases (share), mean ms per case, cases with problems"]
         total = max(1, sum(self.kinds.values()))
-        for kind in KINDS:
+        from tools import fuzz_mcap
+        for kind in [k for k in list(KINDS) + list(fuzz_mcap.KINDS) if self.kinds.get(k) or k in KINDS]:
             n = self.kinds.get(kind, 0)
             ms = 1000 * self.kind_seconds.get(kind, 0.0) / max(1, n)
             lines.append(f"  {kind:17s} {n:7d} ({100 * n / total:4.1f}%) {ms:7.1f} ms  {self.kind_failures.get(kind, 0)}")
@@ -2315,12 +2350,26 @@ class Tally:
 
 
 def corpus(args: argparse.Namespace, root: Path) -> list[SeedSpec]:
-    specs = build_generated(root / "corpus", args.seed)
+    from tools import fuzz_mcap
+    formats = set(args.formats.split(","))
+    unknown = formats - {"ros1", "mcap"}
+    if unknown:
+        raise SystemExit(f"--formats: unknown {', '.join(sorted(unknown))} (known: ros1, mcap)")
     data = Path(args.data)
-    real = real_seeds(data, args.max_seed_size) if not args.generated_only else []
-    if not real and not args.generated_only:
-        print(f"note: no real bags in {data} (absent?): generated seed bags only", file=sys.stderr)
-    return specs + real
+    specs: list[SeedSpec] = []
+    if "ros1" in formats:
+        specs += build_generated(root / "corpus", args.seed)
+        real = real_seeds(data, args.max_seed_size) if not args.generated_only else []
+        if not real and not args.generated_only:
+            print(f"note: no real bags in {data} (absent?): generated seed bags only", file=sys.stderr)
+        specs += real
+    if "mcap" in formats:
+        specs += fuzz_mcap.build_generated(root / "corpus-mcap", args.seed)
+        real = fuzz_mcap.real_seeds(data, args.max_seed_size) if not args.generated_only else []
+        if not real and not args.generated_only:
+            print(f"note: no real MCAP files in {data / 'mcap'} (absent?): generated ones only", file=sys.stderr)
+        specs += real
+    return specs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -2340,6 +2389,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder of real bags (ros1v2, ros1legacy, broken); default ../shared/data")
     parser.add_argument("--max-seed-size", type=int, default=MAX_SEED_SIZE, help="largest real seed bag, bytes")
     parser.add_argument("--generated-only", action="store_true", help="use generated seed bags only")
+    parser.add_argument("--formats", default="ros1,mcap",
+                        help="seed formats, comma-separated: ros1, mcap (default both)")
     parser.add_argument("--failures", help="write every failing case as JSON lines to this file")
     parser.add_argument("--progress", type=float, default=30.0, help="seconds between progress lines")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -2359,7 +2410,8 @@ def main(argv: list[str] | None = None) -> int:
             result = run_case(ctx, args.case, verbose=True, save=args.save)
             return 1 if result.get("problems") else 0
         command = (f"python -m tools.fuzz --seed {args.seed} --cases {args.cases} --jobs {args.jobs} "
-                   f"--timeout {args.timeout:g}" + (f" --first {args.first}" if args.first else ""))
+                   f"--timeout {args.timeout:g}" + (f" --first {args.first}" if args.first else "") +
+                   (f" --formats {args.formats}" if args.formats != "ros1,mcap" else ""))
         tally = Tally(args.seed, command)
         print(f"{command}: {len(specs)} seed bags ({sum(1 for s in specs if s.origin == 'real')} real), "
               f"{args.jobs} workers", flush=True)
@@ -2387,4 +2439,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as tools.fuzz, not __main__: tools.fuzz_mcap imports this module, and one copy must hold its state.
+    from tools import fuzz as _fuzz
+    sys.exit(_fuzz.main())
