@@ -428,3 +428,22 @@ def test_unknown_encoding_reads_raw_and_says_so():
         assert raw == [d for _, _, d in oracle(path)[0]]
         with pytest.raises(fastbag.UnsupportedError, match="wrong_format-encoded.*raw=True"):
             next(iter(bag.messages()))
+
+
+# -- regressions: defects the fuzz campaign (python -m tools.fuzz --formats mcap) found ------------------
+
+
+def test_regression_scan_of_a_log_time_past_int64(tmp_path):
+    """A scanned message whose log_time is past 2**63-1 (an attachment's opcode flipped to a message's made
+    one) raised OverflowError building the int64 index; now that message is left out and named."""
+    path = tmp_path / "time.mcap"
+    written = write_mcap(path, chunked=False, messages=4)
+    data = bytearray(path.read_bytes())
+    second = find(data, 0x05, find(data, 0x05) + 1)
+    struct.pack_into("<Q", data, second + 9 + 6, 2**64 - 1)
+    path.write_bytes(data)
+    with pytest.warns(fastbag.FastbagWarning, match=f"message record at offset {second} has log_time "
+                      f"{2**64 - 1}, past int64: left out"):
+        with fastbag.open(path) as bag:
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+    assert got == [written[0]] + written[2:]

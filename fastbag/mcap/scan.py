@@ -102,9 +102,17 @@ def _definition(found: Scanned, opcode: int, body: Body, pos: int, length: int) 
         found.metadata_indexes.append(MetadataIndex(pos, RECORD_HEAD + length, body.string("name")))
 
 
+#: Times are int64 nanoseconds: a log_time past this is damage (no clock reaches the year 2262).
+MAX_TIME = 2**63 - 1
+
+
 def _message(found: Scanned, fixed: bytes, chunk: int, offset: int) -> None:
+    log_time = int.from_bytes(fixed[6:14], "little")
+    if log_time > MAX_TIME:
+        found.note(f"a message record at offset {offset} has log_time {log_time}, past int64: left out")
+        return
     found.channel.append(int.from_bytes(fixed[0:2], "little"))
-    found.time.append(int.from_bytes(fixed[6:14], "little"))
+    found.time.append(log_time)
     found.chunk.append(chunk)
     found.offset.append(offset)
 
