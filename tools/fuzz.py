@@ -817,7 +817,8 @@ class Runner:
             # read() of an encoding that does not decode into arrays (MCAP: cdr today, json, protobuf ...)
             # is about the topic, not about bytes of the file: it names the topic.
             named = (stage.startswith("sensors") and "topic " in text and "message " in text) or \
-                (topic is not None and stage.startswith("read ") and topic in text)
+                (topic is not None and stage.startswith("read ") and topic in text) or \
+                (stage == "decoded" and "topic " in text and "decod" in text)
             if self.path not in text and not named:
                 self.problem("message", stage, f"UnsupportedError without the file: {text[:200]}",
                              f"message UnsupportedError {_where(exc)}")
@@ -863,8 +864,7 @@ class Runner:
             json.dumps(info_dict(bag))
             format_info(bag)
         self.guarded("meta", meta)
-        self.log(f"opened: v{bag.version}, {bag.message_count} messages, {len(bag.topics)} topics, "
-                 f"recovered={bag.recovered}")
+        self.log(f"opened: {out.message_count} messages, recovered={out.recovered}")
 
         def raw() -> list[tuple[str, int, bytes]]:
             return [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
@@ -893,12 +893,13 @@ class Runner:
                              topic=topic)
             elif info.msgtype == "sensor_msgs/Image":
                 self.guarded(f"sensors {topic}", lambda: _touch_array(fastbag.image(arr)), topic=topic)
-        if self.decoded and bag.message_count <= 2000:
+        if self.decoded and (out.message_count or 0) <= 2000:
             def decoded() -> int:
                 n = 0
                 for m in bag.messages():
                     if n < SMALL:
-                        m.msg.to_dict()
+                        msg = m.msg  # a message object, or a dict (MCAP json)
+                        msg.to_dict() if hasattr(msg, "to_dict") else repr(msg)
                     n += 1
                 return n
             self.guarded("decoded", decoded)
