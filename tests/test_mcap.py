@@ -447,3 +447,29 @@ def test_regression_scan_of_a_log_time_past_int64(tmp_path):
         with fastbag.open(path) as bag:
             got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
     assert got == [written[0]] + written[2:]
+
+
+@pytest.mark.parametrize("damage", ["opcode", "entries"])
+def test_regression_damaged_message_index_loses_messages_silently(tmp_path, damage):
+    """A chunk's message index record turned into another record (opcode 0x07 -> 0x0b), or its entries'
+    byte length set to 0, dropped that channel's messages of the chunk without a word, while message_count
+    (from the statistics) still counted them. Now a BagFormatError names the record."""
+    path = tmp_path / "mx.mcap"
+    write_mcap(path, compression=CompressionType.LZ4, messages=20)
+    data = bytearray(path.read_bytes())
+    mx = find(data, 0x07)
+    lost = struct.unpack_from("<I", data, mx + 9 + 2)[0] // 16
+    if damage == "opcode":
+        data[mx] = 0x0B
+    else:
+        struct.pack_into("<I", data, mx + 9 + 2, 0)
+    path.write_bytes(data)
+    with fastbag.open(path) as bag:
+        assert bag.message_count == 20
+        with pytest.raises(fastbag.BagFormatError) as info:
+            list(bag.messages(raw=True))
+    assert info.value.path == str(path) and info.value.record in ("statistics", "message index")
+    if damage == "opcode":
+        assert info.value.offset == mx and "other than a message index" in str(info.value)
+    else:
+        assert 0 < lost < 20 and f"message indexes list {20 - lost} messages, the statistics 20" in str(info.value)

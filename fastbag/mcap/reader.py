@@ -251,7 +251,7 @@ class McapReader(Container):
             crcs[k] = self._check_chunk_head(c, chunk_head)
             region, region_at = raw[at:at + length], starts[k]
             at += length
-            pieces.extend(self._message_indexes(region, region_at, k, ranks))
+            pieces.extend(self._message_indexes(region, region_at, k, ranks, c.message_index_offsets))
         self._chunk_crc = crcs
         if pieces:
             entries = np.concatenate([p[0] for p in pieces])
@@ -262,6 +262,13 @@ class McapReader(Container):
         else:
             time = offset = np.zeros(0, dtype=np.int64)
             chunk = conn = np.zeros(0, dtype=np.int32)
+        stats = self._summary.statistics
+        if stats is not None and stats.message_count != time.size:
+            # Message indexes that lost entries (or records) would drop messages without a word.
+            raise BagFormatError(f"the chunks' message indexes list {time.size} messages, the statistics "
+                                 f"{stats.message_count}", path=self.path,
+                                 offset=indexes[0].chunk_offset if indexes else self._data_start,
+                                 record="message index")
         size = self._chunks.size[chunk]
         bad = (offset < 0) | (offset > size - MESSAGE_HEAD)
         if bad.any():
@@ -289,10 +296,12 @@ class McapReader(Container):
                                  "compression)", path=self.path, offset=ci.chunk_offset, record="chunk")
         return crc
 
-    def _message_indexes(self, region: np.ndarray, region_at: int, chunk: int,
-                         ranks: dict[int, int]) -> list[tuple[np.ndarray, int, int]]:
-        """The (log_time, offset) entries of one chunk's message-index records, one piece per channel."""
+    def _message_indexes(self, region: np.ndarray, region_at: int, chunk: int, ranks: dict[int, int],
+                         listed: dict[int, int]) -> list[tuple[np.ndarray, int, int]]:
+        """The (log_time, offset) entries of one chunk's message-index records, one piece per channel;
+        each record where the chunk index lists it (``listed``: channel -> offset), and nothing else."""
         pieces = []
+        found = set()
         pos = 0
         while pos < region.size:
             if region.size - pos < RECORD_HEAD + 6:
@@ -303,19 +312,29 @@ class McapReader(Container):
             if length > region.size - pos - RECORD_HEAD:
                 raise BagFormatError(f"its length {length} runs past the chunk's message indexes", path=self.path,
                                      offset=region_at + pos, record=record_name(opcode))
-            if opcode == Opcode.MESSAGE_INDEX:
-                body = region[pos + RECORD_HEAD:pos + RECORD_HEAD + length]
-                channel = int(body[:2].view("<u2")[0])
-                nbytes = int(body[2:6].view("<u4")[0])
-                if nbytes > length - 6 or nbytes % 16:
-                    raise BagFormatError(f"its entries claim {nbytes} bytes", path=self.path,
-                                         offset=region_at + pos, record="message index")
-                if channel not in ranks:
-                    raise BagFormatError(f"it indexes channel {channel}, which the summary does not list",
-                                         path=self.path, offset=region_at + pos, record="message index")
-                entries = body[6:6 + nbytes].view("<u8").reshape(-1, 2)
-                pieces.append((entries, chunk, ranks[channel]))
+            if opcode != Opcode.MESSAGE_INDEX:
+                raise BagFormatError("a record other than a message index lies among the chunk's message indexes",
+                                     path=self.path, offset=region_at + pos, record=record_name(opcode))
+            body = region[pos + RECORD_HEAD:pos + RECORD_HEAD + length]
+            channel = int(body[:2].view("<u2")[0])
+            nbytes = int(body[2:6].view("<u4")[0])
+            if nbytes > length - 6 or nbytes % 16:
+                raise BagFormatError(f"its entries claim {nbytes} bytes", path=self.path,
+                                     offset=region_at + pos, record="message index")
+            if channel not in ranks:
+                raise BagFormatError(f"it indexes channel {channel}, which the summary does not list",
+                                     path=self.path, offset=region_at + pos, record="message index")
+            if listed.get(channel) != region_at + pos or channel in found:
+                raise BagFormatError(f"it indexes channel {channel}, which its chunk index lists at offset "
+                                     f"{listed.get(channel)}", path=self.path, offset=region_at + pos,
+                                     record="message index")
+            found.add(channel)
+            entries = body[6:6 + nbytes].view("<u8").reshape(-1, 2)
+            pieces.append((entries, chunk, ranks[channel]))
             pos += RECORD_HEAD + length
+        if found != set(listed):
+            raise BagFormatError(f"the message indexes of channels {sorted(set(listed) - found)} are missing",
+                                 path=self.path, offset=region_at, record="message index")
         return pieces
 
     # -- recovery by scanning -------------------------------------------------------------------
