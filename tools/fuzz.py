@@ -875,7 +875,8 @@ class Runner:
         out.attachments = got if ok else None
         ok, got = self.guarded("metadata", lambda: [(m.name, tuple(sorted(m.metadata.items()))) for m in bag.metadata])
         out.metadata = got if ok else None
-        for topic in list(bag.topics):
+        ok, topics = self.guarded("topics", lambda: list(bag.topics))  # (MCAP: may load the message indexes)
+        for topic in topics if ok else []:
             ok, arr = self.guarded(f"read {topic}", lambda: bag.read(topic), topic=topic)
             if not ok:
                 exc = arr
