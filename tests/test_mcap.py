@@ -473,3 +473,21 @@ def test_regression_damaged_message_index_loses_messages_silently(tmp_path, dama
         assert info.value.offset == mx and "other than a message index" in str(info.value)
     else:
         assert 0 < lost < 20 and f"message indexes list {20 - lost} messages, the statistics 20" in str(info.value)
+
+
+def test_regression_scan_reads_data_records_in_the_summary(tmp_path):
+    """A summary's schema record turned into a message record (opcode 0x03 -> 0x05) made the summary
+    unusable, and the scan that followed yielded that record as a message the file never held. The summary
+    section (after the Data End record) holds no data: the scan now leaves such records out, and says so."""
+    path = tmp_path / "summary-message.mcap"
+    written = write_mcap(path, compression=CompressionType.LZ4, messages=12)
+    data = bytearray(path.read_bytes())
+    schema = find(data, 0x03, find(data, 0x0F))  # the schema repeated in the summary
+    data[schema] = 0x05
+    path.write_bytes(data)
+    with pytest.warns(fastbag.FastbagWarning, match=f"message record was skipped: it lies after the Data End record.*"
+                      f"offset {schema}, message record"):
+        with fastbag.open(path) as bag:
+            assert bag.recovered
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+    assert got == written
