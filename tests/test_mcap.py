@@ -491,3 +491,27 @@ def test_regression_scan_reads_data_records_in_the_summary(tmp_path):
             assert bag.recovered
             got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
     assert got == written
+
+
+def test_regression_message_index_entry_pointing_at_a_twin(tmp_path):
+    """A message index entry's offset changed to that of another message of the same channel and log_time
+    (a tie) read that message twice and the indexed one never, without a word: the record checks (opcode,
+    channel, log_time) all pass. Now two entries of one offset are a BagFormatError."""
+    path = tmp_path / "twin.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f, compression=CompressionType.NONE)
+        writer.start()
+        schema = writer.register_schema("t/T", "ros1msg", b"uint8 x\n")
+        channel = writer.register_channel("/t", "ros1", schema)
+        for k in range(3):
+            writer.add_message(channel, log_time=7, data=bytes([k]), publish_time=0)
+        writer.finish()
+    data = bytearray(path.read_bytes())
+    mx = find(data, 0x07)
+    first = struct.unpack_from("<Q", data, mx + 9 + 6 + 8)[0]
+    struct.pack_into("<Q", data, mx + 9 + 6 + 16 + 8, first)  # the second entry points at the first message
+    path.write_bytes(data)
+    with fastbag.open(path) as bag:
+        with pytest.raises(fastbag.BagFormatError, match="lists a message of channel 1 twice") as info:
+            list(bag.messages(raw=True))
+    assert info.value.offset == mx and info.value.record == "message index"

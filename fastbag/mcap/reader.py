@@ -330,6 +330,13 @@ class McapReader(Container):
                                      record="message index")
             found.add(channel)
             entries = body[6:6 + nbytes].view("<u8").reshape(-1, 2)
+            offsets = entries[:, 1]
+            if offsets.size > 1 and not (offsets[1:] > offsets[:-1]).all() and \
+                    np.unique(offsets).size != offsets.size:
+                # Two entries of one message: it would be read twice (another one of its channel and
+                # log_time, never), and the record checks cannot tell.
+                raise BagFormatError(f"it lists a message of channel {channel} twice", path=self.path,
+                                     offset=region_at + pos, record="message index")
             pieces.append((entries, chunk, ranks[channel]))
             pos += RECORD_HEAD + length
         if found != set(listed):
