@@ -515,3 +515,19 @@ def test_regression_message_index_entry_pointing_at_a_twin(tmp_path):
         with pytest.raises(fastbag.BagFormatError, match="lists a message of channel 1 twice") as info:
             list(bag.messages(raw=True))
     assert info.value.offset == mx and info.value.record == "message index"
+
+
+@pytest.mark.parametrize("length", [0, 1, 5])
+def test_regression_message_index_shorter_than_its_fixed_fields(tmp_path, length):
+    """A message index record whose length (0, 1, 5) cannot hold its channel id and entries' length raised
+    IndexError or ValueError from NumPy; now a BagFormatError names the record."""
+    path = tmp_path / "short.mcap"
+    write_mcap(path, compression=CompressionType.ZSTD, messages=6)
+    data = bytearray(path.read_bytes())
+    mx = find(data, 0x07)
+    struct.pack_into("<Q", data, mx + 1, length)
+    path.write_bytes(data)
+    with fastbag.open(path) as bag:
+        with pytest.raises(fastbag.BagFormatError, match=f"its length {length} is shorter") as info:
+            list(bag.messages(raw=True))
+    assert info.value.offset == mx and info.value.record == "message index" and info.value.path == str(path)

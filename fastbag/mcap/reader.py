@@ -315,6 +315,9 @@ class McapReader(Container):
             if opcode != Opcode.MESSAGE_INDEX:
                 raise BagFormatError("a record other than a message index lies among the chunk's message indexes",
                                      path=self.path, offset=region_at + pos, record=record_name(opcode))
+            if length < 6:  # channel_id u16, entries' byte length u32
+                raise BagFormatError(f"its length {length} is shorter than a message index's fixed fields",
+                                     path=self.path, offset=region_at + pos, record="message index")
             body = region[pos + RECORD_HEAD:pos + RECORD_HEAD + length]
             channel = int(body[:2].view("<u2")[0])
             nbytes = int(body[2:6].view("<u4")[0])
