@@ -2320,7 +2320,7 @@ class Tally:
         lines += ["", "mutation kinds: cases (share), mean ms per case, cases with problems"]
         total = max(1, sum(self.kinds.values()))
         from tools import fuzz_mcap
-        for kind in [k for k in list(KINDS) + list(fuzz_mcap.KINDS) if self.kinds.get(k) or k in KINDS]:
+        for kind in [k for k in list(KINDS) + list(fuzz_mcap.KINDS) if self.kinds.get(k)] or list(KINDS):
             n = self.kinds.get(kind, 0)
             ms = 1000 * self.kind_seconds.get(kind, 0.0) / max(1, n)
             lines.append(f"  {kind:17s} {n:7d} ({100 * n / total:4.1f}%) {ms:7.1f} ms  {self.kind_failures.get(kind, 0)}")
