@@ -531,3 +531,37 @@ def test_regression_message_index_shorter_than_its_fixed_fields(tmp_path, length
         with pytest.raises(fastbag.BagFormatError, match=f"its length {length} is shorter") as info:
             list(bag.messages(raw=True))
     assert info.value.offset == mx and info.value.record == "message index" and info.value.path == str(path)
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_regression_corrupt_object_message_names_topic_and_index(tmp_path, encoding):
+    """A protobuf message whose bytes are not valid wire format let google.protobuf's DecodeError escape
+    bag.messages(); a JSON one raised a DecodeError naming no message. Both now raise fastbag's DecodeError
+    naming the topic and the message's index in the read."""
+    pytest.importorskip("google.protobuf", reason="the protobuf package decodes protobuf messages")
+    from google.protobuf import descriptor_pb2, timestamp_pb2
+
+    path = tmp_path / "objects.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f, compression=CompressionType.NONE)
+        writer.start()
+        if encoding == "protobuf":
+            files = descriptor_pb2.FileDescriptorSet()
+            timestamp_pb2.DESCRIPTOR.CopyToProto(files.file.add())
+            schema = writer.register_schema("google.protobuf.Timestamp", "protobuf", files.SerializeToString())
+            good = [timestamp_pb2.Timestamp(seconds=k).SerializeToString() for k in range(3)]
+            bad = b"\xff\xff\xff\xff"  # field 0x1fffffff... of wire type 7: no such wire type
+        else:
+            schema = writer.register_schema("Note", "jsonschema", b"{}")
+            good = [b'{"k": %d}' % k for k in range(3)]
+            bad = b'{"k": '
+        channel = writer.register_channel("/o", encoding, schema)
+        for k, data in enumerate(good[:2] + [bad] + good[2:]):
+            writer.add_message(channel, log_time=10 + k, data=data, publish_time=0)
+        writer.finish()
+    with fastbag.open(path) as bag:
+        with pytest.raises(fastbag.DecodeError, match=r"\(topic /o, type .*, message 2\)$") as info:
+            list(bag.messages())
+        first = next(bag.messages(end=11))  # the messages before it decode
+        assert (first.msg.seconds if encoding == "protobuf" else first.msg["k"]) == 0
+    assert info.value.topic == "/o" and info.value.index == 2
