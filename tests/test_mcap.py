@@ -565,3 +565,20 @@ def test_regression_corrupt_object_message_names_topic_and_index(tmp_path, encod
         first = next(bag.messages(end=11))  # the messages before it decode
         assert (first.msg.seconds if encoding == "protobuf" else first.msg["k"]) == 0
     assert info.value.topic == "/o" and info.value.index == 2
+
+
+def test_regression_chunk_index_uncompressed_size_past_int64(tmp_path):
+    """A chunk index claiming an uncompressed size of 2**64-1 raised OverflowError building the int64 chunk
+    table at open; now the summary is distrusted and the file scanned, every message read."""
+    path = tmp_path / "size.mcap"
+    written = write_mcap(path, compression=CompressionType.LZ4, messages=10)
+    data = bytearray(path.read_bytes())
+    ci = find(data, 0x08, find(data, 0x0F))
+    at = ci + 9 + struct.unpack_from("<Q", data, ci + 1)[0] - 8  # its last field, uncompressed_size
+    struct.pack_into("<Q", data, at, 2**64 - 1)
+    struct.pack_into("<I", data, len(data) - 8 - 4, 0)  # no summary CRC: the index itself must be judged
+    path.write_bytes(data)
+    with pytest.warns(fastbag.FastbagWarning, match="a chunk index points at bytes no chunk can hold"):
+        with fastbag.open(path) as bag:
+            assert bag.recovered
+            assert [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)] == written

@@ -169,7 +169,8 @@ class McapReader(Container):
             raise _Damaged("its summary does not repeat every schema (they are defined in the data section)")
         for ci in summary.chunk_indexes:
             if not (self._data_start <= ci.chunk_offset and ci.chunk_offset + ci.chunk_length <= footer.summary_start
-                    and CHUNK_FIXED + 12 + len(ci.compression.encode()) + ci.compressed_size <= ci.chunk_length):
+                    and CHUNK_FIXED + 12 + len(ci.compression.encode()) + ci.compressed_size <= ci.chunk_length
+                    and ci.uncompressed_size < 2**63):  # (sizes are int64 in the chunk table)
                 raise _Damaged(f"a chunk index points at bytes no chunk can hold (chunk offset {ci.chunk_offset})")
         return summary
 
