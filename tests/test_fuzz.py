@@ -29,6 +29,11 @@ test_errors.py and test_recovery.py already pin single damages down one by one; 
    sized by claims, decompression bombs, recursion, quadratic parsing, a scan that did not
    resynchronise, silent loss of messages), one ``test_regression_*`` each with the smallest input
    that showed it; all fixed.
+5. **MCAP**: a campaign slice on the MCAP seeds; the harness's MCAP walk finds what the ``mcap``
+   package reads; the chunk splicing its mutators use keeps a file coherent (read the same through the
+   summary, by fastbag and by the ``mcap`` reader); a file cut anywhere keeps every complete record;
+   decompression bombs (lz4, zstd; content size declared or not) allocate nothing near their size. The
+   MCAP defects the campaign found have their regression tests in test_mcap.py.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ Run::
     python -m tools.fuzz --seed 1 --cases 100000 --jobs 2 --timeout 10
     python -m tools.fuzz --seed 1 --case 4711 --verbose      # rerun one case, print what happened
     python -m tools.fuzz --seed 1 --case 4711 --save bad.bag  # and keep its input bytes
+    python -m tools.fuzz --seed 1 --cases 100000 --formats mcap  # MCAP seeds only (default: ros1,mcap)
 
 Every case is a damaged copy of a *seed bag*: the real bags of ``../shared/data``
 (``ros1v2``, ``ros1legacy``, ``broken``; skipped, with a note, when the folder
@@ -14,6 +15,17 @@ empty messages, lost definitions, shared topics, out-of-order chunks) and two
 hand-written legacy writers (1.2 indexed and not, 1.1), each in the three
 compressions where the format has them. A case is drawn from ``(seed, case
 number)`` alone, so it replays anywhere with the same corpus.
+
+MCAP files are seeds too (``--formats``; the MCAP walk, seeds, mutation kinds
+and oracles are in :mod:`tools.fuzz_mcap`): the conformance corpus' TenMessages,
+OneAttachment and OneMetadata variants and the ROS2 files of ``../shared/data/mcap``,
+and files written at start-up with the ``mcap`` package's writer. A case first
+draws a format (when there are two), then a seed of it and one of that format's
+mutation kinds: record lengths, opcodes, footer and summary offsets, chunk
+indexes pointing anywhere, message index entries, CRCs, compressed payloads
+(damaged, cut, misnamed, bombs), string / map / array lengths, cuts, a
+summary dropped with a chunk damaged, a message's byte changed with its chunk
+recompressed, and havoc.
 
 Mutation kinds (see :data:`KINDS` for their shares): truncation at a record
 boundary and at a random offset; bit flips in record headers, in chunk data, in
@@ -32,7 +44,7 @@ rewriting the seed's messages with :class:`fastbag.Writer`, so the rest of the
 bag stays well formed and the damage is the only thing wrong.
 
 Each case runs what a user runs: ``fastbag.open``, the metadata, every raw
-message (``bytes(m.data)``), ``read()`` of every topic and a touch of every field
+message (``bytes(m.data)``), the attachments and metadata (MCAP), ``read()`` of every topic and a touch of every field
 of the result (``np.asarray`` / ``tobytes`` of arrays, ``len()``, ``[0]``, ``[-1]``
 and ``.values`` of Ragged and Nested, ``to_numpy()``, ``arr[i].to_dict()`` for
 small results), decoded ``messages()`` for some cases, and the sensor helpers
