@@ -560,8 +560,7 @@ def _fields_of(s: McapStructure, where: Any, names: tuple[str, ...] | None = Non
                ops: tuple[int, ...] | None = None) -> list[tuple[int, int, str]]:
     """(offset, width, label) of the numeric fields of top-level records (and of uncompressed chunks' inner ones)."""
     out = []
-    recs = [(r, 0) for r in s.records] + [(r, c.records_start) for c in s.chunks if c.compression == "" for r in c.inner]
-    for rec, base in recs:
+    for rec, base in _all_records(s):
         if ops is not None and rec.op not in ops:
             continue
         for name, (at, w) in rec.fields.items():
