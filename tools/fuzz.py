@@ -726,6 +726,8 @@ class Outcome:
     reads: dict[str, Any] = field(default_factory=dict)  # topic -> ("ok", n, times) | ("error", type, index, text)
     attachments: list[tuple[str, str, bytes]] | None = None  # (name, media type, data); None: raised
     metadata: list[tuple[str, tuple]] | None = None           # (name, sorted items); None: raised
+    after_raw: list[tuple[str, int, bytes]] | None = None     # messages(raw=True, start=after), where asked
+    after_raw_error: str | None = None
     warnings: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     errors: Counter = field(default_factory=Counter)     # FastbagError class names seen
@@ -762,8 +764,9 @@ class Runner:
     """Runs one bag through everything a user does, recording problems instead of stopping."""
 
     def __init__(self, path: str, *, open_kwargs: dict[str, Any] | None = None, decoded: bool = False,
-                 verbose: bool = False, sensors: bool = True) -> None:
+                 verbose: bool = False, sensors: bool = True, after: int | None = None) -> None:
         self.path = path
+        self.after = after  # also read the raw messages from this time on (an oracle knows what they are)
         self.open_kwargs = open_kwargs or {}
         self.decoded = decoded
         self.sensors = sensors
@@ -883,6 +886,11 @@ class Runner:
         ok, got = self.guarded("raw", raw)
         out.raw = got if ok else None
         out.raw_error = None if ok else f"{type(got).__name__}: {got}"
+        if self.after is not None:
+            ok, got = self.guarded("after", lambda: [(m.topic, m.time, bytes(m.data))
+                                                     for m in bag.messages(raw=True, start=self.after)])
+            out.after_raw = got if ok else None
+            out.after_raw_error = None if ok else f"{type(got).__name__}: {got}"
         ok, got = self.guarded("attachments", lambda: [(a.name, a.media_type, bytes(a.data)) for a in bag.attachments])
         out.attachments = got if ok else None
         ok, got = self.guarded("metadata", lambda: [(m.name, tuple(sorted(m.metadata.items()))) for m in bag.metadata])
@@ -1979,7 +1987,8 @@ def run_case(ctx: Context, case: int, *, verbose: bool = False, save: str | None
     if verbose:
         print(f"  memory: {mode}", flush=True)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    runner = Runner(path, open_kwargs=mutant.open_kwargs, decoded=decoded, verbose=verbose)
+    after = mutant.oracle[2] if mutant.oracle and mutant.oracle[0] == "mcap-chunk" else None
+    runner = Runner(path, open_kwargs=mutant.open_kwargs, decoded=decoded, verbose=verbose, after=after)
     try:
         out = runner.run()
     finally:

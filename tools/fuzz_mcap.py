@@ -716,8 +716,10 @@ def mutate_lengths(rng: random.Random, s: McapStructure, buf: bytearray) -> str 
 CODEC_NAMES = ["", "lz4", "zstd", "none", "gzip", "bz2", "LZ4", "zstd\x00", "z" * 300, "\xff"]
 
 
-def mutate_codec(rng: random.Random, seed: Any) -> tuple[bytes, str] | None:
-    """A chunk's compressed records damaged, cut, named wrongly or made a bomb; the file stays coherent."""
+def mutate_codec(rng: random.Random, seed: Any) -> tuple[bytes, str, tuple | None] | None:
+    """A chunk's compressed records damaged, cut, named wrongly or made a bomb; the file stays coherent.
+    The oracle, where the chunk's head stays as its index says: the messages after the chunk's last
+    log_time read as before (``("mcap-chunk", k, after, rows)``)."""
     s, data = seed.structure, seed.data
     chunks = [c for c in s.chunks if c.records_len > 0]
     if not chunks:
@@ -767,8 +769,12 @@ def mutate_codec(rng: random.Random, seed: Any) -> tuple[bytes, str] | None:
         raw[:4] = bytes(4)
         detail = "first 4 bytes zeroed"
     new = chunk_record(c, data, records=bytes(raw), **kw)
+    oracle = None
+    if not kw and s.summary_start and c.messages:
+        after = max(m.time for m in c.messages) + 1
+        oracle = ("mcap-chunk", s.chunks.index(c), after)
     return splice(data, s, c.rec.start, c.rec.end, new, c), f"{c.compression or 'uncompressed'} chunk at " \
-        f"{c.rec.start}: {detail}"
+        f"{c.rec.start}: {detail}", oracle
 
 
 def mutate_payload(rng: random.Random, seed: Any) -> tuple[bytes, str, tuple] | None:
@@ -900,7 +906,10 @@ def make_case(rng: random.Random, seed: Any, kind: str) -> Any:
         return Mutant(bytes(buf), kind, what) if what else None
     if kind == "mcap-codec":
         got = mutate_codec(rng, seed)
-        return Mutant(got[0], kind, got[1]) if got else None
+        if not got:
+            return None
+        oracle = got[2] + (tuple(r for r in ref.raw if r[1] >= got[2][2]),) if ok and got[2] else None
+        return Mutant(got[0], kind, got[1], oracle)
     if kind == "mcap-flip-payload":
         got = mutate_payload(rng, seed)
         return Mutant(got[0], kind, got[1], got[2] if ok else None) if got else None
@@ -984,6 +993,14 @@ def check_oracle(out: Any, mutant: Any, seed: Any, wrong: Any) -> None:
             wrong("a zeroed CRC (no CRC) changed the attachments or metadata", "attachments")
         if len(out.warnings) > len(ref.warnings):
             wrong(f"a zeroed CRC (no CRC) added warnings: {out.warnings[:2]}", "warnings")
+    elif kind == "mcap-chunk":
+        victim, after, expected = mutant.oracle[1:]
+        if not out.opened:
+            wrong(f"damage to the records of chunk {victim} broke opening: {out.open_error}", "open-failed")
+        elif out.after_raw != list(expected):
+            what = out.after_raw_error or f"{len(out.after_raw)} messages, {len(expected)} intact"
+            wrong(f"damage to the records of chunk {victim} changed the messages from {after} on, which lie in "
+                  f"other chunks: {what}", "other-chunks")
     elif kind == "mcap-unindexed":
         victim, keep = mutant.oracle[1], mutant.oracle[2]
         if not out.opened or out.raw is None:
