@@ -529,7 +529,7 @@ def real_seeds(data: Path, max_size: int) -> list[Any]:
 #: kind -> share of the MCAP cases (the weights sum to 100)
 KINDS = {
     "mcap-cut-boundary": 8, "mcap-cut-random": 6, "mcap-record-length": 12, "mcap-opcode": 6, "mcap-footer": 7,
-    "mcap-chunk-index": 10, "mcap-message-index": 7, "mcap-crc": 7, "mcap-codec": 10, "mcap-lengths": 9,
+    "mcap-chunk-index": 7, "mcap-summary-index": 3, "mcap-message-index": 7, "mcap-crc": 7, "mcap-codec": 10, "mcap-lengths": 9,
     "mcap-flip-payload": 5, "mcap-unindexed": 5, "mcap-havoc": 8,
 }
 
@@ -628,8 +628,11 @@ def mutate_footer(rng: random.Random, s: McapStructure, buf: bytearray) -> str |
     return what
 
 
-def mutate_chunk_index(rng: random.Random, s: McapStructure, buf: bytearray) -> str | None:
-    fields = _fields_of(s, lambda at: True, ops=(CHUNK_INDEX,))
+def mutate_chunk_index(rng: random.Random, s: McapStructure, buf: bytearray,
+                       ops: tuple[int, ...] = (CHUNK_INDEX,)) -> str | None:
+    """A field of a chunk index (or of another summary record: ``ops``) set to an edge value or made to point
+    at a record boundary; the summary CRC mostly recomputed, so the reader has to judge the index itself."""
+    fields = _fields_of(s, lambda at: True, ops=ops)
     if not fields:
         return None
     at, width, label = rng.choice(fields)
@@ -892,6 +895,9 @@ def make_case(rng: random.Random, seed: Any, kind: str) -> Any:
         return Mutant(bytes(buf), kind, what, index) if what else None
     if kind == "mcap-chunk-index":
         what = mutate_chunk_index(rng, s, buf)
+        return Mutant(bytes(buf), kind, what, index) if what else None
+    if kind == "mcap-summary-index":  # summary offsets, attachment and metadata indexes, statistics
+        what = mutate_chunk_index(rng, s, buf, (SUMMARY_OFFSET, ATTACHMENT_INDEX, METADATA_INDEX, STATISTICS))
         return Mutant(bytes(buf), kind, what, index) if what else None
     if kind == "mcap-message-index":
         what = mutate_message_index(rng, s, buf)

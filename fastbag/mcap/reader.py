@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..container import BagIndex, Connection, Container
-from ..errors import BagFormatError, UnsupportedError
+from ..errors import BagFormatError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.source import Source
 from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndex,
@@ -265,11 +266,12 @@ class McapReader(Container):
             chunk = conn = np.zeros(0, dtype=np.int32)
         stats = self._summary.statistics
         if stats is not None and stats.message_count != time.size:
-            # Message indexes that lost entries (or records) would drop messages without a word.
-            raise BagFormatError(f"the chunks' message indexes list {time.size} messages, the statistics "
-                                 f"{stats.message_count}", path=self.path,
-                                 offset=indexes[0].chunk_offset if indexes else self._data_start,
-                                 record="message index")
+            # Message indexes that lost entries would drop messages without a word; which of the two is
+            # damaged cannot be told, so what the indexes list is read, and the disagreement said.
+            text = (f"the chunks' message indexes list {time.size} messages, the statistics record "
+                    f"{stats.message_count}: one of them is damaged; reading what the indexes list")
+            self._problems.append(text)
+            warnings.warn(f"{self.path}: {text}", FastbagWarning, stacklevel=4)
         size = self._chunks.size[chunk]
         bad = (offset < 0) | (offset > size - MESSAGE_HEAD)
         if bad.any():
