@@ -145,6 +145,7 @@ class McapStructure:
     chunks: list[McapChunk] = field(default_factory=list)
     messages: list[McapMsg] = field(default_factory=list)   # file order
     topics: dict[int, str] = field(default_factory=dict)    # channel id -> topic (first definition)
+    encodings: dict[int, str] = field(default_factory=dict)  # channel id -> message encoding
     channel_end: dict[int, int] = field(default_factory=dict)  # channel id -> end of the first record holding it
     header_end: int = 0
     summary_start: int = 0                                  # 0: no summary (as the footer says)
@@ -273,6 +274,7 @@ def _definition(s: McapStructure, rec: McapRec, end: int) -> None:
     if rec.op == CHANNEL and "topic" in rec.strings:
         cid = rec.numbers["id"]
         s.topics.setdefault(cid, rec.strings["topic"].decode("utf-8", "replace"))
+        s.encodings.setdefault(cid, rec.strings.get("message_encoding", b"").decode("utf-8", "replace"))
         s.channel_end.setdefault(cid, end)
 
 
@@ -528,9 +530,9 @@ def real_seeds(data: Path, max_size: int) -> list[Any]:
 
 #: kind -> share of the MCAP cases (the weights sum to 100)
 KINDS = {
-    "mcap-cut-boundary": 8, "mcap-cut-random": 6, "mcap-record-length": 12, "mcap-opcode": 6, "mcap-footer": 7,
+    "mcap-cut-boundary": 8, "mcap-cut-random": 6, "mcap-record-length": 11, "mcap-opcode": 6, "mcap-footer": 7,
     "mcap-chunk-index": 7, "mcap-summary-index": 3, "mcap-message-index": 7, "mcap-crc": 7, "mcap-codec": 10, "mcap-lengths": 9,
-    "mcap-flip-payload": 5, "mcap-unindexed": 5, "mcap-havoc": 8,
+    "mcap-flip-payload": 5, "mcap-cdr": 3, "mcap-unindexed": 5, "mcap-havoc": 6,
 }
 
 U64_EDGES = [0, 1, 2, 8, 9, 2**31 - 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1, 2**64 - 2]
@@ -780,31 +782,55 @@ def mutate_codec(rng: random.Random, seed: Any) -> tuple[bytes, str, tuple | Non
         f"{c.rec.start}: {detail}", oracle
 
 
-def mutate_payload(rng: random.Random, seed: Any) -> tuple[bytes, str, tuple] | None:
-    """One byte of one message changed, its chunk recompressed and its CRCs recomputed: that message changes."""
+def _cdr_edit(rng: random.Random, data: bytes) -> tuple[bytes, str]:
+    """A CDR message with its encapsulation header's representation id, or a u32 (a string length, a
+    sequence count, or any aligned word) set to an edge value."""
+    new = bytearray(data)
+    if len(new) < 8 or rng.random() < 0.25:
+        rep_id = rng.choice([0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 0xFF])
+        new[1] = rep_id
+        return bytes(new), f"representation id {data[1]:#x} -> {rep_id:#x}"
+    at = 4 if rng.random() < 0.5 else 4 + 4 * rng.randrange((len(new) - 4) // 4)
+    old = int.from_bytes(new[at:at + 4], "little")
+    value = pick_value(rng, old, 4, len(data))
+    new[at:at + 4] = value.to_bytes(4, "little")
+    return bytes(new), f"u32 at {at} {old:#x} -> {value:#x}"
+
+
+def mutate_payload(rng: random.Random, seed: Any, *, cdr: bool = False) -> tuple[bytes, str, tuple] | None:
+    """One message's bytes changed in place (a byte; ``cdr``: a CDR length, count or header), its chunk
+    recompressed and its CRCs recomputed: that message changes, nothing else."""
     s, data = seed.structure, seed.data
-    msgs = [m for m in s.messages if m.data and (m.chunk < 0 or s.chunks[m.chunk].payload is not None)]
+    msgs = [m for m in s.messages if m.data and (m.chunk < 0 or s.chunks[m.chunk].payload is not None)
+            and (not cdr or s.encodings.get(m.channel) == "cdr")]
     if not msgs:
         return None
     m = rng.choice(msgs)
-    i = rng.randrange(len(m.data))
-    new_data = bytearray(m.data)
-    new_data[i] ^= 1 << rng.randrange(8) if rng.random() < 0.7 else rng.randrange(1, 256)
+    if cdr:
+        new, what = _cdr_edit(rng, m.data)
+        if new == m.data:
+            return None
+        new_data = bytearray(new)
+    else:
+        i = rng.randrange(len(m.data))
+        new_data = bytearray(m.data)
+        new_data[i] ^= 1 << rng.randrange(8) if rng.random() < 0.7 else rng.randrange(1, 256)
+        what = f"byte {i}"
     oracle = ("payload", m.topic, m.time, m.data, bytes(new_data))
     if m.chunk < 0:
         buf = bytearray(data)
-        buf[m.data_start + i] = new_data[i]
+        buf[m.data_start:m.data_start + len(new_data)] = new_data
         fix_crcs(buf, s)
-        return bytes(buf), f"message at {m.rel} ({m.topic}): byte {i}", oracle
+        return bytes(buf), f"message at {m.rel} ({m.topic}): {what}", oracle
     c = s.chunks[m.chunk]
     inner = next(r for r in c.inner if r.start == m.rel)
-    at = inner.fields["data"][0] + i
+    at = inner.fields["data"][0]
     payload = bytearray(c.payload)
-    payload[at] = new_data[i]
+    payload[at:at + len(new_data)] = new_data
     crc = zlib.crc32(payload) if c.rec.numbers.get("uncompressed_crc") else 0
     new = chunk_record(c, data, records=compress(c.compression, bytes(payload)), crc=crc)
     return splice(data, s, c.rec.start, c.rec.end, new, c), \
-        f"message at {m.rel} of chunk {m.chunk} ({m.topic}): byte {i}", oracle
+        f"message at {m.rel} of chunk {m.chunk} ({m.topic}): {what}", oracle
 
 
 def _zero_summary(s: McapStructure, buf: bytearray) -> bool:
@@ -916,8 +942,8 @@ def make_case(rng: random.Random, seed: Any, kind: str) -> Any:
             return None
         oracle = got[2] + (tuple(r for r in ref.raw if r[1] >= got[2][2]),) if ok and got[2] else None
         return Mutant(got[0], kind, got[1], oracle)
-    if kind == "mcap-flip-payload":
-        got = mutate_payload(rng, seed)
+    if kind in ("mcap-flip-payload", "mcap-cdr"):
+        got = mutate_payload(rng, seed, cdr=kind == "mcap-cdr")
         return Mutant(got[0], kind, got[1], got[2] if ok else None) if got else None
     if kind == "mcap-unindexed":
         got = mutate_unindexed(rng, seed, buf)
