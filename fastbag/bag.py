@@ -454,6 +454,7 @@ class Bag:
 
     def _iter_decoded(self, selected: np.ndarray) -> Iterator[Message]:
         from .msg.arrays import TopicBuilder, check_min_size
+        from .msg.objects import decode_objects
 
         index = self._index
         connections = index.connections
@@ -468,9 +469,8 @@ class Bag:
                     decode = self._object_decoder(connections[rank])
                     row_of = np.zeros(b - a, dtype=np.int64)
                     row_of[mine] = np.arange(mine.size)
-                    whole = memoryview(payload)
-                    decoded[rank] = ([decode(whole[s:s + n]) for s, n in zip(starts[mine].tolist(),
-                                                                             lengths[mine].tolist())], row_of)
+                    decoded[rank] = (decode_objects(decode, memoryview(payload), starts[mine].tolist(),
+                                                    lengths[mine].tolist(), (a + mine).tolist()), row_of)
                     continue
                 layout = self._layout(connections[rank])
                 # Checked before the builder allocates messages x the fixed size: then that is real bytes.

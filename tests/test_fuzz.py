@@ -7,7 +7,7 @@ file runs a quick deterministic slice of it, and states the guarantees as hypoth
 over generated bags (``derandomize=True``: the same examples on every run, so CI is deterministic).
 test_errors.py and test_recovery.py already pin single damages down one by one; what is new here:
 
-1. **The CI slice** (``test_campaign_slice_*``): a few hundred campaign cases through the real
+1. **The CI slice** (``test_campaign_slice_*``): a few hundred campaign cases (ROS1 bags, MCAP files) through the real
    supervisor (worker processes, timeouts, address-space caps). No case may find a problem.
    Replaying a case gives the same bytes and outcome.
 2. **Properties**: a generated bag of each compression cut at *any* byte keeps every message of
@@ -29,6 +29,11 @@ test_errors.py and test_recovery.py already pin single damages down one by one; 
    sized by claims, decompression bombs, recursion, quadratic parsing, a scan that did not
    resynchronise, silent loss of messages), one ``test_regression_*`` each with the smallest input
    that showed it; all fixed.
+5. **MCAP**: a campaign slice on the MCAP seeds; the harness's MCAP walk finds what the ``mcap``
+   package reads; the chunk splicing its mutators use keeps a file coherent (read the same through the
+   summary, by fastbag and by the ``mcap`` reader); a file cut anywhere keeps every complete record;
+   decompression bombs (lz4, zstd; content size declared or not) allocate nothing near their size. The
+   MCAP defects the campaign found have their regression tests in test_mcap.py.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ from rosbags.rosbag1.reader import ReaderError
 import fastbag
 from conftest import DATA, NO_DATA
 from fastbag.tooling import synth
-from tools import fuzz
+from tools import fuzz, fuzz_mcap
 
 PROPERTY = dict(deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 INT32 = ("std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
@@ -132,16 +137,23 @@ def _campaign(tmp_path: Path, *args: str) -> list[dict]:
 
 
 def test_campaign_slice_generated_bags(tmp_path):
-    """300 cases on generated bags only (runs everywhere): no crash, no hang, nothing but known defects."""
-    found = _campaign(tmp_path, "--seed", "20240", "--cases", "300", "--generated-only")
+    """240 cases on generated bags only (runs everywhere): no crash, no hang, nothing but known defects."""
+    found = _campaign(tmp_path, "--seed", "20240", "--cases", "240", "--generated-only", "--formats", "ros1")
     unknown = [text for r in found for text in fuzz.unknown_problems(r)]
     assert not unknown, "\n".join(unknown)
 
 
 @pytest.mark.skipif(not (DATA / "ros1v2").is_dir(), reason=NO_DATA)
 def test_campaign_slice_real_bags(tmp_path):
-    """200 cases on the real bags of ../shared/data and the generated ones."""
-    found = _campaign(tmp_path, "--seed", "7", "--cases", "200")
+    """160 cases on the real bags of ../shared/data and the generated ones."""
+    found = _campaign(tmp_path, "--seed", "7", "--cases", "160", "--formats", "ros1")
+    unknown = [text for r in found for text in fuzz.unknown_problems(r)]
+    assert not unknown, "\n".join(unknown)
+
+
+def test_campaign_slice_mcap(tmp_path):
+    """240 cases on the MCAP seeds: generated ones, and the real files of ../shared/data/mcap where present."""
+    found = _campaign(tmp_path, "--seed", "31", "--cases", "240", "--formats", "mcap")
     unknown = [text for r in found for text in fuzz.unknown_problems(r)]
     assert not unknown, "\n".join(unknown)
 
@@ -886,3 +898,152 @@ def test_read_cap_on_empty_elements_names_the_message(tmp_path):
         bag.read("/t")
     # Each message claims 100,000 empty elements: the third crosses the 2^18 cap (one run per chunk).
     assert info.value.topic == "/t" and info.value.index == 2, str(info.value)
+
+
+# -- 5. MCAP: the harness's walk and rewriting, and the guarantees on generated MCAP files ------------------
+
+MCAP_SEEDS = ["gen-mcap-none", "gen-mcap-lz4", "gen-mcap-zstd", "gen-mcap-unchunked", "gen-mcap-none-datacrc",
+              "gen-mcap-zstd-unindexed"]
+
+
+@pytest.fixture(scope="module")
+def mcap_seeds(tmp_path_factory) -> dict[str, fuzz.Seed]:
+    pytest.importorskip("mcap", reason="the mcap package (test extra) writes the MCAP seeds")
+    root = tmp_path_factory.mktemp("mcap-seeds")
+    return {Path(s.path).stem: fuzz.Seed(s) for s in fuzz_mcap.build_generated(root, seed=5)}
+
+
+def _mcap_reader_rows(data: bytes) -> Counter:
+    from mcap.reader import NonSeekingReader
+    import io
+    return Counter((c.topic, m.log_time, m.data) for _, c, m in NonSeekingReader(io.BytesIO(data)).iter_messages())
+
+
+@pytest.mark.parametrize("name", MCAP_SEEDS)
+def test_mcap_walk_agrees_with_the_mcap_reader(mcap_seeds, name):
+    """The harness's own walk finds every message the mcap package reads, and fastbag reads the same."""
+    seed = mcap_seeds[name]
+    walked = Counter((m.topic, m.time, m.data) for m in seed.structure.messages)
+    assert len(seed.structure.messages) == 60 and walked == _mcap_reader_rows(seed.data)
+    assert Counter(seed.reference.raw) == walked and not seed.reference.problems
+    assert len(seed.reference.attachments) == 2 and len(seed.reference.metadata) == 2
+
+
+def _recompressed(codec: str, payload: bytes) -> bytes:
+    """The same records compressed otherwise (another length): lz4 at its highest level, zstd at level 19."""
+    if codec == "lz4":
+        import lz4.frame
+        return lz4.frame.compress(payload, compression_level=16, content_checksum=True)
+    import zstandard
+    return zstandard.ZstdCompressor(level=19, write_checksum=True).compress(payload)
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_mcap_chunk_replaced_keeps_the_file_coherent(mcap_seeds, scratch, codec):
+    """The rewriting the codec and payload mutators use: every chunk recompressed (another length) with
+    every pointer after it moved reads exactly as before, in fastbag (through the summary, no warning) and
+    in the mcap package. So the damage a mutator then does is the only thing wrong."""
+    from mcap.reader import make_reader
+    import io
+    seed = mcap_seeds[f"gen-mcap-{codec}"]
+    s = seed.structure
+    data = seed.data
+    for k in range(len(s.chunks)):
+        walked = fuzz_mcap.walk(data)  # the file as the previous splice left it
+        c = walked.chunks[k]
+        new = fuzz_mcap.chunk_record(c, data, records=_recompressed(codec, c.payload))
+        assert len(new) != c.rec.end - c.rec.start
+        data = fuzz_mcap.splice(data, walked, c.rec.start, c.rec.end, new, c)
+    name = codec
+    path = scratch / f"respliced-{name}.mcap"
+    path.write_bytes(data)
+    out = run(path)
+    assert not problems(out) and not out.warnings and out.raw == seed.reference.raw
+    assert out.attachments == seed.reference.attachments and out.metadata == seed.reference.metadata
+    rows_ = [(c.topic, m.log_time, m.data) for _, c, m in make_reader(io.BytesIO(data)).iter_messages(
+        log_time_order=True)]
+    assert Counter(rows_) == Counter(seed.reference.raw)
+
+
+@pytest.mark.parametrize("name", ["gen-mcap-none", "gen-mcap-zstd", "gen-mcap-unchunked"])
+@settings(max_examples=30, **PROPERTY)
+@given(data=st.data())
+def test_mcap_cut_anywhere_keeps_every_complete_record(mcap_seeds, scratch, name, data):
+    """An MCAP file cut at any byte yields every message of every complete chunk (and every complete
+    message outside chunks) whose channel came before the cut, the complete attachments, nothing the file
+    does not hold, in time order, with a warning when something was lost: the campaign's mcap-cut oracle."""
+    seed = mcap_seeds[name]
+    size = len(seed.data)
+    cut = data.draw(st.one_of(st.integers(0, size), st.sampled_from(seed.structure.boundaries()).flatmap(
+        lambda b: st.integers(max(0, b - 2), min(size, b + 2)))), label="cut")
+    path = scratch / f"cut-{name}.mcap"
+    path.write_bytes(seed.data[:cut])
+    out = run(path)
+    mutant = fuzz.Mutant(seed.data[:cut], "mcap-cut-random", f"cut at {cut}", ("mcap-cut", cut))
+    found = problems(out) + [p.text for p in fuzz.check_consistency(out, mutant) +
+                             fuzz.check_oracle(out, mutant, seed)]
+    assert not found, (cut, found)
+    if cut >= seed.structure.chunks[0].rec.end if seed.structure.chunks else cut >= size - 8:
+        assert out.raw, f"cut at {cut}: nothing read"  # (the oracle names what is missing; this, that it ran)
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+@pytest.mark.parametrize("declared", [True, False], ids=["size-declared", "size-undeclared"])
+def test_mcap_decompression_bomb_allocates_nothing_near_its_size(mcap_seeds, scratch, codec, declared):
+    """A chunk whose frame expands to 64 / 256 MiB while the chunk says a few kB: a BagFormatError naming the
+    chunk, peak allocation far below the bomb, and the other chunks still read."""
+    seed = mcap_seeds[f"gen-mcap-{codec}"]
+    s = seed.structure
+    c = s.chunks[0]
+    if codec == "lz4":
+        bomb = fuzz._lz4_zeros(64 << 20)
+        bomb = fuzz.lz4_with_content_size(bomb, 64 << 20) if declared else bomb
+    else:
+        bomb = fuzz_mcap.zstd_zeros(256 << 20, declared)
+    path = scratch / f"bomb-{codec}.mcap"
+    path.write_bytes(fuzz_mcap.splice(seed.data, s, c.rec.start, c.rec.end, fuzz_mcap.chunk_record(c, seed.data,
+                                                                                                   records=bomb), c))
+    with peak_allocation() as peak:
+        with fastbag.open(path) as bag:
+            with pytest.raises(fastbag.BagFormatError) as info:
+                list(bag.messages(raw=True))
+            after = max(m.time for m in c.messages) + 1  # the other chunks' messages, read by time
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True, start=after)]
+    assert info.value.offset == c.rec.start and info.value.record == "chunk" and str(path) in str(info.value)
+    assert peak[0] < 16 << 20, peak[0]
+    assert got and got == [r for r in seed.reference.raw if r[1] >= after]
+
+
+@pytest.mark.parametrize("name", ["gen-mcap-none", "gen-mcap-lz4", "gen-mcap-zstd", "gen-mcap-lz4-nocrc"])
+@pytest.mark.parametrize("damage", ["flip", "cut", "empty"])
+def test_mcap_damaged_chunk_leaves_later_chunks_readable(mcap_seeds, scratch, name, damage):
+    """The campaign's mcap-chunk oracle: a chunk's records damaged (its head still what its index says):
+    reading from after its last message yields every later message exactly, and reading all of them
+    raises a BagFormatError naming that chunk (or, where nothing checks the records, reads them)."""
+    seed = mcap_seeds[name]
+    s = seed.structure
+    c = s.chunks[0]
+    raw = bytearray(seed.data[c.records_start:c.records_start + c.records_len])
+    if damage == "flip":
+        for at in range(len(raw) // 3, len(raw), 97):
+            raw[at] ^= 0x5A
+    elif damage == "cut":
+        del raw[len(raw) // 2:]
+    else:
+        raw = bytearray()
+    path = scratch / f"chunk0-{name}-{damage}.mcap"
+    path.write_bytes(fuzz_mcap.splice(seed.data, s, c.rec.start, c.rec.end,
+                                      fuzz_mcap.chunk_record(c, seed.data, records=bytes(raw)), c))
+    after = max(m.time for m in c.messages) + 1
+    out = run(path, after=after)
+    mutant = fuzz.Mutant(b"", "mcap-codec", damage, ("mcap-chunk", 0, after,
+                                                     tuple(r for r in seed.reference.raw if r[1] >= after)))
+    found = problems(out) + [p.text for p in fuzz.check_consistency(out, mutant) +
+                             fuzz.check_oracle(out, mutant, seed)]
+    assert not found, found
+    assert out.after_raw and len(out.after_raw) < len(seed.reference.raw)
+    if name != "gen-mcap-lz4-nocrc" or damage != "flip":  # (lz4 without CRCs may decode damage silently)
+        # the chunk, or (uncompressed, read in place) the damaged record in it
+        assert out.raw is None and out.raw_error.startswith("BagFormatError"), out.raw_error
+        offset = int(out.raw_error.rsplit("offset ", 1)[1].split(",")[0])
+        assert c.rec.start <= offset < c.rec.end, out.raw_error

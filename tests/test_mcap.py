@@ -505,3 +505,165 @@ def test_cdr_topics_decode_as_mcap_ros2_decodes_them(path):
             got = [m.msg for m in bag.messages(topics=topic)]
         for i, (ours, msg) in enumerate(zip(got, theirs)):
             _same(ours, msg, f"{topic} message {i}")
+
+
+# -- regressions: defects the fuzz campaign (python -m tools.fuzz --formats mcap) found ------------------
+
+
+def test_regression_scan_of_a_log_time_past_int64(tmp_path):
+    """A scanned message whose log_time is past 2**63-1 (an attachment's opcode flipped to a message's made
+    one) raised OverflowError building the int64 index; now that message is left out and named."""
+    path = tmp_path / "time.mcap"
+    written = write_mcap(path, chunked=False, messages=4)
+    data = bytearray(path.read_bytes())
+    second = find(data, 0x05, find(data, 0x05) + 1)
+    struct.pack_into("<Q", data, second + 9 + 6, 2**64 - 1)
+    path.write_bytes(data)
+    with pytest.warns(fastbag.FastbagWarning, match=f"message record at offset {second} has log_time "
+                      f"{2**64 - 1}, past int64: left out"):
+        with fastbag.open(path) as bag:
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+    assert got == [written[0]] + written[2:]
+
+
+@pytest.mark.parametrize("damage", ["opcode", "entries"])
+def test_regression_damaged_message_index_loses_messages_silently(tmp_path, damage):
+    """A chunk's message index record turned into another record (opcode 0x07 -> 0x0b), or its entries'
+    byte length set to 0, dropped that channel's messages of the chunk without a word, while message_count
+    (from the statistics) still counted them. Now a record other than a message index where the chunk
+    index lists one is a BagFormatError naming it; entries fewer than the statistics count are read with
+    a warning saying how many each claims."""
+    path = tmp_path / "mx.mcap"
+    written = write_mcap(path, compression=CompressionType.LZ4, messages=20)
+    data = bytearray(path.read_bytes())
+    mx = find(data, 0x07)
+    lost = struct.unpack_from("<I", data, mx + 9 + 2)[0] // 16
+    assert 0 < lost < 20
+    if damage == "opcode":
+        data[mx] = 0x0B
+    else:
+        struct.pack_into("<I", data, mx + 9 + 2, 0)
+    path.write_bytes(data)
+    with fastbag.open(path) as bag:
+        assert bag.message_count == 20
+        if damage == "opcode":
+            with pytest.raises(fastbag.BagFormatError, match="other than a message index") as info:
+                list(bag.messages(raw=True))
+            assert info.value.path == str(path) and info.value.offset == mx
+            assert info.value.record == "opcode 0x0b" or info.value.record == "statistics"
+            return
+        with pytest.warns(fastbag.FastbagWarning, match=f"message indexes list {20 - lost} messages, the "
+                          "statistics record 20: one of them is damaged"):
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+        assert bag.message_count == 20 - lost
+    channel = struct.unpack_from("<H", data, mx + 9)[0]
+    assert got == [w for k, w in enumerate(written) if not (k < 2 * lost and k % 2 == channel - 1)]
+
+
+def test_regression_scan_reads_data_records_in_the_summary(tmp_path):
+    """A summary's schema record turned into a message record (opcode 0x03 -> 0x05) made the summary
+    unusable, and the scan that followed yielded that record as a message the file never held. The summary
+    section (after the Data End record) holds no data: the scan now leaves such records out, and says so."""
+    path = tmp_path / "summary-message.mcap"
+    written = write_mcap(path, compression=CompressionType.LZ4, messages=12)
+    data = bytearray(path.read_bytes())
+    schema = find(data, 0x03, find(data, 0x0F))  # the schema repeated in the summary
+    data[schema] = 0x05
+    path.write_bytes(data)
+    with pytest.warns(fastbag.FastbagWarning, match=f"message record was skipped: it lies after the Data End record.*"
+                      f"offset {schema}, message record"):
+        with fastbag.open(path) as bag:
+            assert bag.recovered
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+    assert got == written
+
+
+def test_regression_message_index_entry_pointing_at_a_twin(tmp_path):
+    """A message index entry's offset changed to that of another message of the same channel and log_time
+    (a tie) read that message twice and the indexed one never, without a word: the record checks (opcode,
+    channel, log_time) all pass. Now two entries of one offset are a BagFormatError."""
+    path = tmp_path / "twin.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f, compression=CompressionType.NONE)
+        writer.start()
+        schema = writer.register_schema("t/T", "ros1msg", b"uint8 x\n")
+        channel = writer.register_channel("/t", "ros1", schema)
+        for k in range(3):
+            writer.add_message(channel, log_time=7, data=bytes([k]), publish_time=0)
+        writer.finish()
+    data = bytearray(path.read_bytes())
+    mx = find(data, 0x07)
+    first = struct.unpack_from("<Q", data, mx + 9 + 6 + 8)[0]
+    struct.pack_into("<Q", data, mx + 9 + 6 + 16 + 8, first)  # the second entry points at the first message
+    path.write_bytes(data)
+    with fastbag.open(path) as bag:
+        with pytest.raises(fastbag.BagFormatError, match="lists a message of channel 1 twice") as info:
+            list(bag.messages(raw=True))
+    assert info.value.offset == mx and info.value.record == "message index"
+
+
+@pytest.mark.parametrize("length", [0, 1, 5])
+def test_regression_message_index_shorter_than_its_fixed_fields(tmp_path, length):
+    """A message index record whose length (0, 1, 5) cannot hold its channel id and entries' length raised
+    IndexError or ValueError from NumPy; now a BagFormatError names the record."""
+    path = tmp_path / "short.mcap"
+    write_mcap(path, compression=CompressionType.ZSTD, messages=6)
+    data = bytearray(path.read_bytes())
+    mx = find(data, 0x07)
+    struct.pack_into("<Q", data, mx + 1, length)
+    path.write_bytes(data)
+    with fastbag.open(path) as bag:
+        with pytest.raises(fastbag.BagFormatError, match=f"its length {length} is shorter") as info:
+            list(bag.messages(raw=True))
+    assert info.value.offset == mx and info.value.record == "message index" and info.value.path == str(path)
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_regression_corrupt_object_message_names_topic_and_index(tmp_path, encoding):
+    """A protobuf message whose bytes are not valid wire format let google.protobuf's DecodeError escape
+    bag.messages(); a JSON one raised a DecodeError naming no message. Both now raise fastbag's DecodeError
+    naming the topic and the message's index in the read."""
+    pytest.importorskip("google.protobuf", reason="the protobuf package decodes protobuf messages")
+    from google.protobuf import descriptor_pb2, timestamp_pb2
+
+    path = tmp_path / "objects.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f, compression=CompressionType.NONE)
+        writer.start()
+        if encoding == "protobuf":
+            files = descriptor_pb2.FileDescriptorSet()
+            timestamp_pb2.DESCRIPTOR.CopyToProto(files.file.add())
+            schema = writer.register_schema("google.protobuf.Timestamp", "protobuf", files.SerializeToString())
+            good = [timestamp_pb2.Timestamp(seconds=k).SerializeToString() for k in range(3)]
+            bad = b"\xff\xff\xff\xff"  # field 0x1fffffff... of wire type 7: no such wire type
+        else:
+            schema = writer.register_schema("Note", "jsonschema", b"{}")
+            good = [b'{"k": %d}' % k for k in range(3)]
+            bad = b'{"k": '
+        channel = writer.register_channel("/o", encoding, schema)
+        for k, data in enumerate(good[:2] + [bad] + good[2:]):
+            writer.add_message(channel, log_time=10 + k, data=data, publish_time=0)
+        writer.finish()
+    with fastbag.open(path) as bag:
+        with pytest.raises(fastbag.DecodeError, match=r"\(topic /o, type .*, message 2\)$") as info:
+            list(bag.messages())
+        first = next(bag.messages(end=11))  # the messages before it decode
+        assert (first.msg.seconds if encoding == "protobuf" else first.msg["k"]) == 0
+    assert info.value.topic == "/o" and info.value.index == 2
+
+
+def test_regression_chunk_index_uncompressed_size_past_int64(tmp_path):
+    """A chunk index claiming an uncompressed size of 2**64-1 raised OverflowError building the int64 chunk
+    table at open; now the summary is distrusted and the file scanned, every message read."""
+    path = tmp_path / "size.mcap"
+    written = write_mcap(path, compression=CompressionType.LZ4, messages=10)
+    data = bytearray(path.read_bytes())
+    ci = find(data, 0x08, find(data, 0x0F))
+    at = ci + 9 + struct.unpack_from("<Q", data, ci + 1)[0] - 8  # its last field, uncompressed_size
+    struct.pack_into("<Q", data, at, 2**64 - 1)
+    struct.pack_into("<I", data, len(data) - 8 - 4, 0)  # no summary CRC: the index itself must be judged
+    path.write_bytes(data)
+    with pytest.warns(fastbag.FastbagWarning, match="a chunk index points at bytes no chunk can hold"):
+        with fastbag.open(path) as bag:
+            assert bag.recovered
+            assert [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)] == written

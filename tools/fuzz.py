@@ -5,6 +5,7 @@ Run::
     python -m tools.fuzz --seed 1 --cases 100000 --jobs 2 --timeout 10
     python -m tools.fuzz --seed 1 --case 4711 --verbose      # rerun one case, print what happened
     python -m tools.fuzz --seed 1 --case 4711 --save bad.bag  # and keep its input bytes
+    python -m tools.fuzz --seed 1 --cases 100000 --formats mcap  # MCAP seeds only (default: ros1,mcap)
 
 Every case is a damaged copy of a *seed bag*: the real bags of ``../shared/data``
 (``ros1v2``, ``ros1legacy``, ``broken``; skipped, with a note, when the folder
@@ -14,6 +15,17 @@ empty messages, lost definitions, shared topics, out-of-order chunks) and two
 hand-written legacy writers (1.2 indexed and not, 1.1), each in the three
 compressions where the format has them. A case is drawn from ``(seed, case
 number)`` alone, so it replays anywhere with the same corpus.
+
+MCAP files are seeds too (``--formats``; the MCAP walk, seeds, mutation kinds
+and oracles are in :mod:`tools.fuzz_mcap`): the conformance corpus' TenMessages,
+OneAttachment and OneMetadata variants and the ROS2 files of ``../shared/data/mcap``,
+and files written at start-up with the ``mcap`` package's writer. A case first
+draws a format (when there are two), then a seed of it and one of that format's
+mutation kinds: record lengths, opcodes, footer and summary offsets, chunk
+indexes pointing anywhere, message index entries, CRCs, compressed payloads
+(damaged, cut, misnamed, bombs), string / map / array lengths, cuts, a
+summary dropped with a chunk damaged, a message's byte changed with its chunk
+recompressed, and havoc.
 
 Mutation kinds (see :data:`KINDS` for their shares): truncation at a record
 boundary and at a random offset; bit flips in record headers, in chunk data, in
@@ -32,7 +44,7 @@ rewriting the seed's messages with :class:`fastbag.Writer`, so the rest of the
 bag stays well formed and the damage is the only thing wrong.
 
 Each case runs what a user runs: ``fastbag.open``, the metadata, every raw
-message (``bytes(m.data)``), ``read()`` of every topic and a touch of every field
+message (``bytes(m.data)``), the attachments and metadata (MCAP), ``read()`` of every topic and a touch of every field
 of the result (``np.asarray`` / ``tobytes`` of arrays, ``len()``, ``[0]``, ``[-1]``
 and ``.values`` of Ragged and Nested, ``to_numpy()``, ``arr[i].to_dict()`` for
 small results), decoded ``messages()`` for some cases, and the sensor helpers
@@ -429,6 +441,8 @@ class SeedSpec:
     path: str
     origin: str                      # "real" or "gen"
     open_kwargs: dict[str, Any] = field(default_factory=dict)
+    format: str = "ros1"             # "ros1" or "mcap": which walk, mutators and oracles apply
+    weight: float = 1.0              # how often it is drawn, relative to its pool
 
 
 def _serialize_string(text: bytes) -> bytes:
@@ -710,6 +724,10 @@ class Outcome:
     raw_error: str | None = None
     topic_counts: dict[str, int] = field(default_factory=dict)
     reads: dict[str, Any] = field(default_factory=dict)  # topic -> ("ok", n, times) | ("error", type, index, text)
+    attachments: list[tuple[str, str, bytes]] | None = None  # (name, media type, data); None: raised
+    metadata: list[tuple[str, tuple]] | None = None           # (name, sorted items); None: raised
+    after_raw: list[tuple[str, int, bytes]] | None = None     # messages(raw=True, start=after), where asked
+    after_raw_error: str | None = None
     warnings: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     errors: Counter = field(default_factory=Counter)     # FastbagError class names seen
@@ -746,8 +764,9 @@ class Runner:
     """Runs one bag through everything a user does, recording problems instead of stopping."""
 
     def __init__(self, path: str, *, open_kwargs: dict[str, Any] | None = None, decoded: bool = False,
-                 verbose: bool = False, sensors: bool = True) -> None:
+                 verbose: bool = False, sensors: bool = True, after: int | None = None) -> None:
         self.path = path
+        self.after = after  # also read the raw messages from this time on (an oracle knows what they are)
         self.open_kwargs = open_kwargs or {}
         self.decoded = decoded
         self.sensors = sensors
@@ -810,7 +829,11 @@ class Runner:
                              f"message DecodeError-index {_where(exc)}")
         elif isinstance(exc, UnsupportedError):
             # The sensor helpers see arrays, not files: like their DecodeErrors, they name topic and message.
-            named = stage.startswith("sensors") and "topic " in text and "message " in text
+            # read() of an encoding that does not decode into arrays (MCAP: cdr today, json, protobuf ...)
+            # is about the topic, not about bytes of the file: it names the topic.
+            named = (stage.startswith("sensors") and "topic " in text and "message " in text) or \
+                (topic is not None and stage.startswith("read ") and topic in text) or \
+                (stage == "decoded" and "topic " in text and "decod" in text)
             if self.path not in text and not named:
                 self.problem("message", stage, f"UnsupportedError without the file: {text[:200]}",
                              f"message UnsupportedError {_where(exc)}")
@@ -856,15 +879,24 @@ class Runner:
             json.dumps(info_dict(bag))
             format_info(bag)
         self.guarded("meta", meta)
-        self.log(f"opened: v{bag.version}, {bag.message_count} messages, {len(bag.topics)} topics, "
-                 f"recovered={bag.recovered}")
+        self.log(f"opened: {out.message_count} messages, recovered={out.recovered}")
 
         def raw() -> list[tuple[str, int, bytes]]:
             return [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
         ok, got = self.guarded("raw", raw)
         out.raw = got if ok else None
         out.raw_error = None if ok else f"{type(got).__name__}: {got}"
-        for topic in list(bag.topics):
+        if self.after is not None:
+            ok, got = self.guarded("after", lambda: [(m.topic, m.time, bytes(m.data))
+                                                     for m in bag.messages(raw=True, start=self.after)])
+            out.after_raw = got if ok else None
+            out.after_raw_error = None if ok else f"{type(got).__name__}: {got}"
+        ok, got = self.guarded("attachments", lambda: [(a.name, a.media_type, bytes(a.data)) for a in bag.attachments])
+        out.attachments = got if ok else None
+        ok, got = self.guarded("metadata", lambda: [(m.name, tuple(sorted(m.metadata.items()))) for m in bag.metadata])
+        out.metadata = got if ok else None
+        ok, topics = self.guarded("topics", lambda: list(bag.topics))  # (MCAP: may load the message indexes)
+        for topic in topics if ok else []:
             ok, arr = self.guarded(f"read {topic}", lambda: bag.read(topic), topic=topic)
             if not ok:
                 exc = arr
@@ -882,12 +914,13 @@ class Runner:
                              topic=topic)
             elif info.msgtype == "sensor_msgs/Image":
                 self.guarded(f"sensors {topic}", lambda: _touch_array(fastbag.image(arr)), topic=topic)
-        if self.decoded and bag.message_count <= 2000:
+        if self.decoded and (out.message_count or 0) <= 2000:
             def decoded() -> int:
                 n = 0
                 for m in bag.messages():
                     if n < SMALL:
-                        m.msg.to_dict()
+                        msg = m.msg  # a message object, or a dict (MCAP json)
+                        msg.to_dict() if hasattr(msg, "to_dict") else repr(msg)
                     n += 1
                 return n
             self.guarded("decoded", decoded)
@@ -980,7 +1013,11 @@ class Seed:
     def __init__(self, spec: SeedSpec) -> None:
         self.spec = spec
         self.data = Path(spec.path).read_bytes()
-        self.structure = walk(self.data)
+        if spec.format == "mcap":
+            from tools import fuzz_mcap
+            self.structure = fuzz_mcap.walk(self.data)
+        else:
+            self.structure = walk(self.data)
         self._reference: Outcome | None = None
         self._messages: list[tuple[int, int, bytes]] | None = None
         self._connections: list[fastbag.Connection] = []
@@ -1452,6 +1489,14 @@ KINDS = {
 }
 
 
+def kinds_of(fmt: str) -> dict[str, int]:
+    """The mutation kinds of a format and their shares."""
+    if fmt == "mcap":
+        from tools import fuzz_mcap
+        return fuzz_mcap.KINDS
+    return KINDS
+
+
 def _byte_damage(rng: random.Random, seed: Seed, buf: bytearray) -> tuple[bytearray, str | None]:
     pick = rng.choice(["set-number", "flip-header", "flip-chunk", "structure"])
     if pick == "set-number":
@@ -1589,7 +1634,10 @@ def check_consistency(out: Outcome, mutant: Mutant) -> list[Problem]:
     times = [t for _, t, _ in out.raw]
     if any(b < a for a, b in zip(times, times[1:])):
         wrong("messages(raw=True) are not in time order", "time-order")
-    if out.message_count is not None and len(out.raw) != out.message_count:
+    # (MCAP: message_count comes from the statistics until the message indexes load; where they disagree,
+    # a warning says so and the indexes are read)
+    disagree = any("the statistics record" in w for w in out.warnings)
+    if out.message_count is not None and len(out.raw) != out.message_count and not disagree:
         wrong(f"messages(raw=True) yielded {len(out.raw)} messages, message_count says {out.message_count}",
               "message-count")
     per_topic: dict[str, list[int]] = defaultdict(list)
@@ -1617,6 +1665,10 @@ def check_oracle(out: Outcome, mutant: Mutant, seed: Seed) -> list[Problem]:
     def wrong(text: str, sig: str) -> None:
         problems.append(Problem("wrong", kind, text, f"wrong {kind} {sig}"))
     if ref.raw is None:
+        return problems
+    if kind.startswith("mcap-"):
+        from tools import fuzz_mcap
+        fuzz_mcap.check_oracle(out, mutant, seed, wrong)
         return problems
     original = _multiset(ref.raw)
     if kind == "cut":
@@ -1847,7 +1899,7 @@ class Context:
         """Large seeds are drawn less often (a case should take milliseconds)."""
         if spec.name not in self._weights:
             size = Path(spec.path).stat().st_size
-            self._weights[spec.name] = min(1.0, 200_000 / max(1, size))
+            self._weights[spec.name] = spec.weight * min(1.0, 200_000 / max(1, size))
         return self._weights[spec.name]
 
     def seed_bag(self, spec: SeedSpec) -> Seed:
@@ -1856,12 +1908,15 @@ class Context:
         return self._seeds[spec.name]
 
     def pick(self, rng: random.Random) -> tuple[SeedSpec, str]:
-        gen = [s for s in self.specs if s.origin == "gen"]
-        real = [s for s in self.specs if s.origin == "real"]
+        formats = sorted({s.format for s in self.specs})
+        fmt = formats[0] if len(formats) == 1 else rng.choice(formats)  # (one format: the draws of old)
+        gen = [s for s in self.specs if s.origin == "gen" and s.format == fmt]
+        real = [s for s in self.specs if s.origin == "real" and s.format == fmt]
         pool = real if real and (not gen or rng.random() < 0.45) else gen
         spec = rng.choices(pool, weights=[self.weight(s) for s in pool])[0]
-        kinds = list(KINDS)
-        kind = rng.choices(kinds, weights=[KINDS[k] for k in kinds])[0]
+        table = kinds_of(fmt)
+        kinds = list(table)
+        kind = rng.choices(kinds, weights=[table[k] for k in kinds])[0]
         return spec, kind
 
 
@@ -1874,7 +1929,11 @@ def build_mutant(ctx: Context, case: int) -> tuple[Seed, Mutant]:
     for attempt in range(20):
         spec, kind = ctx.pick(rng)
         seed = ctx.seed_bag(spec)
-        mutant = make_case(rng, seed, kind, str(ctx.scratch / "rewrite.bag"))
+        if spec.format == "mcap":
+            from tools import fuzz_mcap
+            mutant = fuzz_mcap.make_case(rng, seed, kind)
+        else:
+            mutant = make_case(rng, seed, kind, str(ctx.scratch / "rewrite.bag"))
         if mutant is not None:
             mutant.open_kwargs = dict(spec.open_kwargs)
             mutant.seed_version = seed.structure.version
@@ -1931,7 +1990,8 @@ def run_case(ctx: Context, case: int, *, verbose: bool = False, save: str | None
     if verbose:
         print(f"  memory: {mode}", flush=True)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    runner = Runner(path, open_kwargs=mutant.open_kwargs, decoded=decoded, verbose=verbose)
+    after = mutant.oracle[2] if mutant.oracle and mutant.oracle[0] == "mcap-chunk" else None
+    runner = Runner(path, open_kwargs=mutant.open_kwargs, decoded=decoded, verbose=verbose, after=after)
     try:
         out = runner.run()
     finally:
@@ -2283,7 +2343,8 @@ class Tally:
         lines.append(f"slowest case: {self.slowest[0] * 1000:.0f} ms (case {self.slowest[1]})")
         lines += ["", "mutation kinds: cases (share), mean ms per case, cases with problems"]
         total = max(1, sum(self.kinds.values()))
-        for kind in KINDS:
+        from tools import fuzz_mcap
+        for kind in [k for k in list(KINDS) + list(fuzz_mcap.KINDS) if self.kinds.get(k)] or list(KINDS):
             n = self.kinds.get(kind, 0)
             ms = 1000 * self.kind_seconds.get(kind, 0.0) / max(1, n)
             lines.append(f"  {kind:17s} {n:7d} ({100 * n / total:4.1f}%) {ms:7.1f} ms  {self.kind_failures.get(kind, 0)}")
@@ -2315,12 +2376,26 @@ class Tally:
 
 
 def corpus(args: argparse.Namespace, root: Path) -> list[SeedSpec]:
-    specs = build_generated(root / "corpus", args.seed)
+    from tools import fuzz_mcap
+    formats = set(args.formats.split(","))
+    unknown = formats - {"ros1", "mcap"}
+    if unknown:
+        raise SystemExit(f"--formats: unknown {', '.join(sorted(unknown))} (known: ros1, mcap)")
     data = Path(args.data)
-    real = real_seeds(data, args.max_seed_size) if not args.generated_only else []
-    if not real and not args.generated_only:
-        print(f"note: no real bags in {data} (absent?): generated seed bags only", file=sys.stderr)
-    return specs + real
+    specs: list[SeedSpec] = []
+    if "ros1" in formats:
+        specs += build_generated(root / "corpus", args.seed)
+        real = real_seeds(data, args.max_seed_size) if not args.generated_only else []
+        if not real and not args.generated_only:
+            print(f"note: no real bags in {data} (absent?): generated seed bags only", file=sys.stderr)
+        specs += real
+    if "mcap" in formats:
+        specs += fuzz_mcap.build_generated(root / "corpus-mcap", args.seed)
+        real = fuzz_mcap.real_seeds(data, args.max_seed_size) if not args.generated_only else []
+        if not real and not args.generated_only:
+            print(f"note: no real MCAP files in {data / 'mcap'} (absent?): generated ones only", file=sys.stderr)
+        specs += real
+    return specs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -2340,6 +2415,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder of real bags (ros1v2, ros1legacy, broken); default ../shared/data")
     parser.add_argument("--max-seed-size", type=int, default=MAX_SEED_SIZE, help="largest real seed bag, bytes")
     parser.add_argument("--generated-only", action="store_true", help="use generated seed bags only")
+    parser.add_argument("--formats", default="ros1,mcap",
+                        help="seed formats, comma-separated: ros1, mcap (default both)")
     parser.add_argument("--failures", help="write every failing case as JSON lines to this file")
     parser.add_argument("--progress", type=float, default=30.0, help="seconds between progress lines")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -2359,7 +2436,8 @@ def main(argv: list[str] | None = None) -> int:
             result = run_case(ctx, args.case, verbose=True, save=args.save)
             return 1 if result.get("problems") else 0
         command = (f"python -m tools.fuzz --seed {args.seed} --cases {args.cases} --jobs {args.jobs} "
-                   f"--timeout {args.timeout:g}" + (f" --first {args.first}" if args.first else ""))
+                   f"--timeout {args.timeout:g}" + (f" --first {args.first}" if args.first else "") +
+                   (f" --formats {args.formats}" if args.formats != "ros1,mcap" else ""))
         tally = Tally(args.seed, command)
         print(f"{command}: {len(specs)} seed bags ({sum(1 for s in specs if s.origin == 'real')} real), "
               f"{args.jobs} workers", flush=True)
@@ -2387,4 +2465,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as tools.fuzz, not __main__: tools.fuzz_mcap imports this module, and one copy must hold its state.
+    from tools import fuzz as _fuzz
+    sys.exit(_fuzz.main())

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..container import BagIndex, Connection, Container
-from ..errors import BagFormatError, UnsupportedError
+from ..errors import BagFormatError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.source import Source
 from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndex,
@@ -169,7 +170,8 @@ class McapReader(Container):
             raise _Damaged("its summary does not repeat every schema (they are defined in the data section)")
         for ci in summary.chunk_indexes:
             if not (self._data_start <= ci.chunk_offset and ci.chunk_offset + ci.chunk_length <= footer.summary_start
-                    and CHUNK_FIXED + 12 + len(ci.compression.encode()) + ci.compressed_size <= ci.chunk_length):
+                    and CHUNK_FIXED + 12 + len(ci.compression.encode()) + ci.compressed_size <= ci.chunk_length
+                    and ci.uncompressed_size < 2**63):  # (sizes are int64 in the chunk table)
                 raise _Damaged(f"a chunk index points at bytes no chunk can hold (chunk offset {ci.chunk_offset})")
         return summary
 
@@ -251,7 +253,7 @@ class McapReader(Container):
             crcs[k] = self._check_chunk_head(c, chunk_head)
             region, region_at = raw[at:at + length], starts[k]
             at += length
-            pieces.extend(self._message_indexes(region, region_at, k, ranks))
+            pieces.extend(self._message_indexes(region, region_at, k, ranks, c.message_index_offsets))
         self._chunk_crc = crcs
         if pieces:
             entries = np.concatenate([p[0] for p in pieces])
@@ -262,6 +264,14 @@ class McapReader(Container):
         else:
             time = offset = np.zeros(0, dtype=np.int64)
             chunk = conn = np.zeros(0, dtype=np.int32)
+        stats = self._summary.statistics
+        if stats is not None and stats.message_count != time.size:
+            # Message indexes that lost entries would drop messages without a word; which of the two is
+            # damaged cannot be told, so what the indexes list is read, and the disagreement said.
+            text = (f"the chunks' message indexes list {time.size} messages, the statistics record "
+                    f"{stats.message_count}: one of them is damaged; reading what the indexes list")
+            self._problems.append(text)
+            warnings.warn(f"{self.path}: {text}", FastbagWarning, stacklevel=4)
         size = self._chunks.size[chunk]
         bad = (offset < 0) | (offset > size - MESSAGE_HEAD)
         if bad.any():
@@ -289,10 +299,12 @@ class McapReader(Container):
                                  "compression)", path=self.path, offset=ci.chunk_offset, record="chunk")
         return crc
 
-    def _message_indexes(self, region: np.ndarray, region_at: int, chunk: int,
-                         ranks: dict[int, int]) -> list[tuple[np.ndarray, int, int]]:
-        """The (log_time, offset) entries of one chunk's message-index records, one piece per channel."""
+    def _message_indexes(self, region: np.ndarray, region_at: int, chunk: int, ranks: dict[int, int],
+                         listed: dict[int, int]) -> list[tuple[np.ndarray, int, int]]:
+        """The (log_time, offset) entries of one chunk's message-index records, one piece per channel;
+        each record where the chunk index lists it (``listed``: channel -> offset), and nothing else."""
         pieces = []
+        found = set()
         pos = 0
         while pos < region.size:
             if region.size - pos < RECORD_HEAD + 6:
@@ -303,19 +315,39 @@ class McapReader(Container):
             if length > region.size - pos - RECORD_HEAD:
                 raise BagFormatError(f"its length {length} runs past the chunk's message indexes", path=self.path,
                                      offset=region_at + pos, record=record_name(opcode))
-            if opcode == Opcode.MESSAGE_INDEX:
-                body = region[pos + RECORD_HEAD:pos + RECORD_HEAD + length]
-                channel = int(body[:2].view("<u2")[0])
-                nbytes = int(body[2:6].view("<u4")[0])
-                if nbytes > length - 6 or nbytes % 16:
-                    raise BagFormatError(f"its entries claim {nbytes} bytes", path=self.path,
-                                         offset=region_at + pos, record="message index")
-                if channel not in ranks:
-                    raise BagFormatError(f"it indexes channel {channel}, which the summary does not list",
-                                         path=self.path, offset=region_at + pos, record="message index")
-                entries = body[6:6 + nbytes].view("<u8").reshape(-1, 2)
-                pieces.append((entries, chunk, ranks[channel]))
+            if opcode != Opcode.MESSAGE_INDEX:
+                raise BagFormatError("a record other than a message index lies among the chunk's message indexes",
+                                     path=self.path, offset=region_at + pos, record=record_name(opcode))
+            if length < 6:  # channel_id u16, entries' byte length u32
+                raise BagFormatError(f"its length {length} is shorter than a message index's fixed fields",
+                                     path=self.path, offset=region_at + pos, record="message index")
+            body = region[pos + RECORD_HEAD:pos + RECORD_HEAD + length]
+            channel = int(body[:2].view("<u2")[0])
+            nbytes = int(body[2:6].view("<u4")[0])
+            if nbytes > length - 6 or nbytes % 16:
+                raise BagFormatError(f"its entries claim {nbytes} bytes", path=self.path,
+                                     offset=region_at + pos, record="message index")
+            if channel not in ranks:
+                raise BagFormatError(f"it indexes channel {channel}, which the summary does not list",
+                                     path=self.path, offset=region_at + pos, record="message index")
+            if listed.get(channel) != region_at + pos or channel in found:
+                raise BagFormatError(f"it indexes channel {channel}, which its chunk index lists at offset "
+                                     f"{listed.get(channel)}", path=self.path, offset=region_at + pos,
+                                     record="message index")
+            found.add(channel)
+            entries = body[6:6 + nbytes].view("<u8").reshape(-1, 2)
+            offsets = entries[:, 1]
+            if offsets.size > 1 and not (offsets[1:] > offsets[:-1]).all() and \
+                    np.unique(offsets).size != offsets.size:
+                # Two entries of one message: it would be read twice (another one of its channel and
+                # log_time, never), and the record checks cannot tell.
+                raise BagFormatError(f"it lists a message of channel {channel} twice", path=self.path,
+                                     offset=region_at + pos, record="message index")
+            pieces.append((entries, chunk, ranks[channel]))
             pos += RECORD_HEAD + length
+        if found != set(listed):
+            raise BagFormatError(f"the message indexes of channels {sorted(set(listed) - found)} are missing",
+                                 path=self.path, offset=region_at, record="message index")
         return pieces
 
     # -- recovery by scanning -------------------------------------------------------------------

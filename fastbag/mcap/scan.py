@@ -49,6 +49,7 @@ def scan(source: Source, start: int) -> Scanned:
     found = Scanned()
     path, end, pos = source.path, source.size, start
     file_chunk = -1  # the whole file as a chunk, for messages outside chunks (made on the first one)
+    summary = False  # past the Data End record: the summary repeats definitions, it holds no data
     while pos < end:
         if end - pos < RECORD_HEAD:
             if source.bytes(pos, end - pos, "magic") != MAGIC[:end - pos]:
@@ -65,6 +66,11 @@ def scan(source: Source, start: int) -> Scanned:
         try:
             if opcode == Opcode.FOOTER:
                 break
+            if opcode == Opcode.DATA_END:
+                summary = True
+            elif summary and opcode in (Opcode.MESSAGE, Opcode.CHUNK, Opcode.ATTACHMENT, Opcode.METADATA):
+                raise BagFormatError("it lies after the Data End record, in the summary section, which holds no "
+                                     "data: left out", path=path, offset=pos, record=name)
             if opcode in (Opcode.SCHEMA, Opcode.CHANNEL, Opcode.ATTACHMENT, Opcode.METADATA):
                 _definition(found, opcode, Body(source.bytes(at, length, name), path=path, offset=pos, record=name),
                             pos, length)
@@ -102,9 +108,17 @@ def _definition(found: Scanned, opcode: int, body: Body, pos: int, length: int) 
         found.metadata_indexes.append(MetadataIndex(pos, RECORD_HEAD + length, body.string("name")))
 
 
+#: Times are int64 nanoseconds: a log_time past this is damage (no clock reaches the year 2262).
+MAX_TIME = 2**63 - 1
+
+
 def _message(found: Scanned, fixed: bytes, chunk: int, offset: int) -> None:
+    log_time = int.from_bytes(fixed[6:14], "little")
+    if log_time > MAX_TIME:
+        found.note(f"a message record at offset {offset} has log_time {log_time}, past int64: left out")
+        return
     found.channel.append(int.from_bytes(fixed[0:2], "little"))
-    found.time.append(int.from_bytes(fixed[6:14], "little"))
+    found.time.append(log_time)
     found.chunk.append(chunk)
     found.offset.append(offset)
 

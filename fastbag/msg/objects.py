@@ -32,7 +32,15 @@ def object_decoder(encoding: str, msgtype: str, schema_data: bytes, *, topic: st
                 raise DecodeError(f"the message is not valid JSON: {exc}", topic=topic, msgtype=msgtype) from None
         return decode_json
     if encoding == "protobuf":
-        return _protobuf_class(msgtype, schema_data, topic).FromString
+        from_string = _protobuf_class(msgtype, schema_data, topic).FromString
+
+        def decode_protobuf(data: Any) -> Any:
+            try:
+                return from_string(bytes(data))
+            except Exception as exc:  # google.protobuf.message.DecodeError, and others of that package
+                raise DecodeError(f"the message is not a valid {msgtype} protobuf message: {exc}", topic=topic,
+                                  msgtype=msgtype) from None
+        return decode_protobuf
     raise UnsupportedError(f"messages of topic {topic} are {encoding or 'not'}-encoded, which fastbag does not "
                            "decode; read them raw (bag.messages(raw=True))")
 
@@ -57,3 +65,17 @@ def _protobuf_class(msgtype: str, schema_data: bytes, topic: str) -> Any:
         return message_factory.GetMessageClass(pool.FindMessageTypeByName(msgtype))
     except Exception as exc:  # the protobuf package's errors have no common base
         raise DecodeError(f"the protobuf schema cannot be loaded: {exc}", topic=topic, msgtype=msgtype) from exc
+
+
+def decode_objects(decode: Callable[[Any], Any], payload: memoryview, starts: list[int], lengths: list[int],
+                   indexes: list[int]) -> list[Any]:
+    """Messages ``payload[start:start + length]`` decoded one by one; a DecodeError names the message's
+    index in the read (``indexes``)."""
+    out = []
+    for start, length, index in zip(starts, lengths, indexes):
+        try:
+            out.append(decode(payload[start:start + length]))
+        except DecodeError as exc:
+            raise DecodeError(exc.args[0].rsplit(" (topic ", 1)[0], topic=exc.topic, index=index,
+                              msgtype=exc.msgtype) from None
+    return out
