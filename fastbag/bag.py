@@ -83,6 +83,14 @@ class Message:
     def __repr__(self) -> str:
         return f"Message(topic={self.topic!r}, time={self.time}, {len(self.data)} bytes)"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickles (to DataLoader workers, other processes) with a copy of its bytes, not the file's view.
+        return _unpickle_message, (self.topic, self.time, bytes(self.data), self.connection, self.msg)
+
+
+def _unpickle_message(topic: str, time: int, data: bytes, connection: Connection, msg: Any) -> Message:
+    return Message(topic, time, memoryview(data), connection, msg)
+
 
 class Bag:
     """An open ROS bag. Use :func:`fastbag.open`; close it or use it as a context manager.
@@ -390,26 +398,44 @@ class Bag:
         time_of = index.time[selected].tolist()
         for payload, offset, a, b, starts, lengths in self._batches(selected):
             conns = conn_of[a:b]
-            decoded: dict[int, tuple[Any, np.ndarray]] = {}
+            # Per connection of the batch: its message class, where its messages read their fields,
+            # and each message's row among that connection's (a batch decodes all of a connection at once).
+            decoded: dict[int, tuple[Any, Any, list[int]]] = {}
             for rank in np.unique(conns).tolist():
                 mine = np.flatnonzero(conns == rank)
                 layout = self._layout(connections[rank])
                 # Checked before the builder allocates messages x the fixed size: then that is real bytes.
                 check_min_size(layout, lengths[mine], a, topic=connections[rank].topic,
                                msgtype=connections[rank].msgtype, which=mine)
-                builder = TopicBuilder(layout, self._source.array, mine.size,
-                                       topic=connections[rank].topic, msgtype=connections[rank].msgtype)
+                builder = TopicBuilder(layout, self._source.array, mine.size, topic=connections[rank].topic,
+                                       msgtype=connections[rank].msgtype,
+                                       types=self._message_types(connections[rank]))
                 builder.add_run(payload, offset, starts[mine], lengths[mine], a + int(mine[0]))
                 row_of = np.zeros(b - a, dtype=np.int64)
                 row_of[mine] = np.arange(mine.size)
-                decoded[rank] = (builder.finish(), row_of)
+                source = builder.finish().record_source()
+                decoded[rank] = (source.cls, source, row_of.tolist())
             view = memoryview(payload)
-            for k, rank in enumerate(conns.tolist()):
+            if len(decoded) == 1:  # one connection (the usual case): message k is row k
+                (rank, (cls, source, _)), = decoded.items()
                 connection = connections[rank]
-                struct, row_of = decoded[rank]
-                s, n = int(starts[k]), int(lengths[k])
-                yield Message(connection.topic, time_of[a + k], view[s:s + n], connection,
-                              struct[int(row_of[k])])
+                topic = connection.topic
+                for t, s, n, row in zip(time_of[a:b], starts.tolist(), lengths.tolist(), range(b - a)):
+                    yield Message(topic, t, view[s:s + n], connection, cls(source, row))
+                continue
+            for k, rank, s, n in zip(range(b - a), conns.tolist(), starts.tolist(), lengths.tolist()):
+                connection = connections[rank]
+                cls, source, row_of = decoded[rank]
+                yield Message(connection.topic, time_of[a + k], view[s:s + n], connection, cls(source, row_of[k]))
+
+    def _message_types(self, connection: Connection) -> Any:
+        """The message classes' type information for a connection (the definition its layout used)."""
+        from .msg.messages import message_types
+
+        definition = connection.definition
+        if not definition.strip() and connection.md5sum != EMPTY_MD5:
+            definition = self._supplied_definition(connection)
+        return message_types(connection.msgtype, definition)
 
     # -- arrays ----------------------------------------------------------------------
     def read(self, topic: str, start: int | None = None, end: int | None = None) -> "TopicArray":
@@ -437,7 +463,8 @@ class Bag:
         connection = info.connections[0]
         layout = self._layout(connection)
         self._check_fixed_size_fits(layout, selected, topic, connection.msgtype)
-        builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype)
+        builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype,
+                               types=self._message_types(connection))
         workers = self._store.workers
 
         def parts() -> Iterator[tuple[np.ndarray, int | None, int, np.ndarray, np.ndarray]]:
