@@ -61,6 +61,7 @@ def test_every_field_equals_rosbags(path):
             for m in bag.messages():
                 i = seen.get(m.topic, 0)
                 assert_same(m.msg, expected[m.topic][i], f"messages {m.topic}[{i}]")
+                assert m.msg._type == m.connection.msgtype == expected[m.topic][i].__msgtype__.replace("/msg/", "/")
                 seen[m.topic] = i + 1
             assert seen == {t: len(v) for t, v in expected.items()}
 

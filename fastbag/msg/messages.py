@@ -378,15 +378,15 @@ class Source:
 
 def per_row(value: Any, element: type | None) -> Any:
     """A column as instances index it: numbers as a list, arrays of structs as message lists."""
-    from .arrays import Nested, Ragged, StructArray  # arrays imports this module
-    if isinstance(value, Nested):
+    # The array layer's columns are told apart by what they hold (arrays.py imports this module).
+    if hasattr(value, "first") and hasattr(value, "child"):  # Nested: arrays of variable structs, string[]
         first, counts = value.first.tolist(), value.counts.tolist()
-        if isinstance(value.child, StructArray):
+        if hasattr(value.child, "record_source"):  # a StructArray of every message's elements
             child = value.child.record_source()
             return _PerRow(lambda i: MessageList(child, first[i], counts[i]))
         strings = value.child.tolist()  # string[]: lists of str (bytes where not UTF-8)
         return _PerRow(lambda i: strings[first[i]:first[i] + counts[i]])
-    if isinstance(value, Ragged):
+    if hasattr(value, "buffers"):  # Ragged: views per message
         if value.dtype.names:
             return _PerRow(lambda i: elements_of(value[i], element))
         return value
@@ -509,7 +509,8 @@ class MessageTypes:
         registry = self.registry
         if registry is None or msgtype not in registry.types:
             return ()
-        return tuple(f.type + ("" if f.array is None else "[]" if f.array < 0 else f"[{f.array}]")
+        return tuple((f.written_type if f.written_type in ("byte", "char") else f.type)
+                     + ("" if f.array is None else "[]" if f.array < 0 else f"[{f.array}]")
                      for f in registry.types[msgtype].fields)
 
 
