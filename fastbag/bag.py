@@ -17,6 +17,7 @@ import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -86,6 +87,27 @@ class Message:
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickles (to DataLoader workers, other processes) with a copy of its bytes, not the file's view.
         return _unpickle_message, (self.topic, self.time, bytes(self.data), self.connection, self.msg)
+
+
+class _DecodedMessage(Message):
+    """A message of decoded iteration: its ``data`` view is made when asked for (decoded loops
+    rarely look at the bytes, and making the view is a good part of a message's cost)."""
+
+    __slots__ = ("_spans", "_k")
+
+    def __init__(self, topic: str, time: int, spans: tuple[memoryview, list[int], list[int]], k: int,
+                 connection: Connection, msg: Any) -> None:
+        self.topic = topic
+        self.time = time
+        self._spans = spans
+        self._k = k
+        self.connection = connection
+        self.msg = msg
+
+    @property  # type: ignore[override]
+    def data(self) -> memoryview:  # noqa: D102 - Message.data
+        view, starts, ends = self._spans
+        return view[starts[self._k]:ends[self._k]]
 
 
 def _unpickle_message(topic: str, time: int, data: bytes, connection: Connection, msg: Any) -> Message:
@@ -419,9 +441,10 @@ class Bag:
             if len(decoded) == 1:  # one connection (the usual case): message k is row k
                 (rank, (cls, source, _)), = decoded.items()
                 connection = connections[rank]
-                topic = connection.topic
-                for t, s, n, row in zip(time_of[a:b], starts.tolist(), lengths.tolist(), range(b - a)):
-                    yield Message(topic, t, view[s:s + n], connection, cls(source, row))
+                # Built by map (a C loop), not by a Python loop: most of the per-message cost here.
+                spans = (view, starts.tolist(), (starts + lengths).tolist())
+                yield from map(_DecodedMessage, repeat(connection.topic), time_of[a:b], repeat(spans),
+                               range(b - a), repeat(connection), map(cls, repeat(source), range(b - a)))
                 continue
             for k, rank, s, n in zip(range(b - a), conns.tolist(), starts.tolist(), lengths.tolist()):
                 connection = connections[rank]

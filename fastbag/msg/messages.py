@@ -200,12 +200,6 @@ class Record:
             raise KeyError(f"{self._type or 'the message'} has no field {name!r}; fields: {', '.join(self._fields)}")
         return getattr(self, name)
 
-    def __getattr__(self, name: str) -> Any:  # only reached when nothing has that name: explain
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise AttributeError(f"{self._type or 'the message'} has no field or constant {name!r}; "
-                             f"fields: {', '.join(self._fields)}")
-
     def to_dict(self) -> dict[str, Any]:
         """Nested dicts of plain values: numbers, str/bytes, NumPy arrays, lists of dicts (also ``_asdict()``)."""
         return {name: plain(getattr(self, name)) for name in self._fields}
@@ -309,20 +303,6 @@ def _new_class(msgtype: str, fields: tuple[str, ...], constants: dict[str, Any],
 
 # -- where instances read their fields ---------------------------------------------------
 
-class _Lazy(dict):  # type: ignore[type-arg]
-    """A dict that builds a missing entry with ``build(key)`` and keeps it."""
-
-    __slots__ = ("build",)
-
-    def __init__(self, build: Callable[[str], Any]) -> None:
-        super().__init__()
-        self.build = build
-
-    def __missing__(self, key: str) -> Any:
-        value = self[key] = self.build(key)
-        return value
-
-
 class _PerRow:
     """A column whose row ``i`` is built on access (message lists, string lists)."""
 
@@ -349,9 +329,10 @@ class Source:
         self.cls = cls
         self.struct = struct
         self.array = array
-        self.cols = _Lazy(self._column)
-        self.children = _Lazy(self._child)
-        self.times = _Lazy(self._time)
+        # Plain dicts (the getters' hot path is one exact-dict lookup); a miss builds the entry.
+        self.cols: dict[str, Any] = {}
+        self.children: dict[str, Source] = {}
+        self.times: dict[str, tuple[list[int], list[int]]] = {}
 
     def __len__(self) -> int:
         return len(self.struct) if self.struct is not None else len(self.array)  # type: ignore[arg-type]
@@ -360,20 +341,25 @@ class Source:
         """The field for every row, as the array layer presents it."""
         return self.struct[name] if self.struct is not None else self.array[name]  # type: ignore[index]
 
-    def _column(self, name: str) -> Any:
-        return per_row(self.raw(name), self.cls._elements.get(name))  # type: ignore[attr-defined]
+    def column(self, name: str) -> Any:
+        """``cols[name]``, built on first use."""
+        value = self.cols[name] = per_row(self.raw(name), self.cls._elements.get(name))  # type: ignore[attr-defined]
+        return value
 
-    def _child(self, name: str) -> "Source":
+    def child(self, name: str) -> "Source":
+        """``children[name]``, built on first use."""
         value = self.raw(name)
-        child = self.cls._children[name]  # type: ignore[attr-defined]
-        if isinstance(value, np.ndarray):
-            return Source(child, array=value)
-        return Source(child, struct=value)
+        cls = self.cls._children[name]  # type: ignore[attr-defined]
+        child = self.children[name] = Source(cls, array=value) if isinstance(value, np.ndarray) else \
+            Source(cls, struct=value)
+        return child
 
-    def _time(self, name: str) -> tuple[list[int], list[int]]:
+    def time(self, name: str) -> tuple[list[int], list[int]]:
+        """``times[name]``, built on first use."""
         value = self.raw(name)
         secs, nsecs = value.dtype.names
-        return value[secs].tolist(), value[nsecs].tolist()
+        pair = self.times[name] = (value[secs].tolist(), value[nsecs].tolist())
+        return pair
 
 
 def per_row(value: Any, element: type | None) -> Any:
@@ -611,23 +597,34 @@ def node_class(node: Any, dtype: np.dtype | None, types: MessageTypes | None) ->
     return cls
 
 
+# The getters are the per-message hot path: one exact-dict lookup, one index (try costs nothing
+# when nothing is raised; the first access of a batch builds the column, child or time lists).
+
 def _value_getter(name: str) -> Callable[[Any], Any]:
     def get(self: Any) -> Any:
-        return self._src.cols[name][self._i]
+        try:
+            return self._src.cols[name][self._i]
+        except KeyError:
+            return self._src.column(name)[self._i]
     return get
 
 
 def _struct_getter(name: str, cls: type) -> Callable[[Any], Any]:
     def get(self: Any) -> Any:
-        return cls(self._src.children[name], self._i)
+        try:
+            return cls(self._src.children[name], self._i)
+        except KeyError:
+            return cls(self._src.child(name), self._i)
     return get
 
 
 def _time_getter(name: str, cls: type) -> Callable[[Any], Any]:
     def get(self: Any) -> Any:
-        secs, nsecs = self._src.times[name]
-        i = self._i
-        return cls(secs[i], nsecs[i])
+        try:
+            secs, nsecs = self._src.times[name]
+        except KeyError:
+            secs, nsecs = self._src.time(name)
+        return cls(secs[self._i], nsecs[self._i])
     return get
 
 
