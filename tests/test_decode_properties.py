@@ -579,7 +579,8 @@ def _identical(a: Any, b: Any) -> bool:
     if isinstance(a, StructArray):
         return len(a) == len(b) and a.fields == b.fields
     if isinstance(a, Record):
-        return a._fields == b._fields and a._src is b._src and a._i == b._i  # noqa: SLF001
+        # the same row of the same batch, or (fixed structs viewed per access) equal values
+        return a._fields == b._fields and ((a._src is b._src and a._i == b._i) or a == b)  # noqa: SLF001
     if isinstance(a, float):
         return struct.pack("<d", a) == struct.pack("<d", b)
     if isinstance(a, MessageList):

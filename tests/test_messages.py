@@ -394,7 +394,7 @@ def test_type_without_fields_and_missing_names(tmp_path):
         msg = next(bag.messages()).msg
     assert msg._fields == () and msg.to_dict() == {} and repr(msg) == "fbtest/Empty()"
     assert pickle.loads(pickle.dumps(msg)) == msg
-    with pytest.raises(AttributeError, match="has no field or constant 'x'"):
+    with pytest.raises(AttributeError, match="has no attribute 'x'"):
         msg.x
     with pytest.raises(KeyError, match="no field 'x'"):
         msg["x"]
