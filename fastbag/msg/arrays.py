@@ -18,6 +18,9 @@ How a field presents (``arr[name]``):
 - an array of variable-size structs (``TransformStamped[]``): a
   :class:`Nested` whose element ``i`` is the :class:`StructArray` of message
   i's elements; ``string[]`` elements are string arrays.
+
+``arr[i]`` and iteration give message objects (:mod:`fastbag.msg.messages`):
+fields by attribute and ``[name]`` at every depth, reading these columns.
 """
 
 from __future__ import annotations
