@@ -227,8 +227,11 @@ class Record:
 
 
 def _short_repr(value: Any) -> str:
+    """A field in a message's repr: large arrays by their shape, long arrays of structs by their count."""
     if isinstance(value, np.ndarray) and value.size > 8:
         return f"array({value.dtype}, shape={value.shape})"
+    if isinstance(value, (MessageList, list)) and len(value) > 8 and isinstance(value[0], Record):
+        return f"[{len(value)} x {value[0]._type or 'message'}]"
     return repr(value)
 
 
@@ -244,12 +247,20 @@ def plain(value: Any) -> Any:
 
 
 def same_value(a: Any, b: Any) -> bool:
-    """Field values equal (arrays by shape and values)."""
+    """Field values equal: arrays by dtype, shape and values; NaN equals NaN (a message equals its copy)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a, b = np.asarray(a), np.asarray(b)
-        return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.dtype.kind in "fc":
+            return bool(np.array_equal(a, b, equal_nan=True))
+        if a.dtype.names is not None:
+            return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+        return bool(np.array_equal(a, b))
     if isinstance(a, (MessageList, list, tuple)) and isinstance(b, (MessageList, list, tuple)):
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (a != a and b != b)
     return bool(a == b)
 
 
