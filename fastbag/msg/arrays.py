@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import DecodeError
 from .layout import Layout, Node, Slot
-from .messages import Duration, MessageList, MessageTypes, Record, Source, Time, node_class
+from .messages import MessageTypes, Record, Source, node_class
 
 #: Uniform arrays up to this many bytes per message are gathered into one dense
 #: (N, k) array; larger ones (images, point clouds) stay per-message views.

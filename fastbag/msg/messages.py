@@ -591,7 +591,8 @@ def node_class(node: Any, dtype: np.dtype | None, types: MessageTypes | None) ->
     elements: dict[str, type] = {}
     for name, (kind, what) in node.fields.items():
         if kind == "fixed":
-            _fixed_field(node.msgtype, name, dtype.fields[name][0], types, props, children, elements)  # type: ignore[union-attr,index]
+            field_dtype = dtype.fields[name][0]  # type: ignore[union-attr,index]
+            _fixed_field(node.msgtype, name, field_dtype, types, props, children, elements)
         elif kind == "struct":
             sub = dtype.fields[name][0] if what.has_fixed else None  # type: ignore[union-attr,index]
             children[name] = node_class(what, sub, types)
