@@ -496,6 +496,7 @@ class MessageTypes:
         return next((f for f in registry.types[msgtype].fields if f.name == name), None)
 
     def constants(self, msgtype: str) -> dict[str, Any]:
+        """The constants of ``msgtype`` by name (empty when unknown)."""
         registry = self.registry
         if registry is None or msgtype not in registry.types:
             return {}
