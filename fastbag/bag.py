@@ -14,10 +14,12 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import functools
+import operator
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -84,6 +86,35 @@ class Message:
 
     def __repr__(self) -> str:
         return f"Message(topic={self.topic!r}, time={self.time}, {len(self.data)} bytes)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickles (to DataLoader workers, other processes) with a copy of its bytes, not the file's view.
+        return _unpickle_message, (self.topic, self.time, bytes(self.data), self.connection, self.msg)
+
+
+class _DecodedMessage(Message):
+    """A message of decoded iteration: its ``data`` view is made when asked for (decoded loops
+    rarely look at the bytes, and making the view is a good part of a message's cost)."""
+
+    __slots__ = ("_spans", "_k")
+
+    def __init__(self, topic: str, time: int, spans: tuple[memoryview, list[int], list[int]], k: int,
+                 connection: Connection, msg: Any) -> None:
+        self.topic = topic
+        self.time = time
+        self._spans = spans
+        self._k = k
+        self.connection = connection
+        self.msg = msg
+
+    @property  # type: ignore[override]
+    def data(self) -> memoryview:  # noqa: D102 - Message.data
+        view, starts, ends = self._spans
+        return view[starts[self._k]:ends[self._k]]
+
+
+def _unpickle_message(topic: str, time: int, data: bytes, connection: Connection, msg: Any) -> Message:
+    return Message(topic, time, memoryview(data), connection, msg)
 
 
 class Bag:
@@ -462,33 +493,53 @@ class Bag:
         time_of = index.time[selected].tolist()
         for payload, offset, a, b, starts, lengths in self._batches(selected):
             conns = conn_of[a:b]
-            decoded: dict[int, tuple[Any, np.ndarray]] = {}
+            # Per connection of the batch: its message class, where its messages read their fields,
+            # and each message's row among that connection's (a batch decodes all of a connection at once).
+            decoded: dict[int, tuple[Any, Any, list[int]]] = {}
             for rank in np.unique(conns).tolist():
                 mine = np.flatnonzero(conns == rank)
                 if connections[rank].encoding not in ARRAY_ENCODINGS:  # JSON, protobuf: one object each
                     decode = self._object_decoder(connections[rank])
                     row_of = np.zeros(b - a, dtype=np.int64)
                     row_of[mine] = np.arange(mine.size)
-                    decoded[rank] = (decode_objects(decode, memoryview(payload), starts[mine].tolist(),
-                                                    lengths[mine].tolist(), (a + mine).tolist()), row_of)
+                    objects = decode_objects(decode, memoryview(payload), starts[mine].tolist(),
+                                             lengths[mine].tolist(), (a + mine).tolist())
+                    decoded[rank] = (operator.getitem, objects, row_of.tolist())  # "class": picks the object
                     continue
                 layout = self._layout(connections[rank])
                 # Checked before the builder allocates messages x the fixed size: then that is real bytes.
                 check_min_size(layout, lengths[mine], a, topic=connections[rank].topic,
                                msgtype=connections[rank].msgtype, which=mine)
-                builder = TopicBuilder(layout, self._source.array, mine.size,
-                                       topic=connections[rank].topic, msgtype=connections[rank].msgtype)
+                builder = TopicBuilder(layout, self._source.array, mine.size, topic=connections[rank].topic,
+                                       msgtype=connections[rank].msgtype,
+                                       types=self._message_types(connections[rank]))
                 builder.add_run(payload, offset, starts[mine], lengths[mine], a + int(mine[0]))
                 row_of = np.zeros(b - a, dtype=np.int64)
                 row_of[mine] = np.arange(mine.size)
-                decoded[rank] = (builder.finish(), row_of)
+                source = builder.finish().record_source()
+                decoded[rank] = (source.cls, source, row_of.tolist())
             view = memoryview(payload)
-            for k, rank in enumerate(conns.tolist()):
+            if len(decoded) == 1:  # one connection (the usual case): message k is row k
+                (rank, (cls, source, _)), = decoded.items()
                 connection = connections[rank]
-                struct, row_of = decoded[rank]
-                s, n = int(starts[k]), int(lengths[k])
-                yield Message(connection.topic, time_of[a + k], view[s:s + n], connection,
-                              struct[int(row_of[k])])
+                # Built by map (a C loop), not by a Python loop: most of the per-message cost here.
+                spans = (view, starts.tolist(), (starts + lengths).tolist())
+                yield from map(_DecodedMessage, repeat(connection.topic), time_of[a:b], repeat(spans),
+                               range(b - a), repeat(connection), map(cls, repeat(source), range(b - a)))
+                continue
+            for k, rank, s, n in zip(range(b - a), conns.tolist(), starts.tolist(), lengths.tolist()):
+                connection = connections[rank]
+                cls, source, row_of = decoded[rank]
+                yield Message(connection.topic, time_of[a + k], view[s:s + n], connection, cls(source, row_of[k]))
+
+    def _message_types(self, connection: Connection) -> Any:
+        """The message classes' type information for a connection (the definition its layout used)."""
+        from .msg.messages import message_types
+
+        definition = connection.definition
+        if connection.encoding == "ros1" and not definition.strip() and connection.md5sum != EMPTY_MD5:
+            definition = self._supplied_definition(connection)
+        return message_types(connection.msgtype, definition, connection.schema_encoding)
 
     # -- arrays ----------------------------------------------------------------------
     def read(self, topic: str, start: int | None = None, end: int | None = None) -> "TopicArray":
@@ -520,7 +571,8 @@ class Bag:
         selected = self._select([topic], start, end)
         layout = self._layout(connection)
         self._check_fixed_size_fits(layout, selected, topic, connection.msgtype)
-        builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype)
+        builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype,
+                               types=self._message_types(connection))
         workers = self._store.workers
 
         def parts() -> Iterator[tuple[np.ndarray, int | None, int, np.ndarray, np.ndarray]]:

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from fastbag.msg.messages import Record, Time
+from fastbag.tooling.compare import _same_access
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 MAGIC_V12 = b"#ROSRECORD V1.2\n"
@@ -195,9 +197,15 @@ def _is_genpy_msg(value: Any) -> bool:
     return hasattr(value, "_slot_types") and hasattr(value, "__slots__")
 
 
+def _header_as_std(typename: str) -> str:
+    return "std_msgs/Header" if typename == "roslib/Header" else typename
+
+
 def _ours_fields(ours: Any) -> list[str]:
     if isinstance(ours, dict):
         return list(ours)
+    if isinstance(ours, Record):
+        return list(ours._fields)
     if hasattr(ours, "fields"):
         return list(ours.fields)
     return list(ours.dtype.names)
@@ -217,12 +225,34 @@ def _check_float_dtype(ours: Any, slot_type: str | None, path: str) -> None:
 def assert_same_genpy(ours: Any, theirs: Any, path: str = "msg", slot_type: str | None = None) -> None:
     """Assert that a fastbag value (Record, StructArray, NumPy value, or to_dict() output) equals a genpy value."""
     if _is_genpy_time(theirs):
+        if isinstance(ours, Time):  # the rospy API: secs, nsecs, to_sec(), to_nsec()
+            assert (ours.secs, ours.nsecs) == (theirs.secs, theirs.nsecs), f"{path}: {ours} != {theirs}"
+            assert ours.to_nsec() == theirs.to_nsec() and ours.to_sec() == theirs.to_sec(), path
+            assert type(ours).__name__ == type(theirs).__name__, f"{path}: {type(ours).__name__}"
+            return
         assert int(ours["secs"]) == theirs.secs and int(ours["nsecs"]) == theirs.nsecs, \
             f"{path}: {ours} != {theirs.secs}.{theirs.nsecs:09d}"
         return
     if _is_genpy_msg(theirs):
         names = list(theirs.__slots__)
         assert _ours_fields(ours) == names, f"{path}: fields {_ours_fields(ours)} != {names}"
+        if isinstance(ours, Record):
+            # As user code reaches it: by attribute (the same as [name]), genpy's names and
+            # every constant of every nested type as a class attribute, as genpy has them.
+            # (2010-era definitions name their header roslib/Header, which genpy calls std_msgs/Header)
+            assert _header_as_std(ours._type) == theirs._type and list(ours.__slots__) == names, \
+                f"{path}: type {ours._type}"
+            assert [_header_as_std(k) for k in ours._slot_types] == list(theirs._slot_types), f"{path}: _slot_types"
+            genpy_constants = {k: v for k, v in vars(type(theirs)).items()
+                               if k not in names and not k.startswith("_") and isinstance(v, (int, float, str))}
+            assert ours._constants == genpy_constants, f"{path}: constants {ours._constants} != {genpy_constants}"
+            for name, value in genpy_constants.items():
+                assert getattr(ours, name) == value, f"{path}.{name}: constant {value!r}"
+            for name, kind in zip(names, theirs._slot_types):
+                value = getattr(ours, name)
+                assert _same_access(value, ours[name]), f"{path}.{name}: by attribute != by [name]"
+                assert_same_genpy(value, getattr(theirs, name), f"{path}.{name}", kind)
+            return
         constants = getattr(ours, "constants", None)
         if constants is not None:  # genpy keeps a type's constants as class attributes
             for name, value in constants.items():

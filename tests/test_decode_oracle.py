@@ -17,6 +17,7 @@ Where rosbags fails, the result is proved another way:
 from __future__ import annotations
 
 import mmap
+import pickle
 import struct
 import warnings
 from pathlib import Path
@@ -61,6 +62,12 @@ def test_every_field_equals_rosbags(path):
             for m in bag.messages():
                 i = seen.get(m.topic, 0)
                 assert_same(m.msg, expected[m.topic][i], f"messages {m.topic}[{i}]")
+                assert m.msg._type == m.connection.msgtype == expected[m.topic][i].__msgtype__.replace("/msg/", "/")
+                if i == 0:  # a message is a value: it pickles (as its values), prints, and gives plain dicts
+                    back = pickle.loads(pickle.dumps(m.msg))
+                    assert back == m.msg and repr(back) == repr(m.msg) and repr(m.msg).startswith(m.msg._type)
+                    assert back.to_dict().keys() == m.msg.to_dict().keys() == set(m.msg._fields)
+                    assert_same(back, expected[m.topic][i], f"unpickled {m.topic}[{i}]")
                 seen[m.topic] = i + 1
             assert seen == {t: len(v) for t, v in expected.items()}
 

@@ -95,6 +95,7 @@ def layer_of(module: str) -> str:
 #: check ignores them.
 ACCESSORS = {
     "fastbag.msg.arrays": {"fastbag.viz", "fastbag.convert"},
+    "fastbag.msg.messages": {"fastbag.viz"},
     "fastbag.bag": {"fastbag.viz", "fastbag.convert"},
 }
 

@@ -1,7 +1,8 @@
 """The message layer: definitions, the layout compiler (encoding rules), the Numba kernels, arrays, sensors.
 
-Knows nothing of containers: it turns a type's definition and message bytes into arrays.
-:func:`decode_messages` does that for messages from any source.
+Knows nothing of containers: it turns a type's definition and message bytes into arrays, and rows
+of those arrays into message objects (messages.py). :func:`decode_messages` does that for messages
+from any source.
 """
 
 from __future__ import annotations

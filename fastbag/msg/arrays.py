@@ -18,6 +18,9 @@ How a field presents (``arr[name]``):
 - an array of variable-size structs (``TransformStamped[]``): a
   :class:`Nested` whose element ``i`` is the :class:`StructArray` of message
   i's elements; ``string[]`` elements are string arrays.
+
+``arr[i]`` and iteration give message objects (:mod:`fastbag.msg.messages`):
+fields by attribute and ``[name]`` at every depth, reading these columns.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 
 from ..errors import DecodeError, UnsupportedError
 from .layout import REPRESENTATIONS, Layout, Node, Slot
+from .messages import MessageTypes, Record, Source, node_class
 
 #: Uniform arrays up to this many bytes per message are gathered into one dense
 #: (N, k) array; larger ones (images, point clouds) stay per-message views.
@@ -240,15 +244,22 @@ def _text(raw: bytes) -> str | bytes:
 class StructArray:
     """A table of N rows: fixed fields in ``rows`` (structured array), variable ones in columns.
 
-    ``s[name]`` is a field for every row; ``s[i]`` a :class:`Record`;
-    ``s[a:b]`` or ``s[mask]`` a StructArray of those rows.
+    ``s[name]`` is a field for every row, ``s.name`` too where no attribute
+    of the array has that name (fixed structs then come as record arrays:
+    ``imu.linear_acceleration.x``); ``s[i]`` is a message (see
+    :mod:`fastbag.msg.messages`); ``s[a:b]`` or ``s[mask]`` a StructArray of
+    those rows. ``types`` names fixed structs and their constants for the
+    messages.
     """
 
-    def __init__(self, n: int, rows: np.ndarray | None, node: Node, columns: dict[int, Any]) -> None:
+    def __init__(self, n: int, rows: np.ndarray | None, node: Node, columns: dict[int, Any], *,
+                 types: MessageTypes | None = None) -> None:
         self._n = n
         self.rows = rows
         self.node = node
         self._columns = columns  # slot index -> column over all rows
+        self.types = types
+        self._source: Source | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -272,8 +283,31 @@ class StructArray:
         if isinstance(key, (int, np.integer)):
             if not -self._n <= key < self._n:
                 raise IndexError(f"index {key} out of range for {self._n} rows")
-            return Record(self, int(key) % self._n)
+            source = self.record_source()
+            return source.cls(source, int(key) % self._n)
         return self._subset(key)
+
+    def __getattr__(self, name: str) -> Any:
+        node = self.__dict__.get("node")  # absent while unpickling or copying
+        if node is None or name.startswith("_") or name not in node.fields:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        value = self._field(name)
+        if isinstance(value, np.ndarray) and value.dtype.names:  # a fixed struct: fields by attribute too
+            return value.view(np.recarray)
+        return value
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self.node.fields))
+
+    def record_class(self) -> type:
+        """The message class of this array's rows (one per message type, built on first use)."""
+        return node_class(self.node, self.rows.dtype if self.rows is not None else None, self.types)
+
+    def record_source(self) -> Source:
+        """What this array's messages read their fields from (columns built once, on first use)."""
+        if self._source is None:
+            self._source = Source(self.record_class(), struct=self)
+        return self._source
 
     def _field(self, name: str) -> Any:
         try:
@@ -287,17 +321,19 @@ class StructArray:
             return self._columns[what.index]  # type: ignore[union-attr]
         sub: Node = what  # type: ignore[assignment]
         rows = self.rows[name] if sub.has_fixed else None  # type: ignore[index]
-        return StructArray(self._n, rows, sub, self._columns)
+        return StructArray(self._n, rows, sub, self._columns, types=self.types)
 
     def _subset(self, key: Any) -> "StructArray":
         index = np.arange(self._n)[key]
         columns = {slot: column[key] for slot, column in self._columns.items()}
         rows = self.rows[key] if self.rows is not None else None
-        return StructArray(int(index.size), rows, self.node, columns)
+        return StructArray(int(index.size), rows, self.node, columns, types=self.types)
 
-    def __iter__(self) -> Iterator["Record"]:
+    def __iter__(self) -> Iterator[Record]:
+        source = self.record_source()
+        cls = source.cls
         for i in range(self._n):
-            yield Record(self, i)
+            yield cls(source, i)
 
     def to_numpy(self) -> np.ndarray:
         """One packed structured array of every field, when every row has the same layout.
@@ -346,7 +382,7 @@ class TopicArray(StructArray):
 
     def __init__(self, topic: str, time: np.ndarray, struct: StructArray, connection: np.ndarray,
                  connections: list[Any]) -> None:
-        super().__init__(len(struct), struct.rows, struct.node, struct._columns)
+        super().__init__(len(struct), struct.rows, struct.node, struct._columns, types=struct.types)
         self.topic = topic
         self.time = time
         self.connection = connection
@@ -373,75 +409,6 @@ class TopicArray(StructArray):
                 f"fields {', '.join(self.node.fields)}>")
 
 
-class Record:
-    """One row of a StructArray: fields by ``rec.name`` and ``rec["name"]``; ``to_dict()``."""
-
-    __slots__ = ("_struct", "_i")
-
-    def __init__(self, struct: StructArray, i: int) -> None:
-        self._struct = struct
-        self._i = i
-
-    def __getitem__(self, name: str) -> Any:
-        value = self._struct[name][self._i]
-        if isinstance(value, np.void) and value.dtype.names is not None:
-            return value.view(np.dtype((np.record, value.dtype)))  # a fixed struct: fields by attribute too
-        return value
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        try:
-            return self[name]
-        except KeyError as exc:
-            constants = self._struct.node.constants
-            if name in constants:
-                return constants[name]
-            raise AttributeError(str(exc)) from None
-
-    def __dir__(self) -> list[str]:
-        return self._struct.fields
-
-    @property
-    def fields(self) -> list[str]:
-        return self._struct.fields
-
-    @property
-    def constants(self) -> dict[str, Any]:
-        return self._struct.node.constants
-
-    @property
-    def msgtype(self) -> str:
-        """The message's type, e.g. ``"sensor_msgs/Imu"``."""
-        return self._struct.node.msgtype
-
-    def _repr_html_(self) -> str:
-        from ..viz.html import record_html  # an accessor: viz is a higher layer, loaded only when called
-
-        return record_html(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Nested dicts of plain values: numbers, str/bytes, NumPy arrays, lists of dicts."""
-        return {name: _plain(self[name]) for name in self._struct.fields}
-
-    def __repr__(self) -> str:
-        return f"<{self._struct.node.msgtype} {self.to_dict()!r}>"
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Record):
-        return value.to_dict()
-    if isinstance(value, StructArray):
-        return [r.to_dict() for r in value]
-    if isinstance(value, np.void):  # a fixed struct
-        return {name: _plain(value[name]) for name in value.dtype.names}
-    if isinstance(value, np.ndarray) and value.dtype.names:
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 # -- building ------------------------------------------------------------------------
 
 @dataclass
@@ -465,8 +432,10 @@ class TopicBuilder:
     chunks are kept as file offsets, so views point into the mapping.
     """
 
-    def __init__(self, layout: Layout, file: np.ndarray, count: int, *, topic: str | None, msgtype: str) -> None:
+    def __init__(self, layout: Layout, file: np.ndarray, count: int, *, topic: str | None, msgtype: str,
+                 types: MessageTypes | None = None) -> None:
         self.layout = layout
+        self.types = types  # for the decoded messages: fixed structs' type names and constants
         # Root rows of the whole read, written in place by the kernel (no concatenation).
         self.root = np.empty(count * int(layout.row_sizes[0]), dtype=np.uint8)
         self.topic = topic
@@ -648,7 +617,7 @@ class TopicBuilder:
             if table.scalar:
                 tables[t] = own[next(iter(own))]  # string[] elements: just the strings
             else:
-                tables[t] = StructArray(n, rows, table.node, own)
+                tables[t] = StructArray(n, rows, table.node, own, types=self.types)
             columns.update(own)
         root = tables[0]
         assert isinstance(root, StructArray)

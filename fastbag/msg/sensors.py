@@ -51,7 +51,7 @@ def _explained(what: str, topic: str | None, index: int | None) -> Iterator[_Whe
 
 def _origin(value: Any) -> tuple[str | None, int | None]:
     """(topic, message index) of a topic array or of one of its records, where known."""
-    struct = value._struct if isinstance(value, Record) else value
+    struct = value._src.struct if isinstance(value, Record) and hasattr(value._src, "struct") else value
     topic = getattr(struct, "topic", None)
     return topic, (value._i if isinstance(value, Record) else None)
 

@@ -236,6 +236,29 @@ def _rosbags_topic(reader: Any, topic: str) -> list[Any]:
     return [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages(connections)]
 
 
+def _imu_messages_fastbag(bag: Any, topic: str = "/imu") -> tuple[int, float, int]:
+    """Iterate decoded messages as user code does, touching a nested float and a stamp's seconds."""
+    count, x_sum, secs_sum = 0, 0.0, 0
+    for m in bag.messages(topics=[topic]):
+        x_sum += m.msg.linear_acceleration.x
+        secs_sum += m.msg.header.stamp.secs
+        count += 1
+    return count, x_sum, secs_sum
+
+
+def _imu_messages_rosbags(reader: Any, topic: str = "/imu") -> tuple[int, float, int]:
+    """The same loop over rosbags' ``deserialize_ros1``."""
+    connections = [c for c in reader.connections if c.topic == topic]
+    deserialize = reader.deserialize
+    count, x_sum, secs_sum = 0, 0.0, 0
+    for c, _, raw in reader.messages(connections):
+        msg = deserialize(raw, c.msgtype)
+        x_sum += msg.linear_acceleration.x
+        secs_sum += msg.header.stamp.sec
+        count += 1
+    return count, x_sum, secs_sum
+
+
 def _livox_fastbag(bag: Any) -> list[np.ndarray]:
     points = bag.read("/livox/lidar")["points"]
     return [points[i] for i in range(len(points))]
@@ -461,6 +484,8 @@ class Job:
 JOBS: list[Job] = [
     Job("imu-1m", "1 M Imu messages into arrays", "imu-1m", _imu_arrays_fastbag, _imu_arrays_rosbags,
         _check_columns, 100, "/imu", within_copies=3),
+    Job("imu-messages", "1 M Imu messages iterated, touching linear_acceleration.x and header.stamp.secs",
+        "imu-1m", _imu_messages_fastbag, _imu_messages_rosbags, _check_equal, 5),  # per-message Python: no byte ceiling
     Job("livox", "Livox CustomMsg (24,000 points a message) into per-message point arrays", "mixed-none",
         _livox_fastbag, _livox_rosbags, _check_arrays, 300, "/livox/lidar", views=True),
     Job("pointcloud2", "PointCloud2 (130k points) into per-message structured points", "mixed-none",

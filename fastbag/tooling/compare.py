@@ -7,8 +7,8 @@ arrays, lists, numbers).
 
 rosbags represents a message as a dataclass (fields by attribute), ROS1
 ``time``/``duration`` as ``Time(sec, nanosec)``, arrays of primitives as
-NumPy arrays and arrays of structs as lists. fastbag's ``Record`` has the ROS1
-names ``secs``/``nsecs``. Floats are compared by their bytes, so NaN equals
+NumPy arrays and arrays of structs as lists. fastbag's messages have the ROS1
+names ``secs``/``nsecs`` (and rosbags' ``sec``/``nanosec``). Floats are compared by their bytes, so NaN equals
 NaN of the same payload and -0.0 differs from 0.0.
 """
 
@@ -18,6 +18,8 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+
+from ..msg.messages import MessageList, Record, Time
 
 
 def _is_time(value: Any) -> bool:
@@ -29,23 +31,76 @@ def _field_names(theirs: Any) -> list[str]:
     return [f.name for f in dataclasses.fields(theirs) if f.name != "__msgtype__"]
 
 
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same memory seen the same way (O(1): the values are compared with the oracle anyway)."""
+    if a.nbytes == 0 or b.nbytes == 0:  # elements of 0 bytes are made fresh on each access: nothing to share
+        return (a.shape, a.dtype) == (b.shape, b.dtype)
+    return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype) == \
+        (b.__array_interface__["data"][0], b.shape, b.strides, b.dtype)
+
+
+def _same_access(by_attribute: Any, by_name: Any) -> bool:
+    """``msg.name`` and ``msg["name"]`` give the same value (shallow: the recursion goes by attribute)."""
+    if by_attribute is by_name:  # numbers and strings: the same object from the same column
+        return True
+    if type(by_attribute) is not type(by_name):
+        return False
+    if isinstance(by_attribute, Record):
+        return by_attribute._src is by_name._src and by_attribute._i == by_name._i
+    if isinstance(by_attribute, MessageList):
+        a, b = by_attribute, by_name
+        if a._src is b._src or a._src.array is None or b._src.array is None:
+            return a._src is b._src and (a._first, len(a)) == (b._first, len(b))
+        return _same_view(a._src.array, b._src.array) and (a._first, len(a)) == (b._first, len(b))
+    if isinstance(by_attribute, np.ndarray):
+        return _same_view(by_attribute, by_name)
+    if isinstance(by_attribute, float):
+        return np.float64(by_attribute).tobytes() == np.float64(by_name).tobytes()
+    return bool(by_attribute == by_name)
+
+
 def assert_same(ours: Any, theirs: Any, path: str = "msg") -> None:
-    """Assert that a fastbag value equals a rosbags value (recursively), naming the path on failure."""
+    """Assert that a fastbag value equals a rosbags value (recursively), naming the path on failure.
+
+    A fastbag message is walked the way user code walks it: every field by
+    attribute (``msg.header.stamp.secs``), checked to equal ``msg["name"]``;
+    every constant of every nested type as a class attribute. (Rows of
+    ``to_numpy()`` are NumPy records: those are walked by ``[name]``.)
+    """
     if _is_time(theirs):
+        if isinstance(ours, Time):
+            assert (ours.secs, ours.nsecs) == (theirs.sec, theirs.nanosec), f"{path}: {ours} != {theirs}"
+            assert (ours["secs"], ours["nsecs"], ours.sec, ours.nanosec) == (ours.secs, ours.nsecs) * 2, path
+            assert ours.to_nsec() == theirs.sec * 1_000_000_000 + theirs.nanosec, f"{path}: to_nsec()"
+            assert ours == type(ours)(theirs.sec, theirs.nanosec), f"{path}: =="
+            return
         assert int(ours["secs"]) == theirs.sec and int(ours["nsecs"]) == theirs.nanosec, \
             f"{path}: {ours} != {theirs}"
         return
     if hasattr(theirs, "__dataclass_fields__"):
         # rosbags declares a type's constants as dataclass fields with defaults:
         # they must equal the constants fastbag parsed from the definition.
-        if not isinstance(ours, np.void):  # a Record (a NumPy record has attributes named as its fields)
-            constants = ours.constants
-            fields = ours.fields
-        else:  # a fixed-size struct is a NumPy record: its constants live on the type only
+        names = _field_names(theirs)
+        if isinstance(ours, Record):
+            constants = ours._constants
+            fields = list(ours._fields)
+            assert fields == [n for n in names if n not in constants], f"{path}: fields {fields} differ"
+            for name in names:
+                if name in constants:
+                    want = getattr(theirs, name)
+                    assert constants[name] == want and getattr(ours, name) == want and \
+                        getattr(type(ours), name) == want, f"{path}.{name}: constant differs"
+                    continue
+                value = getattr(ours, name)
+                assert _same_access(value, ours[name]), f"{path}.{name}: by attribute != by [name]"
+                assert_same(value, getattr(theirs, name), f"{path}.{name}")
+            return
+        if hasattr(ours, "constants"):  # (to_numpy rows have no constants: theirs are taken as given)
+            constants, fields = ours.constants, ours.fields
+        else:
             fields = list(ours.dtype.names)
             constants = {f.name: f.default for f in dataclasses.fields(theirs)
                          if f.name not in fields and f.default is not dataclasses.MISSING}
-        names = _field_names(theirs)
         assert sorted(fields) == sorted(n for n in names if n not in constants), f"{path}: fields differ"
         for name in names:
             if name in constants:

@@ -162,9 +162,9 @@ def topic_array_html(arr: "TopicArray") -> str:
 def record_html(record: Any) -> str:
     """A decoded message: its type, then a row per field (nested fields as dotted paths).
 
-    Uses only what every decoded message offers: ``msgtype``, ``to_dict()``.
+    Uses only what every decoded message offers: ``_type``, ``to_dict()``.
     """
-    msgtype = getattr(record, "msgtype", "") or ""
+    msgtype = getattr(record, "_type", "") or ""  # _type: no field can shadow it (msgtype, a field name, can)
     rows = [[_e(path), _e(_cell(value))] for path, value in _flatten(record.to_dict())]
     return f'{_STYLE}<div class="fastbag-message"><p><b>{_e(msgtype) or "message"}</b></p>' + \
         _table(rows, ["field", "value"]) + "</div>"

@@ -1,0 +1,651 @@
+"""Decoded messages as objects: fields by attribute and by ``[name]`` at every depth, constants, ``==``, pickling.
+
+A message type becomes one Python class (built at run time from the decoded
+layout, cached per type and definition; the Numba kernels never see it):
+every field is a property, every constant a class attribute, so code written
+for genpy or rosbags messages runs unchanged::
+
+    m.msg.header.stamp.secs, m.msg.linear_acceleration.x, m.msg.transforms[0].transform.translation.x
+    m.msg.status.status == m.msg.status.STATUS_FIX
+
+Instances are two slots: a :class:`Source` (one decoded batch: a
+:class:`~fastbag.msg.arrays.StructArray` or a structured array of fixed
+structs) and a row. A field is read from the batch's column for that field,
+built once per batch on first use (a Python list for numbers, so ``m.msg.x``
+is a list lookup); a nested struct is a new instance over the child batch and
+the same row. Nothing is built for fields nobody touches.
+
+Field names always win: a field named ``data``, ``fields`` or ``to_dict``
+means the field. The object's own API has spellings no ROS field can take
+(field names start with a letter): ``_fields``, ``_constants``, ``_type``,
+``_asdict()``; ``fields``, ``constants``, ``msgtype`` and ``to_dict()`` are the
+same where no field has that name. genpy's ``__slots__`` / ``_slot_types`` and
+rosbags' ``__msgtype__`` are there too.
+
+``time`` and ``duration`` values are :class:`Time` and :class:`Duration`:
+``secs``/``nsecs`` (also rosbags' ``sec``/``nanosec``), ``to_sec()``,
+``to_nsec()``, compared and hashed as values.
+
+A message pickles as its type's name, field names, constants and values (a
+detached copy of what it holds, never the batch behind it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from typing import Any, Callable
+
+import numpy as np
+
+#: The packed dtypes of ROS1 ``time`` and ``duration`` (as :mod:`fastbag.msg.layout` builds them).
+TIME_DTYPE = np.dtype([("secs", "<u4"), ("nsecs", "<u4")])
+DURATION_DTYPE = np.dtype([("secs", "<i4"), ("nsecs", "<i4")])
+#: ROS2 types that behave as time values (fields ``sec``, ``nanosec``).
+ROS2_TIME_TYPES = ("builtin_interfaces/Time", "builtin_interfaces/Duration")
+
+
+# -- time values -------------------------------------------------------------------------
+
+class Time:
+    """A ROS ``time``: ``secs`` and ``nsecs`` (rospy's names; ``sec`` and ``nanosec`` too).
+
+    ``to_sec()`` and ``to_nsec()`` as in rospy; equal, ordered and hashed by value.
+    """
+
+    __slots__ = ("secs", "nsecs")
+    _type = "time"
+    _fields = ("secs", "nsecs")
+    _constants: dict[str, Any] = {}
+
+    def __init__(self, secs: int = 0, nsecs: int = 0) -> None:
+        self.secs = secs
+        self.nsecs = nsecs
+
+    @property
+    def sec(self) -> int:
+        """``secs``, under rosbags' and ROS2's name."""
+        return self.secs
+
+    @property
+    def nanosec(self) -> int:
+        """``nsecs``, under rosbags' and ROS2's name."""
+        return self.nsecs
+
+    def to_sec(self) -> float:
+        """Seconds as a float (rospy's formula)."""
+        return float(self.secs) + float(self.nsecs) / 1e9
+
+    def to_nsec(self) -> int:
+        """Nanoseconds as an int."""
+        return int(self.secs) * 1_000_000_000 + int(self.nsecs)
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self._fields)
+
+    @property
+    def constants(self) -> dict[str, Any]:
+        return {}
+
+    def __getitem__(self, name: str) -> int:
+        if name in ("secs", "sec"):
+            return self.secs
+        if name in ("nsecs", "nanosec"):
+            return self.nsecs
+        raise KeyError(f"{self._type} has no field {name!r}; fields: secs, nsecs")
+
+    def to_dict(self) -> dict[str, int]:
+        """``{"secs": ..., "nsecs": ...}``."""
+        return {"secs": self.secs, "nsecs": self.nsecs}
+
+    _asdict = to_dict
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self):
+            return self.secs == other.secs and self.nsecs == other.nsecs  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self._type, self.secs, self.nsecs))
+
+    def __lt__(self, other: "Time") -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.to_nsec() < other.to_nsec()
+
+    def __le__(self, other: "Time") -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.to_nsec() <= other.to_nsec()
+
+    def __gt__(self, other: "Time") -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.to_nsec() > other.to_nsec()
+
+    def __ge__(self, other: "Time") -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.to_nsec() >= other.to_nsec()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(secs={self.secs}, nsecs={self.nsecs})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.secs, self.nsecs)
+
+
+class Duration(Time):
+    """A ROS ``duration`` (signed ``secs`` and ``nsecs``); the same API as :class:`Time`."""
+
+    __slots__ = ()
+    _type = "duration"
+
+
+class _Ros2Time:
+    """``to_sec()``/``to_nsec()`` and the ROS1 names for messages of type builtin_interfaces/Time or Duration."""
+
+    __slots__ = ()
+
+    @property
+    def secs(self) -> int:
+        return self.sec  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def nsecs(self) -> int:
+        return self.nanosec  # type: ignore[attr-defined,no-any-return]
+
+    def to_sec(self) -> float:
+        return float(self.sec) + float(self.nanosec) / 1e9  # type: ignore[attr-defined]
+
+    def to_nsec(self) -> int:
+        return int(self.sec) * 1_000_000_000 + int(self.nanosec)  # type: ignore[attr-defined]
+
+
+# -- messages ----------------------------------------------------------------------------
+
+class Record:
+    """A decoded message (at any depth). Subclassed once per message type; see the module docstring."""
+
+    __slots__ = ("_src", "_i")
+    _type = ""
+    _fields: tuple[str, ...] = ()
+    _field_set: frozenset[str] = frozenset()
+    _constants: dict[str, Any] = {}
+    _children: dict[str, type] = {}   # struct field -> its class (Record subclass, Time or Duration)
+    _elements: dict[str, type] = {}   # array of fixed structs / times -> the element's class
+
+    def __init__(self, src: Any, i: Any) -> None:
+        self._src = src
+        self._i = i
+
+    @property
+    def fields(self) -> list[str]:
+        """The field names in wire order (also ``_fields``, which no field can shadow)."""
+        return list(self._fields)
+
+    @property
+    def constants(self) -> dict[str, Any]:
+        """The type's constants by name (also ``_constants``, and each as a class attribute)."""
+        return dict(self._constants)
+
+    @property
+    def msgtype(self) -> str:
+        """The message type, ``pkg/Type`` (also ``_type``)."""
+        return self._type
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._field_set:
+            raise KeyError(f"{self._type or 'the message'} has no field {name!r}; fields: {', '.join(self._fields)}")
+        return getattr(self, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Nested dicts of plain values: numbers, str/bytes, NumPy arrays, lists of dicts (also ``_asdict()``)."""
+        return {name: plain(getattr(self, name)) for name in self._fields}
+
+    _asdict = to_dict
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return (self._type == other._type and self._fields == other._fields
+                and all(same_value(getattr(self, n), getattr(other, n)) for n in self._fields))
+
+    __hash__ = None  # type: ignore[assignment]  # holds arrays, like the messages it mirrors
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={_short_repr(getattr(self, n))}" for n in self._fields)
+        return f"{self._type or 'message'}({inner})"
+
+    def _repr_html_(self) -> str:
+        from ..viz.html import record_html  # an accessor: viz is a higher layer, loaded only when called
+
+        return record_html(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        values = tuple(_detach(getattr(self, n)) for n in self._fields)
+        return _restore, (self._type, self._fields, tuple(self._constants.items()), values)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self._fields) | set(self._constants))
+
+
+def _short_repr(value: Any) -> str:
+    """A field in a message's repr: large arrays by their shape, long arrays of structs by their count."""
+    if isinstance(value, np.ndarray) and value.size > 8:
+        return f"array({value.dtype}, shape={value.shape})"
+    if isinstance(value, (MessageList, list)) and len(value) > 8 and isinstance(value[0], Record):
+        return f"[{len(value)} x {value[0]._type or 'message'}]"
+    return repr(value)
+
+
+def plain(value: Any) -> Any:
+    """A field's value as plain data: messages as dicts, arrays of them as lists."""
+    if isinstance(value, (Record, Time)):
+        return value.to_dict() if not isinstance(value, Record) else value._asdict()
+    if isinstance(value, (MessageList, list)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Field values equal: arrays by dtype, shape and values; NaN equals NaN (a message equals its copy)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.dtype.kind in "fc":
+            return bool(np.array_equal(a, b, equal_nan=True))
+        if a.dtype.names is not None:
+            return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+        return bool(np.array_equal(a, b))
+    if isinstance(a, (MessageList, list, tuple)) and isinstance(b, (MessageList, list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (a != a and b != b)
+    return bool(a == b)
+
+
+def _detach(value: Any) -> Any:
+    """What a field pickles as: message lists as lists (their items pickle on their own)."""
+    if isinstance(value, MessageList):
+        return list(value)
+    return value
+
+
+@lru_cache(maxsize=1024)
+def _detached_class(msgtype: str, fields: tuple[str, ...], constants: tuple[tuple[str, Any], ...]) -> type:
+    """The class of unpickled messages: the same API, values held in a dict."""
+    def getter(name: str) -> Callable[[Any], Any]:
+        def get(self: Any) -> Any:
+            return self._src[name]
+        return get
+    return _new_class(msgtype, fields, dict(constants), {n: property(getter(n)) for n in fields}, {}, {}, ())
+
+
+def _restore(msgtype: str, fields: tuple[str, ...], constants: tuple[tuple[str, Any], ...],
+             values: tuple[Any, ...]) -> Record:
+    """Rebuild a pickled message (see :meth:`Record.__reduce__`)."""
+    cls = _detached_class(msgtype, tuple(fields), tuple(constants))
+    return cls(dict(zip(fields, values)), None)  # type: ignore[no-any-return]
+
+
+def _class_name(msgtype: str) -> str:
+    return msgtype.replace("/", "__") or "message"
+
+
+def _new_class(msgtype: str, fields: tuple[str, ...], constants: dict[str, Any], properties: dict[str, Any],
+               children: dict[str, type], elements: dict[str, type], slot_types: tuple[str, ...]) -> type:
+    """A Record subclass: constants as class attributes, then fields as properties (fields win)."""
+    pkg, _, name = msgtype.partition("/")
+    namespace: dict[str, Any] = dict(constants)
+    namespace.update({
+        "__slots__": (), "__doc__": f"A decoded {msgtype or 'message'}: fields {', '.join(fields) or '(none)'}.",
+        "_type": msgtype, "_fields": fields, "_field_set": frozenset(fields), "_constants": dict(constants),
+        "_children": children, "_elements": elements, "_slot_types": slot_types,
+        "__msgtype__": f"{pkg}/msg/{name}" if name else msgtype,
+    })
+    namespace.update(properties)
+    bases: tuple[type, ...] = (Record,)
+    if msgtype in ROS2_TIME_TYPES and {"sec", "nanosec"} <= set(fields):
+        bases = (_Ros2Time, Record)
+    cls = type(_class_name(msgtype), bases, namespace)
+    cls.__slots__ = fields  # genpy's spelling of the field list (set after creation: no slot is made)
+    return cls
+
+
+# -- where instances read their fields ---------------------------------------------------
+
+class _PerRow:
+    """A column whose row ``i`` is built on access (message lists, string lists)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[int], Any]) -> None:
+        self.make = make
+
+    def __getitem__(self, i: int) -> Any:
+        return self.make(i)
+
+
+class Source:
+    """One decoded batch as instances of ``cls`` see it: ``struct`` (a StructArray) or ``array``
+    (a structured array of fixed structs), with per-field columns built on first use.
+
+    ``cols[name][i]`` is a field's value in row ``i``; ``children[name]`` the Source of a nested
+    struct; ``times[name]`` the ``(secs, nsecs)`` lists of a time field.
+    """
+
+    __slots__ = ("cls", "struct", "array", "cols", "children", "times")
+
+    def __init__(self, cls: type, struct: Any = None, array: np.ndarray | None = None) -> None:
+        self.cls = cls
+        self.struct = struct
+        self.array = array
+        # Plain dicts (the getters' hot path is one exact-dict lookup); a miss builds the entry.
+        self.cols: dict[str, Any] = {}
+        self.children: dict[str, Source] = {}
+        self.times: dict[str, tuple[list[int], list[int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.struct) if self.struct is not None else len(self.array)  # type: ignore[arg-type]
+
+    def raw(self, name: str) -> Any:
+        """The field for every row, as the array layer presents it."""
+        return self.struct[name] if self.struct is not None else self.array[name]  # type: ignore[index]
+
+    def column(self, name: str) -> Any:
+        """``cols[name]``, built on first use."""
+        value = self.cols[name] = per_row(self.raw(name), self.cls._elements.get(name))  # type: ignore[attr-defined]
+        return value
+
+    def child(self, name: str) -> "Source":
+        """``children[name]``, built on first use."""
+        value = self.raw(name)
+        cls = self.cls._children[name]  # type: ignore[attr-defined]
+        child = self.children[name] = Source(cls, array=value) if isinstance(value, np.ndarray) else \
+            Source(cls, struct=value)
+        return child
+
+    def time(self, name: str) -> tuple[list[int], list[int]]:
+        """``times[name]``, built on first use."""
+        value = self.raw(name)
+        secs, nsecs = value.dtype.names
+        pair = self.times[name] = (value[secs].tolist(), value[nsecs].tolist())
+        return pair
+
+
+def per_row(value: Any, element: type | None) -> Any:
+    """A column as instances index it: numbers as a list, arrays of structs as message lists."""
+    # The array layer's columns are told apart by what they hold (arrays.py imports this module).
+    if hasattr(value, "first") and hasattr(value, "child"):  # Nested: arrays of variable structs, string[]
+        first, counts = value.first.tolist(), value.counts.tolist()
+        if hasattr(value.child, "record_source"):  # a StructArray of every message's elements
+            child = value.child.record_source()
+            return _PerRow(lambda i: MessageList(child, first[i], counts[i]))
+        strings = value.child.tolist()  # string[]: lists of str (bytes where not UTF-8)
+        return _PerRow(lambda i: strings[first[i]:first[i] + counts[i]])
+    if hasattr(value, "buffers"):  # Ragged: views per message
+        if value.dtype.names:
+            return _PerRow(lambda i: elements_of(value[i], element))
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.names:  # (N, k) fixed structs: dense arrays, fixed-size arrays
+            return _PerRow(lambda i: elements_of(value[i], element))
+        if value.ndim == 1:
+            return value.tolist()  # Python numbers and str: what genpy and rosbags give
+        return value  # rows of fixed or dense arrays: views
+    return value
+
+
+def elements_of(array: np.ndarray, element: type | None) -> Any:
+    """One message's array of fixed structs: a MessageList, or a list of Time/Duration."""
+    if element is None:
+        element = dtype_class(array.dtype, "", None)
+    if issubclass(element, Time):
+        return [element(s, n) for s, n in array.tolist()]
+    return MessageList(Source(element, array=array), 0, len(array))
+
+
+class MessageList(Sequence):  # type: ignore[type-arg]
+    """One message's array of structs: ``len``, ``[i]`` (a message), iteration, ``==`` with lists.
+
+    ``lst["name"]`` is that field of every element (an array); ``np.asarray(lst)``
+    the structured array of fixed-size elements.
+    """
+
+    __slots__ = ("_src", "_first", "_count")
+
+    def __init__(self, src: Source, first: int, count: int) -> None:
+        self._src = src
+        self._first = first
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, str):
+            return self._src.raw(i)[self._first:self._first + self._count]
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._count))]
+        i = int(i)
+        if not -self._count <= i < self._count:
+            raise IndexError(f"index {i} out of range for {self._count} elements")
+        return self._src.cls(self._src, self._first + i % self._count)
+
+    def __iter__(self) -> Iterator[Any]:
+        cls, src = self._src.cls, self._src
+        for i in range(self._first, self._first + self._count):
+            yield cls(src, i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (MessageList, list, tuple)):
+            return same_value(self, other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self._src.array is not None:
+            out = self._src.array[self._first:self._first + self._count]
+        else:
+            out = self._src.struct[self._first:self._first + self._count].to_numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return list, (list(self),)
+
+
+# -- classes per type --------------------------------------------------------------------
+
+class MessageTypes:
+    """The types of one connection's definition, parsed on first use; classes are cached here.
+
+    Fixed-size nested structs are plain dtype fields in the layout: their type
+    names and constants come from here. Without it (``None``), they are
+    nameless and without constants, and ``time``/``duration`` are recognised by
+    their dtypes.
+    """
+
+    def __init__(self, msgtype: str, definition: str, schema_encoding: str = "ros1msg") -> None:
+        self.msgtype = msgtype
+        self.definition = definition
+        self.schema_encoding = schema_encoding
+        self._registry: Any = None
+        self._parsed = False
+        self.classes: dict[Any, Any] = {}
+
+    @property
+    def registry(self) -> Any:
+        if not self._parsed:
+            self._parsed = True
+            from ..errors import DefinitionError, UnsupportedError
+            from .layout import parse_schema
+            try:
+                self._registry = parse_schema(self.msgtype, self.definition, self.schema_encoding)
+            except (DefinitionError, UnsupportedError, RecursionError):
+                self._registry = None
+        return self._registry
+
+    def field(self, msgtype: str, name: str) -> Any:
+        """The :class:`~fastbag.msg.msgdef.Field` ``name`` of ``msgtype``, or None."""
+        registry = self.registry
+        if registry is None or msgtype not in registry.types:
+            return None
+        return next((f for f in registry.types[msgtype].fields if f.name == name), None)
+
+    def constants(self, msgtype: str) -> dict[str, Any]:
+        """The constants of ``msgtype`` by name (empty when unknown)."""
+        registry = self.registry
+        if registry is None or msgtype not in registry.types:
+            return {}
+        return {c.name: c.value for c in registry.types[msgtype].constants}
+
+    def slot_types(self, msgtype: str) -> tuple[str, ...]:
+        """genpy's ``_slot_types``: ``float64[9]``, ``geometry_msgs/Vector3``..."""
+        registry = self.registry
+        if registry is None or msgtype not in registry.types:
+            return ()
+        return tuple((f.written_type if f.written_type in ("byte", "char") else f.type)
+                     + ("" if f.array is None else "[]" if f.array < 0 else f"[{f.array}]")
+                     for f in registry.types[msgtype].fields)
+
+
+@lru_cache(maxsize=256)
+def message_types(msgtype: str, definition: str, schema_encoding: str = "ros1msg") -> MessageTypes:
+    """The :class:`MessageTypes` of a connection's type and definition (written as ``schema_encoding`` says)."""
+    return MessageTypes(msgtype, definition, schema_encoding)
+
+
+_UNTYPED: dict[Any, Any] = {}  # class caches for batches decoded without MessageTypes
+
+
+def _cache(types: MessageTypes | None) -> dict[Any, Any]:
+    if types is not None:
+        return types.classes
+    if len(_UNTYPED) > 4096:
+        _UNTYPED.clear()
+    return _UNTYPED
+
+
+def _time_class(dtype: np.dtype, field: Any) -> type | None:
+    """Time or Duration for a time/duration field (by its declared type, else by its dtype)."""
+    if field is not None:
+        return {"time": Time, "duration": Duration}.get(field.type)
+    if dtype == TIME_DTYPE:
+        return Time
+    if dtype == DURATION_DTYPE:
+        return Duration
+    return None
+
+
+def _fixed_field(owner: str, name: str, dtype: np.dtype, types: MessageTypes | None,
+                 props: dict[str, Any], children: dict[str, type], elements: dict[str, type]) -> None:
+    """Classify a fixed-size field of ``owner`` by its dtype: a struct, a time, an array of them, or a value."""
+    field = types.field(owner, name) if types is not None else None
+    if dtype.names is not None:
+        time = _time_class(dtype, field)
+        if time is not None:
+            props[name] = property(_time_getter(name, time))
+            return
+        children[name] = dtype_class(dtype, field.type if field is not None else "", types)
+        props[name] = property(_struct_getter(name, children[name]))
+        return
+    if dtype.subdtype is not None and dtype.subdtype[0].names is not None:
+        base = dtype.subdtype[0]
+        elements[name] = _time_class(base, field) or dtype_class(base, field.type if field is not None else "",
+                                                                 types)
+    props[name] = property(_value_getter(name))
+
+
+def dtype_class(dtype: np.dtype, msgtype: str, types: MessageTypes | None) -> type:
+    """The class of a fixed-size struct type (all its fields in ``dtype``)."""
+    cache = _cache(types)
+    key = ("dtype", msgtype, dtype)
+    if key not in cache:
+        if msgtype in ("time", "duration"):
+            cache[key] = Time if msgtype == "time" else Duration
+            return cache[key]  # type: ignore[no-any-return]
+        props: dict[str, Any] = {}
+        children: dict[str, type] = {}
+        elements: dict[str, type] = {}
+        names = tuple(dtype.names or ())
+        for name in names:
+            _fixed_field(msgtype, name, dtype.fields[name][0], types, props, children, elements)  # type: ignore[index]
+        constants = types.constants(msgtype) if types is not None else {}
+        slot_types = types.slot_types(msgtype) if types is not None else ()
+        cache[key] = _new_class(msgtype, names, constants, props, children, elements, slot_types)
+    return cache[key]  # type: ignore[no-any-return]
+
+
+def node_class(node: Any, dtype: np.dtype | None, types: MessageTypes | None) -> type:
+    """The class of a StructArray's rows: ``node`` (a layout Node) says how each field presents,
+    ``dtype`` is the rows' dtype (its fixed fields), ``types`` names fixed structs and their constants."""
+    cache = _cache(types)
+    key = ("node", id(node), dtype)
+    hit = cache.get(key)
+    if hit is not None and hit[0] is node:
+        return hit[1]  # type: ignore[no-any-return]
+    props: dict[str, Any] = {}
+    children: dict[str, type] = {}
+    elements: dict[str, type] = {}
+    for name, (kind, what) in node.fields.items():
+        if kind == "fixed":
+            field_dtype = dtype.fields[name][0]  # type: ignore[union-attr,index]
+            _fixed_field(node.msgtype, name, field_dtype, types, props, children, elements)
+        elif kind == "struct":
+            sub = dtype.fields[name][0] if what.has_fixed else None  # type: ignore[union-attr,index]
+            children[name] = node_class(what, sub, types)
+            props[name] = property(_struct_getter(name, children[name]))
+        else:
+            if what.kind == "array" and what.dtype.names is not None:  # T[] of fixed structs or times
+                field = types.field(node.msgtype, name) if types is not None else None
+                elements[name] = _time_class(what.dtype, field) or dtype_class(
+                    what.dtype, field.type if field is not None else "", types)
+            props[name] = property(_value_getter(name))
+    slot_types = types.slot_types(node.msgtype) if types is not None else ()
+    cls = _new_class(node.msgtype, tuple(node.fields), dict(node.constants), props, children, elements, slot_types)
+    cache[key] = (node, cls)
+    return cls
+
+
+# The getters are the per-message hot path: one exact-dict lookup, one index (try costs nothing
+# when nothing is raised; the first access of a batch builds the column, child or time lists).
+
+def _value_getter(name: str) -> Callable[[Any], Any]:
+    def get(self: Any) -> Any:
+        try:
+            return self._src.cols[name][self._i]
+        except KeyError:
+            return self._src.column(name)[self._i]
+    return get
+
+
+def _struct_getter(name: str, cls: type) -> Callable[[Any], Any]:
+    def get(self: Any) -> Any:
+        try:
+            return cls(self._src.children[name], self._i)
+        except KeyError:
+            return cls(self._src.child(name), self._i)
+    return get
+
+
+def _time_getter(name: str, cls: type) -> Callable[[Any], Any]:
+    def get(self: Any) -> Any:
+        try:
+            secs, nsecs = self._src.times[name]
+        except KeyError:
+            secs, nsecs = self._src.time(name)
+        return cls(secs[self._i], nsecs[self._i])
+    return get
+
+
+__all__ = ["Duration", "MessageList", "MessageTypes", "Record", "Source", "Time", "message_types", "node_class",
+           "dtype_class", "plain"]

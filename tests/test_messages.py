@@ -1,0 +1,408 @@
+"""Decoded messages behave like ROS messages at every depth (issue 11).
+
+Proves, with rosbags (and genpy for rospy's time API) as the oracle:
+
+- the README's own loop on a real Imu bag (``m.msg.linear_acceleration.x``),
+  every field of every message reached by attribute equal to rosbags' value;
+- a field named like a NumPy attribute (or like the message's own API) means
+  the field, at every depth: top level, a nested fixed struct, a nested
+  variable struct, elements of arrays of fixed and of variable structs, a
+  fixed-size array of structs, and ``std_msgs/Bool[]`` elements' ``data``;
+- constants at every depth, as class attributes, on real NavSatFix and Log
+  messages and on generated types;
+- time and duration values: ``secs``/``nsecs``, ``sec``/``nanosec``,
+  ``to_sec()``/``to_nsec()`` equal to genpy's, value equality, order, hash;
+- a message is a value: ``==``, ``repr``, ``to_dict()``, pickling (small:
+  not the batch behind it), ``copy``, and through a process pool;
+- arrays keep ``[name]`` and gain attribute access where nothing clashes;
+- iteration is lazy: only what is touched is built.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import math
+import multiprocessing
+import pickle
+import warnings
+from pathlib import Path
+
+import genpy
+import numpy as np
+import pytest
+from rosbags.highlevel import AnyReader
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+import fastbag
+from fastbag.msg.messages import Duration, MessageList, Record, Time
+from fastbag.msg.msgdef import parse_definition
+from fastbag.tooling.synth import write_demo_bag
+
+from conftest import data_file
+from oracle import assert_same
+
+REAL_IMU = "ros1v2/CCNYRoboticsLab__imu_tools__imu_filter_madgwick__sample__sparkfun_razor@940d7874.bag"
+REAL_FIX = "ros1v2/nobleo__rviz_satellite__sample.bag"  # /gps/fix: sensor_msgs/NavSatFix
+
+
+def _rosbags(path: Path, topic: str) -> list:
+    with AnyReader([path]) as reader:
+        conns = [c for c in reader.connections if c.topic == topic]
+        return [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages(conns)]
+
+
+# -- the README example on a real bag -------------------------------------------------------
+
+def test_readme_loop_on_a_real_imu_bag():
+    path = data_file(REAL_IMU)
+    theirs = _rosbags(path, "/imu/data_raw")
+    with fastbag.open(path) as bag:
+        got = [(m.msg.linear_acceleration.x, m.msg.header.stamp.secs, m.msg.header.stamp.nsecs,
+                m.msg.header.stamp.to_sec(), m.msg.orientation.w, m.msg["linear_acceleration"]["x"])
+               for m in bag.messages(topics=["/imu/data_raw"])]
+        assert len(got) == len(theirs) > 1000
+        for (x, secs, nsecs, to_sec, w, x_by_name), t in zip(got, theirs):
+            assert type(x) is float and x == t.linear_acceleration.x == x_by_name
+            assert (secs, nsecs) == (t.header.stamp.sec, t.header.stamp.nanosec)
+            assert to_sec == genpy.Time(secs, nsecs).to_sec()
+            assert w == t.orientation.w
+        imu = bag.read("/imu/data_raw")
+        first = imu[0]
+        assert first == next(iter(bag.messages(topics=["/imu/data_raw"]))).msg  # read() and messages() agree
+        for i in (0, len(imu) // 2, len(imu) - 1):
+            assert_same(imu[i], theirs[i], f"[{i}]")
+
+
+def test_constants_at_every_depth_on_real_messages():
+    """NavSatFix.status is a fixed struct (NavSatStatus) with constants; Log has its levels at the top."""
+    path = data_file(REAL_FIX)
+    theirs = _rosbags(path, "/gps/fix")
+    with fastbag.open(path) as bag:
+        fixes = [m.msg for m in bag.messages(topics=["/gps/fix"])]
+    assert len(fixes) == len(theirs) > 10
+    for ours, t in zip(fixes, theirs):
+        status = ours.status
+        assert status.status == t.status.status and status.service == t.status.service
+        assert status.STATUS_FIX == 0 and status.STATUS_NO_FIX == -1 and status.SERVICE_GPS == 1
+        assert (status.status == status.STATUS_FIX) == (t.status.status == t.status.STATUS_FIX)
+        assert ours.COVARIANCE_TYPE_KNOWN == 3 == t.COVARIANCE_TYPE_KNOWN
+        assert status._type == "sensor_msgs/NavSatStatus" and status.msgtype == "sensor_msgs/NavSatStatus"
+        assert type(status).STATUS_GBAS_FIX == 2  # class-level, as genpy and rosbags have them
+    path = data_file("ros1v2/aktaylor08__RosbagPandas__tests__data__rosout.bag")
+    with fastbag.open(path) as bag:
+        logs = [m.msg for m in bag.messages()]
+    theirs = _rosbags(path, "/rosout")
+    assert len(logs) == len(theirs) == 2
+    for ours, t in zip(logs, theirs):
+        assert ours.level == t.level and (ours.level == ours.ERROR) == (t.level == t.ERROR)
+        assert (ours.DEBUG, ours.INFO, ours.WARN, ours.ERROR, ours.FATAL) == (1, 2, 4, 8, 16)
+        assert ours.header.stamp.to_nsec() == t.header.stamp.sec * 10**9 + t.header.stamp.nanosec
+        assert ours.topics == list(t.topics)
+
+
+def test_arrays_of_structs_on_a_real_tf_bag():
+    path = data_file("ros1v2/cruise-automation__rosbag.js__fixtures__example-lz4.bag")
+    theirs = _rosbags(path, "/tf")
+    with fastbag.open(path) as bag:
+        msgs = [m.msg for m in bag.messages(topics=["/tf"])]
+    assert len(msgs) == len(theirs) > 100
+    for ours, t in zip(msgs, theirs):
+        assert isinstance(ours.transforms, MessageList) and len(ours.transforms) == len(t.transforms)
+        first = ours.transforms[0]
+        assert first.transform.translation.x == t.transforms[0].transform.translation.x
+        assert first.header.frame_id == t.transforms[0].header.frame_id
+        assert ours.transforms[-1].child_frame_id == t.transforms[-1].child_frame_id
+        assert [tr.transform.rotation.w for tr in ours.transforms] == [tr.transform.rotation.w for tr in t.transforms]
+
+
+# -- names that clash with NumPy's (and with the message's own API) ------------------------
+
+NUMPY_NAMES = ["data", "dtype", "shape", "size", "base", "flags", "real", "imag", "T", "ndim", "itemsize",
+               "nbytes", "strides", "ctypes", "view", "copy", "item", "tolist", "astype", "sum", "mean", "min",
+               "max", "all", "any", "fill", "sort", "reshape", "conj", "round", "nonzero", "tobytes"]
+OWN_API = ["fields", "constants", "to_dict", "msgtype", "keys", "values", "items", "get"]
+
+
+def _clash_types(name: str) -> dict[str, str]:
+    """Types with a field ``name`` at every depth, and a Bool[] (whose elements' field is ``data``)."""
+    top = "" if name == "flags" else f"int32 {name}\n"  # ``flags`` is already the Bool[] at the top
+    return {
+        "fbtest/Main": (f"{top}fbtest/Fixed fixed\nfbtest/Var var\nfbtest/Fixed[] fixeds\nfbtest/Var[] vars\n"
+                        "fbtest/Fixed[2] pair\nstd_msgs/Bool[] flags\nuint8 LEVEL=4\n"),
+        "fbtest/Fixed": f"float64 {name}\nint8 KIND_A=7\nuint8 other\n",
+        "fbtest/Var": f"string label\nuint16 {name}\nstring KIND_B=text # not a comment\n",
+        "std_msgs/Bool": "bool data\n",
+    }
+
+
+def _definition(types: dict[str, str], main: str) -> str:
+    parts = [types[main]]
+    for name, text in types.items():
+        if name != main:
+            parts.append("=" * 80 + f"\nMSG: {name}\n{text}")
+    return "\n".join(parts)
+
+
+def _store(types: dict[str, str]):
+    store = get_typestore(Stores.EMPTY)
+    registered = {}
+    for name, text in types.items():
+        registered.update(get_types_from_msg(text, name))
+    store.register(registered)
+    return store
+
+
+def _write(path: Path, types: dict[str, str], main: str, payloads: list[bytes], topic: str = "/t") -> None:
+    definition = _definition(types, main)
+    md5 = parse_definition(main, definition).md5sum()
+    with fastbag.Writer(path, chunk_size=256) as w:
+        conn = w.add_connection(topic, main, definition, md5)
+        for i, payload in enumerate(payloads):
+            w.write(conn, 1_000 + i, payload)
+
+
+def _clash_messages(store, name: str) -> list:
+    ros = lambda t: t.replace("/", "/msg/")  # noqa: E731
+    Main, Fixed, Var, Bool = (store.types[ros(t)] for t in ("fbtest/Main", "fbtest/Fixed", "fbtest/Var",
+                                                             "std_msgs/Bool"))
+    out = []
+    for k in range(5):
+        fields = {} if name == "flags" else {name: -k - 1}
+        out.append(Main(**fields,
+                        fixed=Fixed(**{name: k + 0.5, "other": k}),
+                        var=Var(label=f"v{k}", **{name: 100 + k}),
+                        fixeds=[Fixed(**{name: 10.0 * j + k, "other": j}) for j in range(k % 3)],
+                        vars=[Var(label="x" * j, **{name: j}) for j in range(k % 4)],
+                        pair=[Fixed(**{name: -1.0 * k, "other": 1}), Fixed(**{name: 2.0, "other": 2})],
+                        flags=[Bool(data=bool((k + j) % 2)) for j in range(k % 3 + 1)]))
+    return out
+
+
+@pytest.mark.parametrize("name", NUMPY_NAMES + OWN_API)
+def test_field_named_like_an_attribute_means_the_field(name, tmp_path):
+    types = _clash_types(name)
+    store = _store(types)
+    msgs = _clash_messages(store, name)
+    payloads = [bytes(store.serialize_ros1(m, "fbtest/msg/Main")) for m in msgs]
+    path = tmp_path / "clash.bag"
+    _write(path, types, "fbtest/Main", payloads)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fastbag.FastbagWarning)  # the md5sum matches: the bag is what we think
+        with fastbag.open(path) as bag:
+            decoded = [m.msg for m in bag.messages()]
+            arr = bag.read("/t")
+            records = list(arr)
+    assert len(decoded) == len(records) == len(msgs)
+    for k, (ours, rec, theirs) in enumerate(zip(decoded, records, msgs)):
+        assert ours == rec
+        assert_same(ours, theirs, f"[{k}]")  # every field by attribute, checked against [name]
+        if name != "flags":
+            assert getattr(ours, name) == -k - 1 and type(getattr(ours, name)) is int  # top level
+        assert getattr(ours.fixed, name) == k + 0.5 and ours.fixed[name] == k + 0.5  # nested fixed struct
+        assert getattr(ours.var, name) == 100 + k and ours.var.label == f"v{k}"  # nested variable struct
+        assert [getattr(f, name) for f in ours.fixeds] == [10.0 * j + k for j in range(k % 3)]
+        assert [getattr(v, name) for v in ours.vars] == list(range(k % 4))  # array of variable structs
+        assert getattr(ours.pair[0], name) == -1.0 * k and getattr(ours.pair[1], name) == 2.0  # T[2]
+        assert [b.data for b in ours.flags] == [bool((k + j) % 2) for j in range(k % 3 + 1)]  # Bool[].data
+        assert ours.flags[0].data is bool(k % 2)
+        # constants at every depth, as class attributes
+        assert ours.LEVEL == 4 and ours.fixed.KIND_A == 7 and ours.pair[1].KIND_A == 7
+        assert ours.var.KIND_B == "text # not a comment"
+        if ours.vars:
+            assert ours.vars[0].KIND_B == "text # not a comment"
+        # the API under names no field can take
+        assert ours._fields == (() if name == "flags" else (name,)) + ("fixed", "var", "fixeds", "vars", "pair",
+                                                                         "flags")
+        assert ours._asdict()["fixed"][name] == k + 0.5
+    # arrays keep [name] whatever the name
+    assert np.array_equal(arr["fixed"][name], [k + 0.5 for k in range(5)])
+    assert arr["var"][name].tolist() == [100 + k for k in range(5)]
+    if name != "flags":
+        assert np.asarray(arr[name]).tolist() == [-k - 1 for k in range(5)]
+
+
+# -- time values --------------------------------------------------------------------------
+
+def test_time_and_duration_follow_rospy():
+    for secs, nsecs in [(0, 0), (1, 500_000_000), (1_700_000_000, 999_999_999), (2**32 - 1, 2**32 - 1)]:
+        ours, theirs = Time(secs, nsecs), genpy.Time(secs, nsecs)
+        assert ours.to_sec() == theirs.to_sec() and ours.to_nsec() == theirs.to_nsec()
+        assert (ours.secs, ours.nsecs, ours.sec, ours.nanosec) == (secs, nsecs, secs, nsecs)
+        assert ours == Time(secs, nsecs) and hash(ours) == hash(Time(secs, nsecs))
+        assert ours != Duration(secs, nsecs)  # a time is not a duration
+        assert pickle.loads(pickle.dumps(ours)) == ours and copy.deepcopy(ours) == ours
+    for secs, nsecs in [(-1, 0), (-(2**31), -1), (5, -500_000_000)]:
+        ours, theirs = Duration(secs, nsecs), genpy.Duration(secs, nsecs)
+        assert ours.to_sec() == theirs.to_sec() and ours.to_nsec() == theirs.to_nsec()
+    assert Time(1, 2) < Time(1, 3) < Time(2, 0) and sorted([Time(3, 0), Time(1, 5)]) == [Time(1, 5), Time(3, 0)]
+    assert repr(Time(1, 2)) == "Time(secs=1, nsecs=2)" and Time(1, 2).to_dict() == {"secs": 1, "nsecs": 2}
+    assert Time(1, 2)["secs"] == 1 and Time(1, 2)["nanosec"] == 2
+    with pytest.raises(KeyError):
+        Time(1, 2)["x"]
+
+
+def test_time_fields_in_messages(tmp_path):
+    """time, duration, time[2] and duration[] decode to Time/Duration values with the oracle's numbers."""
+    types = {"fbtest/Main": "time t\nduration d\ntime[2] ts\nduration[] ds\nfbtest/Stamped s\n",
+             "fbtest/Stamped": "time stamp\nstring frame\n"}
+    store = _store(types)
+    T, D = store.types["builtin_interfaces/msg/Time"], store.types["builtin_interfaces/msg/Duration"]
+    Main, Stamped = store.types["fbtest/msg/Main"], store.types["fbtest/msg/Stamped"]
+    msgs = [Main(t=T(sec=2**31 - 1, nanosec=7), d=D(sec=-5, nanosec=3), ts=[T(sec=1, nanosec=2), T(sec=3, nanosec=4)],
+                 ds=[D(sec=-1, nanosec=j) for j in range(k)], s=Stamped(stamp=T(sec=k, nanosec=k), frame=f"f{k}"))
+            for k in range(3)]
+    _write(tmp_path / "t.bag", types, "fbtest/Main", [bytes(store.serialize_ros1(m, "fbtest/msg/Main")) for m in msgs])
+    with fastbag.open(tmp_path / "t.bag") as bag:
+        got = [m.msg for m in bag.messages()]
+    for k, (ours, theirs) in enumerate(zip(got, msgs)):
+        assert_same(ours, theirs, f"[{k}]")
+        assert type(ours.t) is Time and ours.t == Time(2**31 - 1, 7) and ours.t.to_nsec() == (2**31 - 1) * 10**9 + 7
+        assert type(ours.d) is Duration and ours.d.to_sec() == genpy.Duration(-5, 3).to_sec()
+        assert ours.ts == [Time(1, 2), Time(3, 4)] and ours.ds == [Duration(-1, j) for j in range(k)]
+        assert ours.s.stamp == Time(k, k) and ours.s.stamp.secs == k
+
+
+def test_ros2_style_time_type_gets_the_time_api(tmp_path):
+    """A message type builtin_interfaces/Time (fields sec, nanosec) has to_sec()/to_nsec() and secs/nsecs too."""
+    types = {"fbtest/Main": "builtin_interfaces/Time stamp\n",
+             "builtin_interfaces/Time": "int32 sec\nuint32 nanosec\n"}
+    definition = _definition(types, "fbtest/Main")
+    payload = np.array([(7, 250_000_000)], dtype=[("sec", "<i4"), ("nanosec", "<u4")]).tobytes()
+    with fastbag.Writer(tmp_path / "t.bag") as w:
+        w.write(w.add_connection("/t", "fbtest/Main", definition,
+                                 parse_definition("fbtest/Main", definition).md5sum()), 1, payload)
+    with fastbag.open(tmp_path / "t.bag") as bag:
+        stamp = next(bag.messages()).msg.stamp
+    assert (stamp.sec, stamp.nanosec, stamp.secs, stamp.nsecs) == (7, 250_000_000, 7, 250_000_000)
+    assert stamp.to_sec() == 7.25 and stamp.to_nsec() == 7_250_000_000
+
+
+# -- a message is a value --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    path = tmp_path_factory.mktemp("demo") / "demo.bag"
+    write_demo_bag(path, seconds=1, compression="lz4", points=2000)
+    return path
+
+
+def _child_x(msg):
+    return msg.linear_acceleration.x, msg.header.stamp, msg
+
+
+def test_messages_are_values(demo):
+    with fastbag.open(demo) as bag:
+        msgs = [m for m in bag.messages(topics=["/imu", "/tf", "/points"])]
+        imu = [m.msg for m in msgs if m.topic == "/imu"]
+        tf = [m.msg for m in msgs if m.topic == "/tf"]
+        points = [m.msg for m in msgs if m.topic == "/points"]
+        arr = bag.read("/imu")
+    a, b = imu[0], imu[1]
+    assert a == arr[0] and a != b and a == a and not (a != arr[0])
+    text = repr(a)
+    assert text.startswith("sensor_msgs/Imu(header=std_msgs/Header(seq=") and "stamp=Time(secs=" in text
+    assert "linear_acceleration=geometry_msgs/Vector3(x=" in text
+    plain = a.to_dict()
+    assert plain["header"]["stamp"] == {"secs": a.header.stamp.secs, "nsecs": a.header.stamp.nsecs}
+    assert plain["linear_acceleration"] == {"x": a.linear_acceleration.x, "y": a.linear_acceleration.y,
+                                            "z": a.linear_acceleration.z}
+    assert isinstance(plain["orientation_covariance"], np.ndarray)
+    assert isinstance(tf[0].to_dict()["transforms"], list) and isinstance(tf[0].to_dict()["transforms"][0], dict)
+    # pickling: a detached copy of the values, not the batch behind them
+    for msg in (a, tf[0], points[0]):
+        for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+            back = pickle.loads(pickle.dumps(msg, protocol=protocol))
+            assert back == msg and type(back).__name__ == type(msg).__name__ and isinstance(back, Record)
+            assert back._type == msg._type and back._constants == msg._constants
+        assert copy.copy(msg) == msg and copy.deepcopy(msg) == msg
+    back = pickle.loads(pickle.dumps(tf[0]))
+    assert back.transforms[0].transform.translation.x == tf[0].transforms[0].transform.translation.x
+    assert back.transforms[0].header.stamp.to_sec() == tf[0].transforms[0].header.stamp.to_sec()
+    assert len(pickle.dumps(a)) < 2000  # one Imu's values (a batch holds thousands)
+    assert len(pickle.dumps(points[0])) < points[0].data.nbytes + 2000
+    first_imu = next(m for m in msgs if m.topic == "/imu")
+    assert len(pickle.dumps(first_imu)) < 4000  # the envelope too, with a copy of its own bytes only
+    envelope = pickle.loads(pickle.dumps(first_imu))
+    assert bytes(envelope.data) == bytes(first_imu.data) and envelope.msg == first_imu.msg
+
+
+def test_messages_cross_process_boundaries(demo):
+    with fastbag.open(demo) as bag:
+        imu = [m.msg for m in bag.messages(topics=["/imu"])][:20]
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as pool:
+        results = list(pool.map(_child_x, imu))
+    for msg, (x, stamp, back) in zip(imu, results):
+        assert x == msg.linear_acceleration.x and stamp == msg.header.stamp and back == msg
+
+
+# -- arrays ------------------------------------------------------------------------------------
+
+def test_arrays_gain_attribute_access(demo):
+    with fastbag.open(demo) as bag:
+        imu = bag.read("/imu")
+        pc = bag.read("/points")
+    assert np.array_equal(imu.linear_acceleration.x, imu["linear_acceleration"]["x"])
+    assert np.array_equal(imu.header.stamp.secs, imu["header"]["stamp"]["secs"])
+    assert list(imu.header.frame_id) == list(imu["header"]["frame_id"])
+    assert np.array_equal(imu.orientation_covariance, imu["orientation_covariance"])
+    assert imu.constants == imu["header"].constants == {}
+    # the array's own attributes win: ``fields`` of a PointCloud2 topic is the list of its field names
+    assert pc.fields == ["header", "height", "width", "fields", "is_bigendian", "point_step", "row_step", "data",
+                         "is_dense"]
+    assert pc["fields"].counts.tolist() == [len(m.fields) for m in pc]
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        imu.nope
+
+
+def test_pointcloud_fields_mean_the_field(demo):
+    """PointCloud2.fields is the PointField list (genpy and rosbags code reads it so), not the name list."""
+    with fastbag.open(demo) as bag:
+        msg = next(bag.messages(topics=["/points"])).msg
+        theirs = _rosbags(demo, "/points")[0]
+    assert [f.name for f in msg.fields] == [f.name for f in theirs.fields]
+    assert [f.offset for f in msg.fields] == [f.offset for f in theirs.fields]
+    assert msg.fields[0].FLOAT32 == 7 == theirs.fields[0].FLOAT32
+    assert list(msg.fields["name"]) == [f.name for f in theirs.fields]  # a column of the elements
+    assert msg._fields[3] == "fields" and msg["fields"] == msg.fields
+    points = fastbag.pointcloud(msg)
+    assert points.size == msg.width * msg.height
+
+
+# -- laziness -----------------------------------------------------------------------------------
+
+def test_iteration_builds_only_what_is_touched(demo):
+    with fastbag.open(demo) as bag:
+        msgs = []
+        for m in bag.messages(topics=["/imu"]):
+            assert m.msg.linear_acceleration.x == m.msg["linear_acceleration"]["x"]
+            msgs.append(m.msg)
+        batches = bag.chunk_count  # lz4 chunks: a batch per chunk
+    sources = {id(m._src): m._src for m in msgs}
+    assert 1 <= len(sources) <= batches < len(msgs) / 10  # one per decoded batch, shared by its messages
+    for source in sources.values():
+        assert set(source.children) == {"linear_acceleration"} and not source.cols and not source.times
+        assert set(source.children["linear_acceleration"].cols) == {"x"}
+
+
+def test_type_without_fields_and_missing_names(tmp_path):
+    with fastbag.Writer(tmp_path / "e.bag") as w:
+        w.write(w.add_connection("/e", "fbtest/Empty", "", parse_definition("fbtest/Empty", "",
+                                                                            allow_empty=True).md5sum()), 1, b"")
+    with fastbag.open(tmp_path / "e.bag") as bag:
+        msg = next(bag.messages()).msg
+    assert msg._fields == () and msg.to_dict() == {} and repr(msg) == "fbtest/Empty()"
+    assert pickle.loads(pickle.dumps(msg)) == msg
+    with pytest.raises(AttributeError, match="has no attribute 'x'"):
+        msg.x
+    with pytest.raises(KeyError, match="no field 'x'"):
+        msg["x"]
+
+
+def test_fields_are_read_only(demo):
+    with fastbag.open(demo) as bag:
+        msg = next(bag.messages(topics=["/imu"])).msg
+    with pytest.raises(AttributeError):
+        msg.linear_acceleration = None
+    assert math.isfinite(msg.linear_acceleration.x)
