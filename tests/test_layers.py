@@ -45,14 +45,21 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every fastbag module ``path`` imports, anywhere in the file, resolved to absolute names."""
+def imports_of(path: Path, *, in_functions_only: bool = False) -> set[str]:
+    """Every fastbag module ``path`` imports, anywhere in the file, resolved to absolute names.
+
+    With ``in_functions_only``, those imported inside functions only (never at module level).
+    """
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    in_function = {id(sub) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   for sub in ast.walk(node)}
+    found, at_module_level = set(), set()
+    for node in ast.walk(tree):
+        names = set()
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -60,10 +67,15 @@ def imports_of(path: Path) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            found.add(target)
+            names.add(target)
             # ``from . import x`` / ``from .pkg import mod`` name modules too
-            found.update(f"{target}.{alias.name}" for alias in node.names)
+            names.update(f"{target}.{alias.name}" for alias in node.names)
+        found |= names
+        if names and id(node) not in in_function:
+            at_module_level |= names
     modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    if in_functions_only:
+        found -= at_module_level
     return {m for m in found if m in modules and m != name}
 
 
@@ -78,13 +90,22 @@ def layer_of(module: str) -> str:
 
 GRAPH = {module_name(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
 
+#: The one sanctioned upward edge: TopicArray's accessor methods (``arr.to_pandas()``, ``arr.plot()``)
+#: delegate to the layers built on it, importing them inside the method, so ``import fastbag.msg``
+#: never loads them. Only these modules, only inside functions.
+ACCESSOR_MODULE = "fastbag.msg.arrays"
+ACCESSOR_LAYERS = ("fastbag.convert", "fastbag.viz")
+ACCESSOR_EDGES = {(ACCESSOR_MODULE, target)
+                  for target in imports_of(PACKAGE / "msg" / "arrays.py", in_functions_only=True)
+                  if layer_of(target) in ACCESSOR_LAYERS}
+
 
 @pytest.mark.parametrize("module", sorted(GRAPH))
 def test_no_module_imports_a_higher_layer(module):
     mine = layer_of(module)
     for target in sorted(GRAPH[module]):
         theirs = layer_of(target)
-        if theirs == mine:
+        if theirs == mine or (module, target) in ACCESSOR_EDGES:
             continue
         assert LAYERS[theirs] < LAYERS[mine] or (
             LAYERS[theirs] == LAYERS[mine] and theirs in SIBLINGS.get(mine, set())), \
@@ -102,6 +123,8 @@ def test_no_import_cycles():
         for target in sorted(GRAPH[module]):
             if target == module.rpartition(".")[0]:
                 continue  # a submodule importing its own package's __init__ is not a dependency on itself
+            if (module, target) in ACCESSOR_EDGES:
+                continue  # an accessor's call-time delegation upward, not a load-time dependency
             if state.get(target) == 1:
                 cycle = stack[stack.index(target):] + [target]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
@@ -121,6 +144,16 @@ def test_the_checker_sees_lazy_and_relative_imports():
     assert "fastbag.ros1.kernels" in GRAPH["fastbag.ros1.records"]       # likewise, one folder down
     assert "fastbag.container" in GRAPH["fastbag.ros1.index"]           # ``from ..container import``
     assert "fastbag.msg.arrays" in GRAPH["fastbag.bag"]
+
+
+def test_accessor_imports_are_inside_functions_only():
+    """msg.arrays may reach convert/viz only from inside a method; no other module below them may at all."""
+    upward = {t for t in GRAPH[ACCESSOR_MODULE] if layer_of(t) in ACCESSOR_LAYERS}
+    assert upward == {target for _, target in ACCESSOR_EDGES}, "msg.arrays imports convert/viz at module level"
+    assert ("fastbag.msg.arrays", "fastbag.convert.tables") in ACCESSOR_EDGES  # the checker sees them
+    for module, targets in GRAPH.items():
+        if module != ACCESSOR_MODULE and LAYERS[layer_of(module)] < LAYERS["fastbag.convert"]:
+            assert not {t for t in targets if layer_of(t) in ACCESSOR_LAYERS}, module
 
 
 def test_fuzz_harness_is_not_in_the_package():
