@@ -68,13 +68,7 @@ def arrow_array(value: Any, kind: str = "fixed") -> "pyarrow.Array":
     if isinstance(value, Ragged):
         return _list(value.offsets, arrow_array(value.values))
     if isinstance(value, Nested):
-        offsets = offsets_of(value.counts)
-        total = int(offsets[-1])
-        # Rows of the child table, message after message: usually one contiguous stretch.
-        take = np.repeat(value.first - offsets[:-1], value.counts) + np.arange(total)
-        first = int(take[0]) if total else 0
-        child = value.child
-        child = child[first:first + total] if np.array_equal(take, np.arange(first, first + total)) else child[take]
+        child, offsets = nested_child(value)
         return _list(offsets, arrow_array(child))
     value = np.asarray(value)
     if value.ndim > 1 and (kind == "slot" or value.shape[1] == 0):  # a dense T[], or T[0]: lists
@@ -82,6 +76,18 @@ def arrow_array(value: Any, kind: str = "fixed") -> "pyarrow.Array":
         child = _numpy_arrow(value.reshape((n * k,) + value.shape[2:]))
         return _list(np.arange(n + 1, dtype=np.int64) * k, child)
     return _numpy_arrow(value)
+
+
+def nested_child(value: Nested) -> tuple[Any, np.ndarray]:
+    """A Nested column's elements, message after message, and their int64 offsets (the list layout)."""
+    offsets = offsets_of(value.counts)
+    total = int(offsets[-1])
+    # Rows of the child table, message after message: one contiguous stretch unless the column is a subset.
+    take = np.repeat(value.first - offsets[:-1], value.counts) + np.arange(total)
+    first = int(take[0]) if total else 0
+    child = value.child
+    child = child[first:first + total] if np.array_equal(take, np.arange(first, first + total)) else child[take]
+    return child, offsets
 
 
 def _list(offsets: np.ndarray, child: "pyarrow.Array") -> "pyarrow.Array":
