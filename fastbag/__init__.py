@@ -11,6 +11,7 @@
 from typing import Any
 
 from .bag import Bag, Message, TopicInfo, open
+from .convert.dataset import SyncedDataset, collate
 from .convert.export import ExportResult, export
 from .msg.sensors import image, pointcloud
 from .container import Connection
@@ -21,7 +22,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Bag", "BagFormatError", "Connection", "DecodeError", "DefinitionError", "ExportResult", "FastbagError",
-    "FastbagWarning", "Message", "TopicInfo", "UnsupportedError", "Writer", "export", "image", "open", "pointcloud",
+    "FastbagWarning", "Message", "SyncedDataset", "TopicInfo", "UnsupportedError", "Writer", "collate", "export",
+    "image", "open", "pointcloud",
 ]
 
 
