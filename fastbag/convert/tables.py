@@ -182,7 +182,7 @@ def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
         return
     if isinstance(value, np.ndarray) and value.ndim > 1 and kind == "fixed" and not value.dtype.names \
             and 0 < int(np.prod(value.shape[1:])) <= EXPAND_LIMIT:
-        flat = value.reshape(value.shape[0], -1)
+        flat = value.reshape(value.shape[0], int(np.prod(value.shape[1:])))
         for i in range(flat.shape[1]):
             out[f"{name}[{i}]"] = flat[:, i]
         return
