@@ -51,7 +51,7 @@ def topic_filename(topic: str, format: str) -> str:  # noqa: A002 - the user-fac
 
 def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], format: str = "parquet",  # noqa: A002
            topics: Iterable[str] | None = None, *, step: int | str = "256 MB", progress: bool | None = None,
-           **open_options: Any) -> ExportResult:
+           compression: str | None = None, **open_options: Any) -> ExportResult:
     """Write every topic (or ``topics``) of a bag into ``out_dir``, one file per topic.
 
     ``format``: ``"parquet"`` (schema from :func:`~fastbag.convert.tables.to_arrow`,
@@ -61,7 +61,9 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
     ``path.values`` and ``path.offsets``). ``step`` is the part size for
     :meth:`~fastbag.bag.Bag.iter_read`. ``progress`` shows a tqdm bar
     (default: when stderr is a terminal and tqdm is installed). Unknown
-    topics raise KeyError before anything is written.
+    topics raise KeyError before anything is written. ``compression`` is
+    Parquet's codec: ``"lz4"`` by default (the fastest; sensor data is
+    mostly noise that no codec shrinks much), ``"zstd"``, ``"snappy"``, ``"none"``.
     """
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
@@ -69,6 +71,7 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
         require("pyarrow.parquet", "arrow", "Parquet export")
     elif format == "csv":
         require("pandas", "pandas", "CSV export")
+    options = {} if compression is None or format != "parquet" else {"compression": compression}
     owned = not isinstance(bag, Bag)
     opened = open_bag(bag, **open_options) if owned else bag  # type: ignore[arg-type]
     try:
@@ -86,7 +89,7 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
                 final = out / topic_filename(topic, format)
                 temporary = out / f".{final.name}.{os.getpid()}.partial"
                 try:
-                    count = _WRITERS[format](opened, topic, temporary, step, bar)
+                    count = _WRITERS[format](opened, topic, temporary, step, bar, **options)
                     os.replace(temporary, final)
                 except (FastbagError, ValueError) as exc:  # the topic cannot be decoded (or stored): report it
                     result.skipped[topic] = f"{type(exc).__name__}: {exc}"
@@ -129,17 +132,18 @@ def _parts(bag: Bag, topic: str, step: int | str) -> Any:
         yield bag.take(topic, slice(0, 0))
 
 
-def _write_parquet(bag: Bag, topic: str, path: Path, step: int | str, bar: Any) -> int:
+def _write_parquet(bag: Bag, topic: str, path: Path, step: int | str, bar: Any, compression: str = "lz4") -> int:
     pq = require("pyarrow.parquet", "arrow", "Parquet export")
     writer, count = None, 0
     try:
         for part in _parts(bag, topic, step):
-            table = parquet_ready(part.to_arrow())
+            table = bytes_as_binary(parquet_ready(part.to_arrow()))
             if writer is None:
                 metadata = dict(table.schema.metadata or {})
                 metadata[b"fastbag.source"] = os.path.basename(bag.path).encode()
                 table = table.replace_schema_metadata(metadata)
-                writer = pq.ParquetWriter(path, table.schema)
+                # No dictionaries: hashing every image or cloud costs 3x the write, for values that never repeat.
+                writer = pq.ParquetWriter(path, table.schema, compression=compression, use_dictionary=False)
             elif not table.schema.equals(writer.schema, check_metadata=False):
                 table = table.cast(writer.schema)  # e.g. a part whose strings are all UTF-8 after one that was not
             writer.write_table(table)
@@ -177,8 +181,12 @@ def parquet_ready(table: Any) -> Any:
             return None
         return column if len(names) == column.type.num_fields else pa.StructArray.from_arrays(kept, names=names)
 
-    if not any(pa.types.is_struct(f.type) for f in table.schema):
-        return table
+    def has_empty_struct(kind: Any) -> bool:
+        return pa.types.is_struct(kind) and (kind.num_fields == 0 or
+                                             any(has_empty_struct(kind.field(i).type) for i in range(kind.num_fields)))
+
+    if not any(has_empty_struct(f.type) for f in table.schema):
+        return table  # the common case: nothing to drop, nothing copied
     columns, names = [], []
     for name in table.column_names:
         column = table.column(name).combine_chunks()
@@ -193,7 +201,36 @@ def parquet_ready(table: Any) -> Any:
     return pa.Table.from_arrays(columns, names=names, metadata=metadata)
 
 
-def _write_csv(bag: Bag, topic: str, path: Path, step: int | str, bar: Any) -> int:
+def bytes_as_binary(table: Any) -> Any:
+    """Top-level ``uint8[]``/``int8[]`` list columns as ``large_binary``, sharing their buffers.
+
+    Parquet stores a list one element at a time (with repetition levels):
+    an image or a point cloud's ``data`` would cost a value per byte. As
+    binary it is one value per message. The converted columns are named in
+    the schema metadata under ``fastbag.binary`` (``name:uint8``), so a
+    reader can view them as arrays again (``np.frombuffer``).
+    """
+    import pyarrow as pa
+
+    converted, columns = [], []
+    for name in table.column_names:
+        column = table.column(name)
+        kind = column.type
+        if pa.types.is_large_list(kind) and kind.value_type in (pa.uint8(), pa.int8()) and column.null_count == 0:
+            lists = column.combine_chunks()
+            if lists.offset == 0 and lists.values.offset == 0 and lists.values.null_count == 0:
+                _, offsets, _, data = lists.buffers()
+                column = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lists), [None, offsets, data])
+                converted.append(f"{name}:{kind.value_type}")
+        columns.append(column)
+    if not converted:
+        return table
+    metadata = dict(table.schema.metadata or {})
+    metadata[b"fastbag.binary"] = ",".join(converted).encode()
+    return pa.Table.from_arrays(columns, names=table.column_names, metadata=metadata)
+
+
+def _write_csv(bag: Bag, topic: str, path: Path, step: int | str, bar: Any, compression: str = "") -> int:
     pd = require("pandas", "pandas", "CSV export")
     count = 0
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -240,7 +277,7 @@ def _npz_leaf(name: str, value: Any, out: dict[str, np.ndarray]) -> None:
         out[name] = np.asarray(value)
 
 
-def _write_npz(bag: Bag, topic: str, path: Path, step: int | str, bar: Any) -> int:
+def _write_npz(bag: Bag, topic: str, path: Path, step: int | str, bar: Any, compression: str = "") -> int:
     arr = bag.read(topic)
     columns = {"time": arr.time, **npz_columns(arr)}
     # What np.savez writes, by hand: a field may be called "file", savez's own argument.
