@@ -217,7 +217,7 @@ def bytes_as_binary(table: Any) -> Any:
         column = table.column(name)
         kind = column.type
         if pa.types.is_large_list(kind) and kind.value_type in (pa.uint8(), pa.int8()) and column.null_count == 0:
-            lists = column.combine_chunks()
+            lists = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()  # one chunk: no copy
             if lists.offset == 0 and lists.values.offset == 0 and lists.values.null_count == 0:
                 _, offsets, _, data = lists.buffers()
                 column = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lists), [None, offsets, data])
