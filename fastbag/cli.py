@@ -171,7 +171,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     try:
         result = export(args.bag, args.out, args.format, args.topics, step=args.step,
-                        progress=False if args.no_progress else None)
+                        progress=False if args.no_progress else None, compression=args.compression)
     except (KeyError, ImportError, ValueError) as exc:
         print(f"fastbag: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 1
@@ -213,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--format", choices=("parquet", "csv", "npz"), default="parquet")
     export.add_argument("--topics", nargs="+", metavar="TOPIC", help="only these topics (default: all)")
     export.add_argument("--step", default="256 MB", help="read this much at a time: a size or a message count")
+    export.add_argument("--compression", choices=("lz4", "zstd", "snappy", "gzip", "none"), default=None,
+                        help="Parquet codec (default lz4)")
     export.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal "
                         "when tqdm is installed)")
     export.set_defaults(run=_cmd_export)

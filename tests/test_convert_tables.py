@@ -75,19 +75,23 @@ def readable_topics(bag):
             continue  # the topic is not decodable (e.g. an empty definition): nothing to convert
 
 
+def time_name(arr):
+    return "receive_time" if "time" in arr.fields else "time"
+
+
 def check_arrow(arr, table, rows):
     assert table.num_rows == len(arr)
-    assert table.column("time").cast(pa.int64()).to_numpy().tolist() == arr.time.tolist()
+    assert table.column(time_name(arr)).cast(pa.int64()).to_numpy().tolist() == arr.time.tolist()
     assert table.schema.metadata[b"ros.msgtype"].decode() == arr.msgtype
-    assert table.column_names == ["time"] + arr.fields
-    got = table.drop_columns(["time"]).take(pa.array(rows)).to_pylist()
+    assert table.column_names == [time_name(arr)] + arr.fields
+    got = table.drop_columns([time_name(arr)]).take(pa.array(rows)).to_pylist()
     want = [arr[int(i)].to_dict() for i in rows]
     assert plain(got) == plain(want)
 
 
 def check_pandas(arr, frame, rows):
     assert len(frame) == len(arr)
-    assert frame.index.name == "time" and frame.index.asi8.tolist() == arr.time.tolist()
+    assert frame.index.name == time_name(arr) and frame.index.asi8.tolist() == arr.time.tolist()
     for field in arr.fields:
         value = arr[field]
         if isinstance(value, StructArray) and not value.fields:
@@ -124,14 +128,14 @@ def test_conversions_equal_read_on_real_bags(path, tmp_path):
 
             frame = arr.to_polars()
             assert frame.height == len(arr)
-            assert frame["time"].cast(pl.Int64).to_list() == arr.time.tolist()
-            got = frame.drop("time")[rows.tolist()].to_dicts()
+            assert frame[time_name(arr)].cast(pl.Int64).to_list() == arr.time.tolist()
+            got = frame.drop(time_name(arr))[rows.tolist()].to_dicts()
             assert plain(got) == plain([arr[int(i)].to_dict() for i in rows])
 
             records = arr.to_awkward()
             assert len(records) == len(arr)
             got = ak.to_list(records[ak.Array(rows)])
-            assert plain([{k: v for k, v in r.items() if k != "time"} for r in got]) == \
+            assert plain([{k: v for k, v in r.items() if k != time_name(arr)} for r in got]) == \
                 plain([arr[int(i)].to_dict() for i in rows])
 
             if any(pa.types.is_struct(f.type) and f.type.num_fields == 0 for f in table.schema):
@@ -170,3 +174,24 @@ def test_missing_library_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "polars", None)  # as if it were not installed
     with fastbag.open(path) as bag, pytest.raises(ImportError, match=r"pip install 'fastbag\[polars\]'"):
         bag.read("/imu").to_polars()
+
+
+def test_a_field_called_time_keeps_its_name(tmp_path):
+    """The receive time steps aside (``receive_time``) for a message with a field ``time``."""
+    import struct
+
+    path = tmp_path / "time.bag"
+    with fastbag.Writer(path) as w:
+        conn = w.add_connection("/t", "my_msgs/Tick", "float64 time\nint32 value\n")
+        for k in range(5):
+            w.write(conn, 10**18 + k, struct.pack("<di", k / 2, k))
+    with fastbag.open(path) as bag:
+        arr = bag.read("/t")
+        table = arr.to_arrow()
+        assert table.column_names == ["receive_time", "time", "value"]
+        assert table.column("time").to_pylist() == [0.0, 0.5, 1.0, 1.5, 2.0]
+        frame = arr.to_pandas()
+        assert frame.index.name == "receive_time" and frame["time"].tolist() == [0.0, 0.5, 1.0, 1.5, 2.0]
+        assert arr.to_polars().columns == ["receive_time", "time", "value"]
+        result = fastbag.export(bag, tmp_path / "csv", "csv")
+        assert pd.read_csv(result.files["/t"]).columns.tolist() == ["receive_time", "time", "value"]

@@ -101,6 +101,23 @@ def test_export_equals_read_on_real_bags(path, tmp_path):
 def test_topic_filenames():
     assert topic_filename("/camera/image_raw", "parquet") == "camera.image_raw.parquet"
     assert topic_filename("chatter", "csv") == "chatter.csv"
+    assert topic_filename("/../../etc/passwd", "csv") == "__.__.etc.passwd.csv"  # never leaves the folder
+    assert topic_filename("/a b\x00/ü", "npz") == "a_b_._.npz"
+    assert topic_filename("/.hidden", "npz") == "_hidden.npz"
+
+
+def test_topics_whose_names_clash_after_sanitizing_get_their_own_files(tmp_path):
+    path = tmp_path / "clash.bag"
+    definition = "int32 data\n"
+    with fastbag.Writer(path) as w:
+        for k, topic in enumerate(["/a b", "/a_b", "/a?b"]):
+            conn = w.add_connection(topic, "std_msgs/Int32", definition)
+            w.write(conn, 10**18 + k, k.to_bytes(4, "little"))
+    result = fastbag.export(path, tmp_path / "out", "npz")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a_b.npz", "a_b~2.npz", "a_b~3.npz"]
+    for k, topic in enumerate(["/a b", "/a_b", "/a?b"]):
+        with np.load(result.files[topic]) as columns:
+            assert columns["data"].tolist() == [k]
 
 
 def write_bag_with_a_broken_topic(path):

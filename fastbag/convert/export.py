@@ -16,6 +16,7 @@ turned into ``.`` (ROS names hold no dots, so names stay unique):
 from __future__ import annotations
 
 import os
+import re
 import sys
 import zipfile
 from collections.abc import Iterable
@@ -29,7 +30,7 @@ from ..bag import Bag
 from ..bag import open as open_bag
 from ..errors import FastbagError
 from ..msg.arrays import Nested, Ragged, StructArray
-from .tables import nested_child, require
+from .tables import nested_child, require, time_column
 
 FORMATS = ("parquet", "csv", "npz")
 
@@ -44,9 +45,29 @@ class ExportResult:
 
 
 def topic_filename(topic: str, format: str) -> str:  # noqa: A002 - the user-facing name
-    """The file name of a topic: ``/camera/image_raw`` -> ``camera.image_raw.parquet``."""
-    stem = topic.strip("/").replace("/", ".") or "_"
+    """The file name of a topic: ``/camera/image_raw`` -> ``camera.image_raw.parquet``.
+
+    A name read from a file may hold anything: characters other than
+    letters, digits, ``_`` and ``-`` become ``_``, so no name leaves the
+    output folder or hides in it.
+    """
+    stem = ".".join(re.sub(r"[^A-Za-z0-9_\-]", "_", part) for part in topic.strip("/").split("/")) or "_"
     return f"{stem}.{format}"
+
+
+def _unique_filenames(topics: list[str], format: str) -> dict[str, str]:  # noqa: A002
+    """A file name per topic; names that clash after sanitizing get ``~2``, ``~3``..."""
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for topic in topics:
+        name = topic_filename(topic, format)
+        stem, k = name[:-len(format) - 1], 1
+        while name in taken:
+            k += 1
+            name = f"{stem}~{k}.{format}"
+        taken.add(name)
+        names[topic] = name
+    return names
 
 
 def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], format: str = "parquet",  # noqa: A002
@@ -85,8 +106,9 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
         result = ExportResult()
         bar = _progress_bar(progress, sum(opened.topics[t].message_count for t in wanted), opened.path)
         try:
+            filenames = _unique_filenames(wanted, format)
             for topic in wanted:
-                final = out / topic_filename(topic, format)
+                final = out / filenames[topic]
                 temporary = out / f".{final.name}.{os.getpid()}.partial"
                 try:
                     count = _WRITERS[format](opened, topic, temporary, step, bar, **options)
@@ -239,7 +261,7 @@ def _write_csv(bag: Bag, topic: str, path: Path, step: int | str, bar: Any, comp
             for name in frame.columns:  # lists as text: [1, 2, 3]
                 if isinstance(frame[name].dtype, pd.ArrowDtype):
                     frame[name] = [str(v) for v in frame[name].array.__arrow_array__().to_pylist()]
-            frame.insert(0, "time", part.time)
+            frame.insert(0, time_column(part), part.time)
             frame.to_csv(f, header=k == 0, index=False)
             count += len(part)
             if bar is not None:
@@ -279,7 +301,7 @@ def _npz_leaf(name: str, value: Any, out: dict[str, np.ndarray]) -> None:
 
 def _write_npz(bag: Bag, topic: str, path: Path, step: int | str, bar: Any, compression: str = "") -> int:
     arr = bag.read(topic)
-    columns = {"time": arr.time, **npz_columns(arr)}
+    columns = {time_column(arr): arr.time, **npz_columns(arr)}
     # What np.savez writes, by hand: a field may be called "file", savez's own argument.
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, column in columns.items():

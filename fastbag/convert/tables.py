@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 EXPAND_LIMIT = 16
 
 
+def time_column(arr: StructArray) -> str:
+    """The name of the receive-time column: ``time``, or ``receive_time`` when the message has a ``time`` field."""
+    return "receive_time" if "time" in arr.fields else "time"
+
+
 def require(module: str, extra: str, what: str) -> Any:
     """Import an optional library, or raise ImportError saying which extra installs it."""
     try:
@@ -158,12 +163,14 @@ def schema_metadata(arr: "TopicArray") -> dict[str, str]:
 def to_arrow(arr: "TopicArray") -> "pyarrow.Table":
     """The topic as an Arrow table: ``time`` (timestamp[ns], receive time), then one column per field.
 
+    (The receive time is ``receive_time`` for a message type with a field called ``time``.)
+
     Nested messages are struct columns, arrays are (large) list columns;
     the schema's metadata names the topic and its ROS type (``ros.msgtype``,
     ``ros.md5sum``, ``ros.definition``).
     """
     pa = _pa()
-    names = ["time"] + arr.fields
+    names = [time_column(arr)] + arr.fields
     columns = [pa.array(arr.time.astype(np.int64, copy=False), type=pa.timestamp("ns"))]
     columns += [arrow_array(arr[name], arr.node.fields[name][0]) for name in arr.fields]
     return pa.Table.from_arrays(columns, names=names, metadata=schema_metadata(arr))
@@ -225,7 +232,7 @@ def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
 def to_pandas(arr: "TopicArray") -> "pandas.DataFrame":
     """The topic as a pandas DataFrame: flat columns by path, indexed by receive time (see the module doc)."""
     pd = require("pandas", "pandas", "to_pandas")
-    index = pd.DatetimeIndex(arr.time.astype("datetime64[ns]"), name="time")
+    index = pd.DatetimeIndex(arr.time.astype("datetime64[ns]"), name=time_column(arr))
     frame = pd.DataFrame(flat_columns(arr), index=index, copy=False)
     frame.attrs.update(schema_metadata(arr))
     return frame
