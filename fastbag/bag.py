@@ -431,11 +431,12 @@ class Bag:
         """``topic`` in ``[start, end)`` as consecutive TopicArrays, in time order, a part at a time.
 
         ``step`` is a number of messages (``10_000``) or of bytes (``"256 MB"``,
-        ``"1 GiB"``, measured on the serialized messages). Parts hold whole
-        chunks: each takes as many consecutive chunks' messages as fit in
-        ``step`` (at least one chunk), so a part decompresses only its own
-        chunks and memory stays bounded by the step and the chunk cache,
-        however large the topic. Concatenated, the parts are ``read(topic,
+        ``"1 GiB"``, measured on the serialized messages). A part never
+        cuts a compressed chunk: it takes as many consecutive chunks'
+        messages as fit in ``step`` (at least one chunk), so it decompresses
+        only its own chunks and memory stays bounded by the step and the
+        chunk cache, however large the topic. Uncompressed chunks, read in
+        place, are cut anywhere. Concatenated, the parts are ``read(topic,
         start, end)``.
         """
         self._check_topic(topic)
@@ -451,8 +452,8 @@ class Bag:
         """``(a, b)`` bounds cutting index rows ``selected`` (read order) into parts at chunk boundaries.
 
         Each part is as long as fits in ``step`` (messages, or bytes as in
-        :meth:`iter_read`) without cutting a chunk's run of messages, and at
-        least one run.
+        :meth:`iter_read`) without cutting a compressed chunk's run of
+        messages, and at least one run.
         """
         limit, by_bytes = parse_step(step)
         n = int(selected.size)
@@ -461,7 +462,10 @@ class Bag:
         weight = self._record_sizes()[selected] if by_bytes else np.ones(n, dtype=np.int64)
         total = np.concatenate(([0], np.cumsum(weight)))
         chunk_of = self._index.chunk[selected]
-        cuts = np.concatenate((np.flatnonzero(np.diff(chunk_of)) + 1, [n]))  # ends of runs in one chunk
+        # A part may end where the chunk changes, or anywhere inside a chunk read in place (uncompressed:
+        # its messages are views of the mapping, so cutting it costs nothing and bounds nothing).
+        free = self._in_file[chunk_of[:-1]] if len(self._chunks) else np.zeros(n - 1, dtype=bool)
+        cuts = np.concatenate((np.flatnonzero((np.diff(chunk_of) != 0) | free) + 1, [n]))
         bounds, a = [], 0
         while a < n:
             # The last run end b with total[b] - total[a] <= limit, and at least the first run after a.

@@ -31,10 +31,11 @@ def joined_equals_read(bag, topic, step):
 
 
 def chunk_aligned(bag, topic, parts):
-    """Every cut between two parts falls where the chunk changes."""
+    """Every cut between two parts falls where the chunk changes, or inside an uncompressed chunk."""
     chunks = bag._index.chunk[bag.topic_rows(topic)]
     ends = np.cumsum([len(p) for p in parts])[:-1]
-    assert (chunks[ends] != chunks[ends - 1]).all()
+    in_place = np.array([c == "none" for c in bag._index.chunks.compression], dtype=bool)
+    assert ((chunks[ends] != chunks[ends - 1]) | in_place[chunks[ends - 1]]).all()
 
 
 @pytest.mark.parametrize("path", data_files("ros1v2"))
@@ -49,7 +50,10 @@ def test_parts_join_into_read_on_real_bags(path):
             except fastbag.FastbagError:
                 continue
             for step in (1, 500, "64 kB"):
-                chunk_aligned(bag, topic, joined_equals_read(bag, topic, step))
+                parts = joined_equals_read(bag, topic, step)
+                chunk_aligned(bag, topic, parts)
+                if step == 500 and set(bag.compression) <= {"none"}:
+                    assert all(len(p) == 500 for p in parts[:-1])  # read in place: cut anywhere
 
 
 def write_imu_bag(path, n=20_000, chunk_size=64 * 1024, compression="lz4"):
@@ -83,6 +87,23 @@ def test_step_in_messages_and_bytes(tmp_path):
         assert list(bag.iter_read("/imu", start=int(times[-1]) + 1)) == []
         with pytest.raises(KeyError):
             next(bag.iter_read("/nope"))
+
+
+def test_uncompressed_chunks_are_cut_anywhere(tmp_path):
+    path = tmp_path / "imu.bag"
+    write_imu_bag(path, n=5000, chunk_size=1 << 20, compression="none")
+    with fastbag.open(path) as bag:
+        assert bag.chunk_count <= 3
+        parts = joined_equals_read(bag, "/imu", 300)
+        assert [len(p) for p in parts] == [300] * 16 + [200]
+        legacy = data_files("ros1legacy")[0].values[0]
+        if legacy is not None:  # a format 1.2 bag is one chunk, read in place
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", fastbag.FastbagWarning)
+                with fastbag.open(legacy) as old:
+                    topic = next(iter(old.topics))
+                    parts = joined_equals_read(old, topic, 10)
+                    assert len(parts) == -(-old.topics[topic].message_count // 10)
 
 
 @pytest.mark.parametrize("step, want", [(5, (5, False)), ("256 MB", (256_000_000, True)),
