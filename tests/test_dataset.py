@@ -113,6 +113,18 @@ def test_bad_arguments(bags):
             fastbag.SyncedDataset(path, topics, **kwargs)
 
 
+def test_header_stamps_need_a_header(tmp_path):
+    path = tmp_path / "plain.bag"
+    with fastbag.Writer(path) as w:
+        ints = w.add_connection("/n", "std_msgs/Int32", "int32 data\n")
+        for k in range(3):
+            w.write(ints, START + k, k.to_bytes(4, "little"))
+    with pytest.raises(ValueError, match="has no header"):
+        fastbag.SyncedDataset(path, {"n": "/n"}, anchor="n", stamp="header")
+    ds = fastbag.SyncedDataset(path, {"n": "/n"}, anchor="n")
+    assert len(ds) == 3 and ds[2]["n"]["data"] == 2 and ds[2]["time"] == START + 2
+
+
 def _sample_times(args):
     ds, i = args
     sample = ds[i]

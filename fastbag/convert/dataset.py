@@ -102,6 +102,8 @@ class SyncedDataset:
         if self.stamp == "receive":
             times = bag.topic_times(topic)  # in read order: ascending
             return _Topic(times, np.arange(times.size, dtype=np.int64))
+        if "header" not in bag.take(topic, slice(0, 0)).fields:  # decodes nothing: the type's fields
+            raise ValueError(f"{topic} ({bag.topics[topic].msgtype}) has no header: use stamp='receive'")
         stamps = [header_stamps(part) for part in bag.iter_read(topic, step="64 MB")]
         times = np.concatenate(stamps) if stamps else np.zeros(0, dtype=np.int64)
         order = np.argsort(times, kind="stable")
