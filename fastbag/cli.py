@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--format", choices=("parquet", "csv", "npz"), default="parquet")
     export.add_argument("--topics", nargs="+", metavar="TOPIC", help="only these topics (default: all)")
     export.add_argument("--step", default="256 MB", help="read this much at a time: a size or a message count")
-    export.add_argument("--compression", choices=("lz4", "zstd", "snappy", "gzip", "none"), default=None,
+    export.add_argument("--compression", choices=("lz4", "zstd", "snappy", "gzip", "brotli", "none"), default=None,
                         help="Parquet codec (default lz4)")
     export.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal "
                         "when tqdm is installed)")

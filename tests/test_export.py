@@ -190,6 +190,17 @@ def test_interrupted_export_leaves_no_file_under_its_final_name(tmp_path, monkey
     assert names == ["imu.parquet"], names  # finished before; nothing else, not even the partial file
 
 
+def test_bad_arguments_fail_before_writing(tmp_path):
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=0.2, points=100)
+    for kwargs in ({"format": "xlsx"}, {"compression": "rar"}):
+        with pytest.raises(ValueError):
+            fastbag.export(path, tmp_path / "out", **kwargs)
+    with pytest.raises(KeyError):
+        fastbag.export(path, tmp_path / "out", topics=["/imu", "/nope"])
+    assert not (tmp_path / "out").exists()
+
+
 def test_progress_bar(tmp_path, capsys):
     pytest.importorskip("tqdm")
     path = tmp_path / "demo.bag"

@@ -33,6 +33,7 @@ from ..msg.arrays import Nested, Ragged, StructArray
 from .tables import nested_child, require, time_column
 
 FORMATS = ("parquet", "csv", "npz")
+PARQUET_CODECS = ("lz4", "zstd", "snappy", "gzip", "brotli", "none")
 
 
 @dataclass
@@ -92,6 +93,8 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
         require("pyarrow.parquet", "arrow", "Parquet export")
     elif format == "csv":
         require("pandas", "pandas", "CSV export")
+    if compression is not None and compression not in PARQUET_CODECS:
+        raise ValueError(f"compression must be one of {', '.join(PARQUET_CODECS)}, not {compression!r}")
     options = {} if compression is None or format != "parquet" else {"compression": compression}
     owned = not isinstance(bag, Bag)
     opened = open_bag(bag, **open_options) if owned else bag  # type: ignore[arg-type]
