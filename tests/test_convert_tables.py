@@ -195,3 +195,16 @@ def test_a_field_called_time_keeps_its_name(tmp_path):
         assert arr.to_polars().columns == ["receive_time", "time", "value"]
         result = fastbag.export(bag, tmp_path / "csv", "csv")
         assert pd.read_csv(result.files["/t"]).columns.tolist() == ["receive_time", "time", "value"]
+
+
+def test_import_loads_no_optional_library():
+    """``import fastbag`` (export, SyncedDataset, collate included) loads none of the extras, nor does
+    ``fastbag.dask`` until it builds a collection."""
+    import subprocess
+    import sys
+
+    code = ("import sys, fastbag; extras = ('pandas', 'pyarrow', 'polars', 'awkward', 'dask', 'distributed', "
+            "'tqdm', 'torch'); print(sorted(m for m in extras if m in sys.modules)); "
+            "print(callable(fastbag.dask.read_topic), sorted(m for m in extras if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "True []"
