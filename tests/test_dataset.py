@@ -153,6 +153,13 @@ def test_collate():
     assert batch["times"]["x"].tolist() == [5, 5] and batch["s"] == ["text", "text"]
     rows = np.zeros(2, dtype=[("x", "<f8")])
     assert fastbag.collate([rows[0], rows[1]], tensors=False).dtype == rows.dtype
+    points = np.zeros(4, dtype=[("x", "<f4"), ("ring", "<u2")])
+    assert fastbag.collate([points, points], tensors=False).dtype == points.dtype
+    if __import__("importlib").util.find_spec("torch"):
+        batch = fastbag.collate([points, points])
+        assert set(batch) == {"x", "ring"} and tuple(batch["x"].shape) == (2, 4)
+        labelled = np.zeros(3, dtype=[("x", "<f4"), ("frame", "U4")])  # text: stays one NumPy array
+        assert fastbag.collate([labelled, labelled]).dtype == labelled.dtype
 
 
 def test_dataloader_with_two_workers_yields_what_one_process_does(bags):
@@ -169,7 +176,11 @@ def test_dataloader_with_two_workers_yields_what_one_process_does(bags):
     for one, two in zip(single, parallel):
         assert isinstance(one["image"], torch.Tensor) and one["image"].shape[1:] == (6, 8, 3)
         assert torch.equal(one["image"], two["image"]) and torch.equal(one["time"], two["time"])
-        assert isinstance(one["cloud"], np.ndarray) and one["cloud"].dtype.names  # structured points stay NumPy
-        np.testing.assert_array_equal(one["cloud"], two["cloud"])
+        assert set(one["cloud"]) == {"x", "y", "z", "intensity", "ring", "time"}  # a tensor per point field
+        for name, column in one["cloud"].items():
+            assert isinstance(column, torch.Tensor) and column.shape == (len(one["time"]), 32, 10)
+            assert torch.equal(column, two["cloud"][name])
+        assert one["cloud"]["ring"].dtype == torch.uint16
         for a, b in zip(one["imu"], two["imu"]):
             np.testing.assert_array_equal(a, b)
+    assert np.array_equal(single[0]["cloud"]["x"][0].numpy(), ds[0]["cloud"]["x"])

@@ -240,8 +240,11 @@ def collate(samples: Sequence[Any], *, tensors: bool | None = None) -> Any:
     """A batch of samples: arrays of one shape and dtype stacked, ragged ones kept as lists, dicts by key.
 
     With torch installed (or ``tensors=True``), stacked numeric arrays become
-    torch tensors; structured arrays and strings stay NumPy. Pass it as a
-    DataLoader's ``collate_fn``.
+    torch tensors, and stacked structured arrays of numbers (point clouds) a
+    dict of one tensor per field (``batch["cloud"]["x"]``): tensors cross
+    from DataLoader workers in shared memory, where NumPy arrays are
+    pickled through a pipe. Text stays NumPy. Pass it as a DataLoader's
+    ``collate_fn``.
     """
     if tensors is None:
         import importlib.util
@@ -266,6 +269,9 @@ def _collate(values: list[Any], tensors: bool) -> Any:
 
 
 def _tensor(array: np.ndarray, tensors: bool) -> Any:
+    if tensors and array.dtype.names:  # structured (points, rows): a tensor per numeric field
+        fields = {name: _tensor(array[name], tensors) for name in array.dtype.names}
+        return fields if all(not isinstance(v, np.ndarray) for v in fields.values()) else array
     if not tensors or array.dtype.names or array.dtype.kind not in "biuf":
         return array
     import torch
