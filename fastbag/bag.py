@@ -680,7 +680,7 @@ def parse_step(step: int | str) -> tuple[int, bool]:
             value = float(number)
         except ValueError:
             value = -1.0
-        if unit in _UNITS and value > 0:
+        if unit in _UNITS and 0 < value < 1e18:  # not inf, not nan
             return max(1, int(value * _UNITS[unit])), True
     raise ValueError(f"step must be a number of messages or a size like '256 MB', not {step!r}")
 

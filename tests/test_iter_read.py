@@ -91,6 +91,20 @@ def test_step_in_messages_and_bytes(tmp_path):
             next(bag.iter_read("/nope"))
 
 
+def test_take_by_position(tmp_path):
+    path = tmp_path / "imu.bag"
+    times = write_imu_bag(path, n=3000)
+    with fastbag.open(path) as bag:
+        assert np.array_equal(bag.topic_times("/imu"), times)
+        some = bag.take("/imu", [5, 2999, 1000])
+        whole = bag.read("/imu")
+        assert some.time.tolist() == times[[5, 2999, 1000]].tolist()
+        assert np.array_equal(some["linear_acceleration"], whole["linear_acceleration"][[5, 2999, 1000]])
+        assert len(bag.take("/imu", slice(10, 20))) == 10 and len(bag.take("/imu", [])) == 0
+        with pytest.raises(IndexError):
+            bag.take("/imu", [3000])
+
+
 def test_uncompressed_chunks_are_cut_anywhere(tmp_path):
     path = tmp_path / "imu.bag"
     write_imu_bag(path, n=5000, chunk_size=1 << 20, compression="none")
@@ -114,7 +128,7 @@ def test_parse_step(step, want):
     assert parse_step(step) == want
 
 
-@pytest.mark.parametrize("step", [0, -3, "lots", "5 parsecs", "", True, 2.5])
+@pytest.mark.parametrize("step", [0, -3, "lots", "5 parsecs", "", True, 2.5, "inf MB", "nan kB", "-1 MB"])
 def test_bad_step(step):
     with pytest.raises(ValueError):
         parse_step(step)
