@@ -259,24 +259,44 @@ def _collate(values: list[Any], tensors: bool) -> Any:
         return {key: _collate([v[key] for v in values], tensors) for key in first}
     if isinstance(first, np.ndarray) and all(isinstance(v, np.ndarray) and v.shape == first.shape and
                                              v.dtype == first.dtype for v in values) and first.dtype.kind != "O":
-        return _tensor(np.stack(values), tensors)
+        return _stack(values, tensors)
     if isinstance(first, np.void) and all(isinstance(v, np.void) and v.dtype == first.dtype for v in values):
         return np.array(values, dtype=first.dtype)
     if isinstance(first, (int, float, np.integer, np.floating)) and not isinstance(first, bool) and \
             all(isinstance(v, type(first)) for v in values):
-        return _tensor(np.array(values), tensors)
+        return _stack([np.asarray(v) for v in values], tensors)
     return values
 
 
-def _tensor(array: np.ndarray, tensors: bool) -> Any:
-    if tensors and array.dtype.names:  # structured (points, rows): a tensor per numeric field
-        fields = {name: _tensor(array[name], tensors) for name in array.dtype.names}
-        return fields if all(not isinstance(v, np.ndarray) for v in fields.values()) else array
-    if not tensors or array.dtype.names or array.dtype.kind not in "biuf":
-        return array
+def _stack(values: list[np.ndarray], tensors: bool) -> Any:
+    """Arrays of one shape and dtype stacked: a NumPy array, a tensor, or a dict of tensors per field.
+
+    In a DataLoader worker the tensor's memory is shared from the start, so
+    the batch is copied once (into it), not again on its way to the loader.
+    """
+    first = values[0]
+    if tensors and first.dtype.names:
+        fields = {name: _stack([v[name] for v in values], tensors) for name in first.dtype.names}
+        if all(not isinstance(f, np.ndarray) for f in fields.values()):
+            return fields
+        return np.stack(values)
+    if not tensors or first.dtype.kind not in "biuf":
+        return np.stack(values)
     import torch
 
     try:
-        return torch.from_numpy(np.ascontiguousarray(array))
-    except TypeError:  # a dtype torch lacks (uint32 on older torch): stays NumPy
-        return array
+        dtype = torch.from_numpy(np.empty(0, dtype=first.dtype.newbyteorder("="))).dtype
+    except TypeError:  # a dtype torch lacks: stays NumPy
+        return np.stack(values)
+    shape = (len(values),) + first.shape
+    if torch.utils.data.get_worker_info() is not None:
+        count = int(np.prod(shape))
+        try:  # what torch's default_collate does: storage born in shared memory
+            storage = torch.UntypedStorage._new_shared(count * first.dtype.itemsize)
+            out = torch.empty(0, dtype=dtype).set_(storage, 0, shape)
+        except (AttributeError, RuntimeError, TypeError):
+            out = torch.empty(shape, dtype=dtype).share_memory_()
+    else:
+        out = torch.empty(shape, dtype=dtype)
+    np.stack([v.astype(v.dtype.newbyteorder("="), copy=False) for v in values], out=out.numpy())
+    return out
