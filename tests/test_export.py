@@ -15,7 +15,7 @@ from fastbag.convert.tables import nested_child
 from fastbag.msg.arrays import Nested, Ragged, offsets_of
 from fastbag.tooling.synth import IMU, write_demo_bag
 from tests.conftest import data_files
-from tests.test_convert_tables import check_arrow, plain, sample_of, walk
+from tests.test_convert_tables import check_arrow, plain, sample_of
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

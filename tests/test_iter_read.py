@@ -165,5 +165,6 @@ def test_memory_stays_bounded_over_a_topic_many_times_the_step(tmp_path):
             tracemalloc.stop()
     assert count == n
     assert read_peak > topic_bytes  # the measurement sees decompressed payloads
-    print(f"iter_read peak {iter_peak / 1e6:.1f} MB, read peak {read_peak / 1e6:.1f} MB, topic {topic_bytes / 1e6:.1f} MB")
+    print(f"iter_read peak {iter_peak / 1e6:.1f} MB, read peak {read_peak / 1e6:.1f} MB, "
+          f"topic {topic_bytes / 1e6:.1f} MB")
     assert iter_peak < topic_bytes / 3, (iter_peak, topic_bytes)
