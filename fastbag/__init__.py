@@ -8,7 +8,11 @@
 ``import fastbag`` stays light: NumPy only; codecs and Numba load on first use.
 """
 
+from typing import Any
+
 from .bag import Bag, Message, TopicInfo, open
+from .convert.dataset import SyncedDataset, collate
+from .convert.export import ExportResult, export
 from .msg.sensors import image, pointcloud
 from .container import Connection
 from .errors import (BagFormatError, DecodeError, DecryptionError, DefinitionError, EncryptionKeyError, FastbagError,
@@ -19,6 +23,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Bag", "BagFormatError", "Connection", "DecodeError", "DecryptionError", "DefinitionError", "EncryptionKeyError",
-    "FastbagError", "FastbagWarning", "Message", "TopicInfo", "UnsupportedError", "Writer", "image", "open",
-    "pointcloud",
+    "ExportResult", "FastbagError", "FastbagWarning", "Message", "SyncedDataset", "TopicInfo", "UnsupportedError",
+    "Writer", "collate", "export", "image", "open", "pointcloud",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``fastbag.dask``: the Dask readers, imported on first use (dask itself loads only then)."""
+    if name == "dask":
+        from .convert import dask as module
+        return module
+    raise AttributeError(f"module 'fastbag' has no attribute {name!r}")

@@ -152,6 +152,8 @@ class Bag:
             warnings.warn(f"{self.path}: {'; '.join(container.problems)}", FastbagWarning, stacklevel=3)
         self._store = container.chunk_store(cache_bytes=cache_bytes, workers=workers)
         self._layouts: dict[tuple, Layout] = {}  # by (type, definition); object decoders too
+        self._sizes: np.ndarray | None = None            # bytes of each index row's record, on first use
+        self._topic_rows: dict[str, np.ndarray] = {}    # index rows of each topic, on first use
         self._chunks = container.chunks
         # Where a chunk's messages are read in place: uncompressed, and not cut off by the end of the file.
         self._in_file = self._chunks.uncompressed.copy()
@@ -551,8 +553,79 @@ class Bag:
         messages. Raises DecodeError when a message does not match its
         definition, naming the topic and the message's index.
         """
-        from .msg.arrays import TopicArray, TopicBuilder
+        self._check_topic(topic)
+        return self._read_rows(topic, self._select([topic], start, end))
 
+    def iter_read(self, topic: str, step: int | str = 10_000, start: int | None = None,
+                  end: int | None = None) -> Iterator["TopicArray"]:
+        """``topic`` in ``[start, end)`` as consecutive TopicArrays, in time order, a part at a time.
+
+        ``step`` is a number of messages (``10_000``) or of bytes (``"256 MB"``,
+        ``"1 GiB"``, measured on the serialized messages). A part never
+        cuts a compressed chunk: it takes as many consecutive chunks'
+        messages as fit in ``step`` (at least one chunk), so it decompresses
+        only its own chunks and memory stays bounded by the step and the
+        chunk cache, however large the topic. Uncompressed chunks, read in
+        place, are cut anywhere. Concatenated, the parts are ``read(topic,
+        start, end)``.
+        """
+        self._check_topic(topic)
+        selected = self._select([topic], start, end)
+        for a, b in self._parts(selected, step):
+            yield self._read_rows(topic, selected[a:b])
+
+    def part_bounds(self, topic: str, step: int | str) -> list[tuple[int, int]]:
+        """How :meth:`iter_read` cuts the whole topic: ``(a, b)`` positions for :meth:`take` (``slice(a, b)``)."""
+        return self._parts(self.topic_rows(topic), step)
+
+    def _parts(self, selected: np.ndarray, step: int | str) -> list[tuple[int, int]]:
+        """``(a, b)`` bounds cutting index rows ``selected`` (read order) into parts at chunk boundaries.
+
+        Each part is as long as fits in ``step`` (messages, or bytes as in
+        :meth:`iter_read`) without cutting a compressed chunk's run of
+        messages, and at least one run.
+        """
+        limit, by_bytes = parse_step(step)
+        n = int(selected.size)
+        if n == 0:
+            return []
+        weight = self._record_sizes()[selected] if by_bytes else np.ones(n, dtype=np.int64)
+        total = np.concatenate(([0], np.cumsum(weight)))
+        chunk_of = self._index.chunk[selected]
+        # A part may end where the chunk changes, or anywhere inside a chunk read in place (uncompressed:
+        # its messages are views of the mapping, so cutting it costs nothing and bounds nothing).
+        free = self._in_file[chunk_of[:-1]] if len(self._chunks) else np.zeros(n - 1, dtype=bool)
+        cuts = np.concatenate((np.flatnonzero((np.diff(chunk_of) != 0) | free) + 1, [n]))
+        bounds, a = [], 0
+        while a < n:
+            # The last run end b with total[b] - total[a] <= limit, and at least the first run after a.
+            k = int(np.searchsorted(total[cuts], total[a] + limit, side="right")) - 1
+            first = int(np.searchsorted(cuts, a, side="right"))
+            b = int(cuts[max(k, first)])
+            bounds.append((a, b))
+            a = b
+        return bounds
+
+    def _record_sizes(self) -> np.ndarray:
+        """Bytes of each index row's record (from the next record's offset in its chunk), computed once."""
+        if self._sizes is None and self._index.lengths is not None:  # the container located every message
+            self._sizes = self._index.lengths
+        if self._sizes is None:
+            index = self._index
+            order = np.lexsort((index.offset, index.chunk))
+            offset, chunk = index.offset[order], index.chunk[order]
+            end = np.empty_like(offset)
+            end[:-1] = offset[1:]
+            last = np.ones(offset.size, dtype=bool)
+            last[:-1] = chunk[1:] != chunk[:-1]
+            end[last] = self._chunks.size[chunk[last]] if len(self._chunks) else 0
+            sizes = np.empty_like(offset)
+            sizes[order] = np.maximum(end - offset, 1)
+            self._sizes = sizes
+        return self._sizes
+
+    def _check_topic(self, topic: str) -> None:
+        """KeyError for an unknown topic; DecodeError for one recorded in two wire formats."""
         self._check_open()
         if topic not in self.topics:
             raise KeyError(f"no topic {topic!r} in {self.path}; topics: {', '.join(self.topics)}")
@@ -563,12 +636,38 @@ class Bag:
         if len(md5sums) > 1:
             raise DecodeError(f"topic is recorded with {len(md5sums)} different message formats "
                               f"({', '.join(info.msgtypes)}); they cannot share one array", topic=topic)
+
+    def topic_rows(self, topic: str) -> np.ndarray:
+        """Index rows of every message of ``topic``, in read order (cached): the positions ``take`` uses."""
+        self._check_topic(topic)
+        if topic not in self._topic_rows:
+            self._topic_rows[topic] = self._select([topic], None, None)
+        return self._topic_rows[topic]
+
+    def topic_times(self, topic: str) -> np.ndarray:
+        """Receive times (int64 ns) of every message of ``topic``, from the index (nothing decoded)."""
+        return self._index.time[self.topic_rows(topic)]
+
+    def take(self, topic: str, positions: Any) -> "TopicArray":
+        """Messages of ``topic`` by position (0-based, in read order; an int array or a slice), decoded.
+
+        Random access without reading anything else: the index says where
+        each message is. Positions are in the order :meth:`topic_times` gives.
+        """
+        rows = self.topic_rows(topic)
+        return self._read_rows(topic, rows[positions] if isinstance(positions, slice) else
+                               rows[np.asarray(positions, dtype=np.int64)])
+
+    def _read_rows(self, topic: str, selected: np.ndarray) -> "TopicArray":
+        """Decode index rows ``selected`` (all of ``topic``, in read order) into a TopicArray."""
+        from .msg.arrays import TopicArray, TopicBuilder
+
+        info = self.topics[topic]
         connection = info.connections[0]
         if connection.encoding not in ARRAY_ENCODINGS:
             raise UnsupportedError(f"read() turns {' and '.join(ARRAY_ENCODINGS)} messages into arrays; this topic "
                                    f"is {connection.encoding or 'not'}-encoded: iterate bag.messages(topics="
                                    f"{topic!r}) for its messages (decoded where fastbag knows the encoding, else raw)")
-        selected = self._select([topic], start, end)
         layout = self._layout(connection)
         self._check_fixed_size_fits(layout, selected, topic, connection.msgtype)
         builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype,
@@ -711,6 +810,29 @@ class Bag:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.message_count} messages, {len(self.topics)} topics"
         return f"<fastbag.Bag {self.path!r} v{self.version}, {state}>"
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+          "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+
+
+def parse_step(step: int | str) -> tuple[int, bool]:
+    """``(limit, by_bytes)`` of a step: an int count of messages, or a size like ``"256 MB"``."""
+    if isinstance(step, (int, np.integer)) and not isinstance(step, bool):
+        if step < 1:
+            raise ValueError(f"step must be at least 1 message, not {step}")
+        return int(step), False
+    if isinstance(step, str):
+        text = step.strip().lower().replace(" ", "")
+        number = text.rstrip("kmgtib")
+        unit = text[len(number):]
+        try:
+            value = float(number)
+        except ValueError:
+            value = -1.0
+        if unit in _UNITS and 0 < value < 1e18:  # not inf, not nan
+            return max(1, int(value * _UNITS[unit])), True
+    raise ValueError(f"step must be a number of messages or a size like '256 MB', not {step!r}")
 
 
 def open(path: str | os.PathLike[str], **options: object) -> Bag:  # noqa: A001 - mirrors builtins.open

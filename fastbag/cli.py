@@ -1,10 +1,12 @@
-"""The ``fastbag`` command: ``info``, ``demo``, ``bench``, ``plot``, ``timeline``.
+"""The ``fastbag`` command: ``info``, ``demo``, ``bench``, ``plot``, ``timeline``, ``export``.
 
 ``fastbag info BAG`` prints what ``rosbag info`` prints; ``--json`` gives the
 same as JSON. ``fastbag demo`` writes a sample bag into a temporary folder,
 prints its info, reads every topic and prints the speed. ``fastbag plot`` and
 ``fastbag timeline`` draw fields and the bag's timeline (matplotlib:
-``pip install 'fastbag[plot]'``) to a window or a file.
+``pip install 'fastbag[plot]'``) to a window or a file. ``fastbag export
+BAG OUT --format parquet`` writes one file per topic (see
+:mod:`fastbag.convert.export`).
 """
 
 from __future__ import annotations
@@ -237,6 +239,22 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
         ax = plot_timeline(bag, gap_factor=args.gap_factor, use_pyplot=args.output is None)
         save_or_show(ax.figure, args.output)
     return 0
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .convert.export import export
+
+    try:
+        result = export(args.bag, args.out, args.format, args.topics, step=args.step,
+                        progress=False if args.no_progress else None, compression=args.compression)
+    except (KeyError, ImportError, ValueError) as exc:
+        print(f"fastbag: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 1
+    for topic, path in result.files.items():
+        print(f"{topic} -> {path}")
+    for topic, reason in result.skipped.items():
+        print(f"fastbag: skipped {topic}: {reason}", file=sys.stderr)
+    print(f"{result.messages} messages of {len(result.files)} topics written to {args.out}"
+          + (f"; {len(result.skipped)} skipped" if result.skipped else ""), file=sys.stderr)
+    return 1 if result.skipped and not result.files else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,7 +301,20 @@ def main(argv: list[str] | None = None) -> int:
     timeline.add_argument("--gap-factor", type=float, default=5.0,
                           help="an interval longer than this many periods is a gap (default 5)")
     timeline.set_defaults(run=_cmd_timeline)
+    export = sub.add_parser("export", help="write topics to Parquet, CSV or NPZ files, one per topic")
+    export.add_argument("bag", metavar="BAG")
+    export.add_argument("out", metavar="OUT", help="output folder (created if needed)")
+    export.add_argument("--format", choices=("parquet", "csv", "npz"), default="parquet")
+    export.add_argument("--topics", nargs="+", metavar="TOPIC", help="only these topics (default: all)")
+    export.add_argument("--step", default="256 MB", help="read this much at a time: a size or a message count")
+    export.add_argument("--compression", choices=("lz4", "zstd", "snappy", "gzip", "brotli", "none"), default=None,
+                        help="Parquet codec (default lz4)")
+    export.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal "
+                        "when tqdm is installed)")
+    export.set_defaults(run=_cmd_export)
     args = parser.parse_args(argv)
+    if getattr(args, "step", None) is not None and str(args.step).isdigit():
+        args.step = int(args.step)  # a message count
     try:
         return args.run(args)
     except (FastbagError, OSError) as exc:

@@ -12,9 +12,6 @@ from typing import Any
 
 import numpy as np
 
-#: Names a Record defines itself, which shadow fields of the same name when reached by attribute.
-_RECORD_ATTRIBUTES = ("fields", "constants", "to_dict")
-
 #: rosbags gives types without fields this placeholder (the byte CDR writes for them).
 PLACEHOLDER = "structure_needs_at_least_one_member"
 
@@ -36,11 +33,11 @@ def assert_same_cdr(ours: Any, theirs: Any, path: str = "msg") -> None:
         if isinstance(ours, np.void):
             fields, constants = list(ours.dtype.names or ()), {}
         else:
-            fields, constants = ours.fields, ours.constants
+            fields, constants = list(ours._fields), dict(ours._constants)  # names no field can shadow
         assert sorted(fields) == sorted(names), f"{path}: fields {fields} != {names}"
         for name in names:
-            # by attribute, as users write it, except names a Record itself defines (PointCloud2.fields)
-            mine = ours[name] if isinstance(ours, np.void) or name in _RECORD_ATTRIBUTES else getattr(ours, name)
+            # by attribute, as users write it (a field always means the field: PointCloud2.fields too)
+            mine = ours[name] if isinstance(ours, np.void) else getattr(ours, name)
             assert_same_cdr(mine, getattr(theirs, name), f"{path}.{name}")
         for name, value in constants.items():  # where the peer knows the type's constants (rosbags) too
             if hasattr(theirs, name):
@@ -73,8 +70,8 @@ def assert_same_cdr(ours: Any, theirs: Any, path: str = "msg") -> None:
         assert bool(ours) == theirs and np.asarray(ours).dtype.kind in "bu", f"{path}: {ours!r} != {theirs!r}"
         return
     if isinstance(theirs, (int, np.integer)):
-        if np.asarray(ours).dtype.kind == "u" and np.asarray(ours).dtype.itemsize == 1 and int(theirs) < 0:
-            theirs = int(theirs) & 0xFF  # a byte, signed in rosbags
+        if -128 <= int(theirs) < 0 and 128 <= int(ours) <= 255:
+            theirs = int(theirs) & 0xFF  # a byte: an octet (uint8) here and in rosidl, int8 in rosbags
         assert int(ours) == int(theirs), f"{path}: {ours!r} != {theirs!r}"
         return
     assert type(ours) is type(theirs) or isinstance(ours, str), f"{path}: {type(ours)} vs {type(theirs)}"

@@ -111,7 +111,6 @@ GRAPH = {module: set(targets) for module, targets in IMPORTS.items()}
 DEPENDS = {module: {t for t, at_import in targets.items() if not is_accessor(module, t, at_import)}
            for module, targets in IMPORTS.items()}
 
-
 @pytest.mark.parametrize("module", sorted(GRAPH))
 def test_no_module_imports_a_higher_layer(module):
     mine = layer_of(module)
@@ -175,6 +174,7 @@ def test_accessor_exemption_is_narrow():
     assert IMPORTS["fastbag.msg.arrays"].get("fastbag.viz.plot") is False
     assert IMPORTS["fastbag.bag"].get("fastbag.viz.plot") is False
     assert "fastbag.viz.plot" not in DEPENDS["fastbag.msg.arrays"]
+    assert IMPORTS["fastbag.msg.arrays"].get("fastbag.convert.tables") is False  # to_pandas and the others
 
 
 def test_fuzz_harness_is_not_in_the_package():

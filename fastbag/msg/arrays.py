@@ -404,6 +404,27 @@ class TopicArray(StructArray):
 
         return topic_array_html(self)
 
+    # Conversions live in fastbag.convert (above this layer): imported when called, never at import.
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame: flat columns by path, index = receive time (:func:`fastbag.convert.tables.to_pandas`)."""
+        from ..convert.tables import to_pandas
+        return to_pandas(self)
+
+    def to_arrow(self) -> Any:
+        """An Arrow table: struct and list columns, ragged values shared (:func:`fastbag.convert.tables.to_arrow`)."""
+        from ..convert.tables import to_arrow
+        return to_arrow(self)
+
+    def to_polars(self) -> Any:
+        """A Polars DataFrame (:func:`fastbag.convert.tables.to_polars`)."""
+        from ..convert.tables import to_polars
+        return to_polars(self)
+
+    def to_awkward(self) -> Any:
+        """An Awkward array of records (:func:`fastbag.convert.tables.to_awkward`)."""
+        from ..convert.tables import to_awkward
+        return to_awkward(self)
+
     def __repr__(self) -> str:
         return (f"<TopicArray {self.topic} ({self.node.msgtype}): {len(self)} messages; "
                 f"fields {', '.join(self.node.fields)}>")

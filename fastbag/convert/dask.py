@@ -1,0 +1,133 @@
+"""Topics of many bags as Dask collections: ``fastbag.dask.read_topic`` and ``fastbag.dask.read_array``.
+
+Building the collection opens each bag's index only: partitions are the
+chunk-aligned parts :meth:`~fastbag.bag.Bag.iter_read` would make, and
+divisions are the parts' first receive times, known when the bags' parts
+follow one another in time. Nothing is decoded until the collection is
+computed; each task opens its bag (in whichever worker process runs it),
+decodes its part and closes the bag, so the graph pickles as paths and
+positions and runs on ``dask.distributed`` worker processes.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..bag import open as open_bag
+from ..msg.arrays import StructArray
+from .tables import require
+
+#: Default partition size: a part of this many bytes of serialized messages.
+DEFAULT_STEP = "128 MB"
+
+
+def expand_paths(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
+    """Paths from a path, a glob pattern or a list of either, in sorted order within each pattern."""
+    items = [paths_or_glob] if isinstance(paths_or_glob, (str, os.PathLike)) else list(paths_or_glob)
+    paths: list[str] = []
+    for item in items:
+        item = os.fspath(item)
+        if glob.has_magic(item):
+            found = sorted(glob.glob(item))
+            if not found:
+                raise FileNotFoundError(f"no file matches {item!r}")
+            paths += found
+        else:
+            paths.append(item)
+    return paths
+
+
+def _plan(paths: list[str], topic: str, step: int | str) -> tuple[list[tuple[str, int, int]], list[int], list[int]]:
+    """Parts ``(path, a, b)`` of the topic in every bag holding it, with each part's first and last time."""
+    parts, first, last = [], [], []
+    for path in paths:
+        with open_bag(path) as bag:
+            if topic not in bag.topics:
+                continue  # a fleet's bags need not all record every topic
+            times = bag.topic_times(topic)
+            for a, b in bag.part_bounds(topic, step):
+                parts.append((path, a, b))
+                first.append(int(times[a]))
+                last.append(int(times[b - 1]))
+    if not parts:
+        raise KeyError(f"no bag among {len(paths)} holds messages of topic {topic!r}")
+    return parts, first, last
+
+
+def _known_divisions(first: list[int], last: list[int]) -> list[int] | None:
+    """Divisions when every part ends before the next begins, else None (unknown)."""
+    if all(last[k] < first[k + 1] for k in range(len(first) - 1)) and all(a <= b for a, b in zip(first, last)):
+        return first + [last[-1]]
+    return None
+
+
+def _read_frame(part: tuple[str, int, int], topic: str) -> Any:
+    path, a, b = part
+    with open_bag(path) as bag:
+        return bag.take(topic, slice(a, b)).to_pandas()
+
+
+def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str, *,
+               step: int | str = DEFAULT_STEP) -> Any:
+    """A Dask DataFrame of ``topic`` over many bags: the columns of ``TopicArray.to_pandas()``.
+
+    One partition per chunk-aligned part of ``step`` (messages or bytes, as
+    :meth:`~fastbag.bag.Bag.iter_read`); bags in the order given (globs
+    sorted); divisions are receive times when the parts follow each other
+    in time. Bags without the topic are passed over.
+    """
+    dd = require("dask.dataframe", "dask", "fastbag.dask")
+    pd = require("pandas", "pandas", "fastbag.dask")
+    paths = expand_paths(paths_or_glob)
+    parts, first, last = _plan(paths, topic, step)
+    with open_bag(parts[0][0]) as bag:
+        meta = bag.take(topic, slice(0, 0)).to_pandas()  # decodes nothing: the columns and dtypes
+    divisions = _known_divisions(first, last)
+    if divisions is not None:
+        divisions = [pd.Timestamp(t, unit="ns") for t in divisions]
+    return dd.from_map(_read_frame, parts, topic=topic, meta=meta, divisions=divisions,
+                       label=f"fastbag-{topic.strip('/').replace('/', '.')}", enforce_metadata=False)
+
+
+def _field(arr: StructArray, field: str) -> Any:
+    value: Any = arr
+    for name in field.split("."):
+        value = value[name]
+    return value
+
+
+def _read_field(part: tuple[str, int, int], topic: str, field: str) -> np.ndarray:
+    path, a, b = part
+    with open_bag(path) as bag:
+        return np.ascontiguousarray(_field(bag.take(topic, slice(a, b)), field))
+
+
+def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str, field: str, *,
+               step: int | str = DEFAULT_STEP) -> Any:
+    """A Dask array of one fixed-size field (``"linear_acceleration"``, ``"pose.pose.position.x"``) over many bags.
+
+    One block per part, as :func:`read_topic`. Fixed structs give
+    structured arrays; fields whose size varies per message (``T[]``,
+    strings) raise ValueError: use :func:`read_topic`.
+    """
+    da = require("dask.array", "dask", "fastbag.dask")
+    dask = require("dask", "dask", "fastbag.dask")
+    paths = expand_paths(paths_or_glob)
+    parts, _, _ = _plan(paths, topic, step)
+    with open_bag(parts[0][0]) as bag:
+        empty = bag.take(topic, slice(0, 0))
+        parent = _field(empty, field.rpartition(".")[0]) if "." in field else empty
+        kind = parent.node.fields.get(field.rpartition(".")[2], ("fixed",))[0] if isinstance(parent, StructArray) \
+            else "fixed"
+        value = _field(empty, field)
+    if kind == "slot" or not isinstance(value, np.ndarray) or value.dtype.kind in "OU":
+        raise ValueError(f"{topic} field {field!r} varies in size per message; read_array takes fixed-size fields "
+                         "(use read_topic)")
+    blocks = [da.from_delayed(dask.delayed(_read_field)(part, topic, field), shape=(part[2] - part[1],) +
+                              value.shape[1:], dtype=value.dtype) for part in parts]
+    return da.concatenate(blocks, axis=0)

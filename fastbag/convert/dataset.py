@@ -1,0 +1,302 @@
+"""Time-synced samples from one or many bags, for training: :class:`SyncedDataset` and :func:`collate`.
+
+At construction the dataset reads only the bags' indexes (with
+``stamp="receive"``) and matches every message of the anchor topic to the
+nearest (or latest, ``match="asof"``) message of each other topic within
+``tolerance`` seconds; windows collect a high-rate topic's messages in the
+``window`` seconds up to the anchor. ``ds[i]`` then decodes just those
+messages, found through the index, without scanning anything. With
+``stamp="header"`` the times are the messages' ``header.stamp``, which
+needs each topic read once at construction (a part at a time).
+
+The dataset pickles without open files and each process opens its own
+mapping on first use, so it works with DataLoader worker processes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..bag import Bag
+from ..bag import open as open_bag
+from ..msg.sensors import image, pointcloud
+
+NS = 1_000_000_000
+
+
+@dataclass
+class _Topic:
+    """One topic of one bag: message times sorted, and each one's position in read order."""
+
+    times: np.ndarray      # int64 ns, ascending
+    positions: np.ndarray  # int64: positions for Bag.take, in the order of ``times``
+
+
+@dataclass
+class _BagSamples:
+    """The samples drawn from one bag."""
+
+    anchor: np.ndarray                            # positions of the anchor messages
+    time: np.ndarray                              # their times
+    matched: dict[str, np.ndarray]                # name -> positions of the matched messages
+    matched_time: dict[str, np.ndarray]
+    window: dict[str, tuple[np.ndarray, np.ndarray]]  # name -> (lo, hi) into that topic's sorted times
+    topics: dict[str, _Topic]
+
+
+class SyncedDataset:
+    """A map-style dataset of time-aligned samples: ``len(ds)``, ``ds[i]`` (NumPy out).
+
+    ``topics`` names the topics (``{"cloud": "/velodyne_points", ...}``);
+    every sample holds one message of ``anchor``, and of each other topic
+    the message nearest to it (``match="nearest"``) or the latest at or
+    before it (``match="asof"``), within ``tolerance`` seconds; anchors
+    lacking a match are left out. Topics in ``windows`` (name -> seconds)
+    give every message in ``(t - window, t]`` instead. ``stamp`` is
+    ``"receive"`` (the bag's receive times, from the index) or ``"header"``
+    (``header.stamp``). Several bags are one dataset, in the order given.
+
+    A sample is ``{"time": anchor time (int ns), "times": {name: matched
+    time}, name: value}``: a PointCloud2 gives its structured points, an
+    Image its ``(H, W[, C])`` pixels, a CompressedImage its bytes as uint8,
+    other types one structured row (``TopicArray.to_numpy()``), or the
+    message's ``to_dict()`` where fields vary in length; a window gives the
+    structured rows of its messages.
+    """
+
+    def __init__(self, paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topics: Mapping[str, str],
+                 anchor: str, *, tolerance: float = 0.05, stamp: str = "receive",
+                 windows: Mapping[str, float] | None = None, match: str = "nearest",
+                 **open_options: Any) -> None:
+        self.paths = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+        self.topics = dict(topics)
+        self.anchor = anchor
+        self.tolerance = float(tolerance)
+        self.stamp = stamp
+        self.windows = dict(windows or {})
+        self.match = match
+        self.open_options = open_options
+        if anchor not in self.topics:
+            raise ValueError(f"the anchor {anchor!r} is not among the topics' names: {', '.join(self.topics)}")
+        if anchor in self.windows:
+            raise ValueError("the anchor cannot be a window")
+        unknown = set(self.windows) - set(self.topics)
+        if unknown:
+            raise ValueError(f"window {sorted(unknown)[0]!r} is not among the topics' names")
+        if stamp not in ("receive", "header"):
+            raise ValueError(f"stamp must be 'receive' or 'header', not {stamp!r}")
+        if match not in ("nearest", "asof"):
+            raise ValueError(f"match must be 'nearest' or 'asof', not {match!r}")
+        self._bags: dict[int, Bag] = {}
+        self._pid = os.getpid()
+        self._samples = [self._index_bag(b) for b in range(len(self.paths))]
+        self._starts = np.concatenate(([0], np.cumsum([s.anchor.size for s in self._samples]))).astype(np.int64)
+
+    # -- building the index ------------------------------------------------------
+    def _topic(self, bag: Bag, topic: str) -> _Topic:
+        if self.stamp == "receive":
+            times = bag.topic_times(topic)  # in read order: ascending
+            return _Topic(times, np.arange(times.size, dtype=np.int64))
+        if "header" not in bag.take(topic, slice(0, 0)).fields:  # decodes nothing: the type's fields
+            raise ValueError(f"{topic} ({bag.topics[topic].msgtype}) has no header: use stamp='receive'")
+        stamps = [header_stamps(part) for part in bag.iter_read(topic, step="64 MB")]
+        times = np.concatenate(stamps) if stamps else np.zeros(0, dtype=np.int64)
+        order = np.argsort(times, kind="stable")
+        return _Topic(times[order], order.astype(np.int64))
+
+    def _index_bag(self, b: int) -> _BagSamples:
+        bag = self._bag(b)
+        topics = {name: self._topic(bag, topic) for name, topic in self.topics.items()}
+        anchor = topics[self.anchor]
+        t = anchor.times
+        keep = np.ones(t.size, dtype=bool)
+        tolerance = int(round(self.tolerance * NS))
+        found: dict[str, np.ndarray] = {}
+        for name, other in topics.items():
+            if name == self.anchor or name in self.windows:
+                continue
+            k, ok = match_times(other.times, t, tolerance, self.match)
+            found[name] = k
+            keep &= ok
+        window = {}
+        for name, seconds in self.windows.items():
+            times = topics[name].times
+            lo = np.searchsorted(times, t - int(round(seconds * NS)), side="right")
+            hi = np.searchsorted(times, t, side="right")
+            window[name] = (lo[keep], hi[keep])
+        return _BagSamples(anchor.positions[keep], t[keep],
+                           {name: topics[name].positions[k[keep]] for name, k in found.items()},
+                           {name: topics[name].times[k[keep]] for name, k in found.items()}, window, topics)
+
+    # -- access ----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        n = len(self)
+        if not isinstance(i, (int, np.integer)) or not -n <= i < n:
+            raise IndexError(f"sample {i} out of range for {n} samples")
+        i = int(i) % n
+        b = int(np.searchsorted(self._starts, i, side="right")) - 1
+        k = i - int(self._starts[b])
+        samples, bag = self._samples[b], self._bag(b)
+        sample: dict[str, Any] = {"time": int(samples.time[k]), "times": {self.anchor: int(samples.time[k])}}
+        sample[self.anchor] = present(bag.take(self.topics[self.anchor], [int(samples.anchor[k])]))
+        for name, positions in samples.matched.items():
+            sample["times"][name] = int(samples.matched_time[name][k])
+            sample[name] = present(bag.take(self.topics[name], [int(positions[k])]))
+        for name, (lo, hi) in samples.window.items():
+            topic = samples.topics[name]
+            positions = np.sort(topic.positions[int(lo[k]):int(hi[k])])
+            rows = bag.take(self.topics[name], positions)
+            sample["times"][name] = topic.times[int(lo[k]):int(hi[k])].copy()
+            sample[name] = rows_of(rows)
+        return sample
+
+    def sample_bag(self, i: int) -> str:
+        """The path of the bag sample ``i`` comes from."""
+        return self.paths[int(np.searchsorted(self._starts, i % len(self), side="right")) - 1]
+
+    def _bag(self, b: int) -> Bag:
+        """This process's open bag number ``b`` (a forked or spawned worker opens its own)."""
+        if self._pid != os.getpid():
+            self._bags, self._pid = {}, os.getpid()
+        if b not in self._bags:
+            self._bags[b] = open_bag(self.paths[b], **self.open_options)
+        return self._bags[b]
+
+    def close(self) -> None:
+        """Close the bags this process opened (they reopen on the next access)."""
+        for bag in self._bags.values():
+            bag.close()
+        self._bags = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_bags"] = {}  # no open files in a pickle: each process opens its own
+        return state
+
+    def __repr__(self) -> str:
+        return (f"<SyncedDataset {len(self)} samples from {len(self.paths)} bags; anchor {self.anchor!r}; "
+                f"topics {', '.join(self.topics)}>")
+
+
+def match_times(times: np.ndarray, targets: np.ndarray, tolerance: int, match: str) -> tuple[np.ndarray, np.ndarray]:
+    """For each target time, the index in sorted ``times`` matched to it, and whether it lies within tolerance.
+
+    ``nearest``: the closest (the earlier on a tie); ``asof``: the latest at
+    or before the target.
+    """
+    if times.size == 0:
+        return np.zeros(targets.size, dtype=np.int64), np.zeros(targets.size, dtype=bool)
+    if match == "asof":
+        k = np.searchsorted(times, targets, side="right") - 1
+        ok = k >= 0
+        k = np.maximum(k, 0)
+        return k, ok & (targets - times[k] <= tolerance)
+    after = np.minimum(np.searchsorted(times, targets, side="left"), times.size - 1)
+    before = np.maximum(after - 1, 0)
+    k = np.where(np.abs(times[before] - targets) <= np.abs(times[after] - targets), before, after)
+    return k, np.abs(times[k] - targets) <= tolerance
+
+
+def header_stamps(arr: Any) -> np.ndarray:
+    """``header.stamp`` of every message as int64 ns (ROS1 ``secs``/``nsecs``, ROS2 ``sec``/``nanosec``)."""
+    stamp = arr["header"]["stamp"]
+    names = stamp.dtype.names
+    secs, nsecs = ("secs", "nsecs") if "secs" in names else ("sec", "nanosec")
+    return stamp[secs].astype(np.int64) * NS + stamp[nsecs].astype(np.int64)
+
+
+def present(arr: Any) -> Any:
+    """One message as a sample presents it (see :class:`SyncedDataset`)."""
+    msgtype = arr.msgtype
+    if msgtype in ("sensor_msgs/PointCloud2", "sensor_msgs/msg/PointCloud2"):
+        return pointcloud(arr[0])
+    if msgtype in ("sensor_msgs/Image", "sensor_msgs/msg/Image"):
+        return image(arr[0])
+    if msgtype in ("sensor_msgs/CompressedImage", "sensor_msgs/msg/CompressedImage"):
+        return np.asarray(arr["data"][0])
+    try:
+        return arr.to_numpy()[0]
+    except ValueError:
+        return arr[0].to_dict()
+
+
+def rows_of(arr: Any) -> Any:
+    """A window's messages as structured rows (``to_numpy()``), or the TopicArray where fields vary."""
+    try:
+        return arr.to_numpy()
+    except ValueError:
+        return arr
+
+
+def collate(samples: Sequence[Any], *, tensors: bool | None = None) -> Any:
+    """A batch of samples: arrays of one shape and dtype stacked, ragged ones kept as lists, dicts by key.
+
+    With torch installed (or ``tensors=True``), stacked numeric arrays become
+    torch tensors, and stacked structured arrays of numbers (point clouds) a
+    dict of one tensor per field (``batch["cloud"]["x"]``): tensors cross
+    from DataLoader workers in shared memory, where NumPy arrays are
+    pickled through a pipe. Text stays NumPy. Pass it as a DataLoader's
+    ``collate_fn``.
+    """
+    if tensors is None:
+        import importlib.util
+
+        tensors = importlib.util.find_spec("torch") is not None
+    return _collate(list(samples), tensors)
+
+
+def _collate(values: list[Any], tensors: bool) -> Any:
+    first = values[0] if values else None
+    if isinstance(first, dict) and all(isinstance(v, dict) and v.keys() == first.keys() for v in values):
+        return {key: _collate([v[key] for v in values], tensors) for key in first}
+    if isinstance(first, np.ndarray) and all(isinstance(v, np.ndarray) and v.shape == first.shape and
+                                             v.dtype == first.dtype for v in values) and first.dtype.kind != "O":
+        return _stack(values, tensors)
+    if isinstance(first, np.void) and all(isinstance(v, np.void) and v.dtype == first.dtype for v in values):
+        return np.array(values, dtype=first.dtype)
+    if isinstance(first, (int, float, np.integer, np.floating)) and not isinstance(first, bool) and \
+            all(isinstance(v, type(first)) for v in values):
+        return _stack([np.asarray(v) for v in values], tensors)
+    return values
+
+
+def _stack(values: list[np.ndarray], tensors: bool) -> Any:
+    """Arrays of one shape and dtype stacked: a NumPy array, a tensor, or a dict of tensors per field.
+
+    In a DataLoader worker the tensor's memory is shared from the start, so
+    the batch is copied once (into it), not again on its way to the loader.
+    """
+    first = values[0]
+    if tensors and first.dtype.names:
+        fields = {name: _stack([v[name] for v in values], tensors) for name in first.dtype.names}
+        if all(not isinstance(f, np.ndarray) for f in fields.values()):
+            return fields
+        return np.stack(values)
+    if not tensors or first.dtype.kind not in "biuf":
+        return np.stack(values)
+    import torch
+
+    try:
+        dtype = torch.from_numpy(np.empty(0, dtype=first.dtype.newbyteorder("="))).dtype
+    except TypeError:  # a dtype torch lacks: stays NumPy
+        return np.stack(values)
+    shape = (len(values),) + first.shape
+    if torch.utils.data.get_worker_info() is not None:
+        count = int(np.prod(shape))
+        try:  # what torch's default_collate does: storage born in shared memory
+            storage = torch.UntypedStorage._new_shared(count * first.dtype.itemsize)
+            out = torch.empty(0, dtype=dtype).set_(storage, 0, shape)
+        except (AttributeError, RuntimeError, TypeError):
+            out = torch.empty(shape, dtype=dtype).share_memory_()
+    else:
+        out = torch.empty(shape, dtype=dtype)
+    np.stack([v.astype(v.dtype.newbyteorder("="), copy=False) for v in values], out=out.numpy())
+    return out

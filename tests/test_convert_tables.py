@@ -1,0 +1,210 @@
+"""to_pandas / to_arrow / to_polars / to_awkward / Parquet round trips against ``bag.read``, on every real bag.
+
+The oracle is ``read`` itself (proved against rosbags by test_bag_oracle):
+every topic fastbag decodes is converted whole, then up to SAMPLE messages
+spread over the topic are compared value by value with ``arr[i].to_dict()``.
+Subsets (``arr[idx]``) are converted too: their Nested columns no longer
+hold one contiguous stretch of child rows.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import fastbag
+from fastbag.msg.arrays import Nested, Ragged, StructArray
+from tests.conftest import data_files
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+pd = pytest.importorskip("pandas")
+pl = pytest.importorskip("polars")
+ak = pytest.importorskip("awkward")
+
+#: Messages compared per topic (spread evenly), to bound the per-message Python of the comparison.
+SAMPLE = 60
+
+
+def plain(v):
+    """Comparable plain values: lists, dicts, ints, floats (NaN as a marker), text as bytes."""
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, StructArray):
+        return [plain(r.to_dict()) for r in v]
+    if isinstance(v, np.ndarray):
+        return [plain(x) for x in v] if v.dtype.names or v.dtype.kind == "O" else plain(v.tolist())
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if isinstance(v, np.void):
+        return {n: plain(v[n]) for n in v.dtype.names}
+    if isinstance(v, np.generic):
+        return plain(v.item())
+    if isinstance(v, str):
+        return v.encode()  # strings that are not UTF-8 come back as binary: compare both as bytes
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    return v
+
+
+def sample_of(n: int) -> np.ndarray:
+    return np.unique(np.linspace(0, n - 1, min(n, SAMPLE)).astype(np.int64)) if n else np.zeros(0, np.int64)
+
+
+def walk(arr, column: str):
+    """The array ``read`` gives for a flat pandas column name (``a.b[3]``)."""
+    match = re.fullmatch(r"(.*?)(?:\[(\d+)\])?", column)
+    path, element = match.group(1), match.group(2)
+    value = arr
+    for part in path.split("."):
+        value = value[part]
+    if element is not None:
+        value = np.asarray(value).reshape(len(arr), -1)[:, int(element)]
+    return value
+
+
+def readable_topics(bag):
+    for topic in bag.topics:
+        try:
+            yield bag.read(topic)
+        except fastbag.FastbagError:
+            continue  # the topic is not decodable (e.g. an empty definition): nothing to convert
+
+
+def time_name(arr):
+    return "receive_time" if "time" in arr.fields else "time"
+
+
+def check_arrow(arr, table, rows):
+    assert table.num_rows == len(arr)
+    assert table.column(time_name(arr)).cast(pa.int64()).to_numpy().tolist() == arr.time.tolist()
+    assert table.schema.metadata[b"ros.msgtype"].decode() == arr.msgtype
+    assert table.column_names == [time_name(arr)] + arr.fields
+    got = table.drop_columns([time_name(arr)]).take(pa.array(rows)).to_pylist()
+    want = [arr[int(i)].to_dict() for i in rows]
+    assert plain(got) == plain(want)
+
+
+def check_pandas(arr, frame, rows):
+    assert len(frame) == len(arr)
+    assert frame.index.name == time_name(arr) and frame.index.asi8.tolist() == arr.time.tolist()
+    for field in arr.fields:
+        value = arr[field]
+        if isinstance(value, StructArray) and not value.fields:
+            continue  # a field of a type without fields: nothing to show
+        assert any(c == field or c.startswith((field + ".", field + "[")) for c in frame.columns), field
+    for column in frame.columns:
+        want = walk(arr, column)
+        got = frame[column]
+        if isinstance(got.dtype, pd.ArrowDtype):
+            assert isinstance(want, (Ragged, Nested, np.ndarray))
+            values = pa.array(got.array).take(pa.array(rows)).to_pylist()
+            assert plain(values) == [plain(want[int(i)]) for i in rows], column
+        elif np.asarray(want).dtype.kind in "UOS":
+            assert plain(got.to_numpy(dtype=object)[rows]) == plain(np.asarray(want)[rows]), column
+        else:
+            np.testing.assert_array_equal(got.to_numpy(), np.asarray(want), err_msg=column)
+
+
+@pytest.mark.parametrize("path", data_files("ros1v2"))
+def test_conversions_equal_read_on_real_bags(path, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        bag = fastbag.open(path)
+    with bag:
+        for arr in readable_topics(bag):
+            rows = sample_of(len(arr))
+            table = arr.to_arrow()
+            check_arrow(arr, table, rows)
+            check_pandas(arr, arr.to_pandas(), rows)
+            # A subset: columns of several rows per message are gathered, not sliced.
+            sub = arr[rows[::-1]]
+            check_arrow(sub, sub.to_arrow(), np.arange(len(sub)))
+            check_pandas(sub, sub.to_pandas(), np.arange(len(sub)))
+
+            frame = arr.to_polars()
+            assert frame.height == len(arr)
+            assert frame[time_name(arr)].cast(pl.Int64).to_list() == arr.time.tolist()
+            got = frame.drop(time_name(arr))[rows.tolist()].to_dicts()
+            assert plain(got) == plain([arr[int(i)].to_dict() for i in rows])
+
+            records = arr.to_awkward()
+            assert len(records) == len(arr)
+            got = ak.to_list(records[ak.Array(rows)])
+            assert plain([{k: v for k, v in r.items() if k != time_name(arr)} for r in got]) == \
+                plain([arr[int(i)].to_dict() for i in rows])
+
+            if any(pa.types.is_struct(f.type) and f.type.num_fields == 0 for f in table.schema):
+                continue  # Parquet cannot hold a struct without fields; the export drops them (tested there)
+            file = tmp_path / "topic.parquet"
+            pq.write_table(table, file)
+            back = pq.read_table(file)
+            assert back.schema.metadata[b"ros.msgtype"] == arr.msgtype.encode()
+            check_arrow(arr, back, rows)
+
+
+def test_ragged_columns_share_their_values_with_arrow(tmp_path):
+    """Zero copy: a Ragged column's values and offsets are the Arrow list's buffers."""
+    from fastbag.tooling.synth import write_demo_bag
+
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=0.5, points=2000)
+    with fastbag.open(path) as bag:
+        arr = bag.read("/points")
+        data = arr["data"]
+        assert isinstance(data, Ragged)
+        column = arr.to_arrow().column("data").chunk(0)
+        assert pa.types.is_large_list(column.type)
+        assert column.values.buffers()[1].address == data.values.ctypes.data
+        assert np.array_equal(column.offsets.to_numpy(), data.offsets)
+        frame = bag.read("/imu").to_pandas()
+        assert frame["linear_acceleration.z"].mean() == pytest.approx(9.81, abs=0.05)
+        assert "orientation_covariance[8]" in frame.columns and "header.stamp.secs" in frame.columns
+
+
+def test_missing_library_names_the_extra(monkeypatch, tmp_path):
+    from fastbag.tooling.synth import write_demo_bag
+
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=0.2, points=100)
+    monkeypatch.setitem(__import__("sys").modules, "polars", None)  # as if it were not installed
+    with fastbag.open(path) as bag, pytest.raises(ImportError, match=r"pip install 'fastbag\[polars\]'"):
+        bag.read("/imu").to_polars()
+
+
+def test_a_field_called_time_keeps_its_name(tmp_path):
+    """The receive time steps aside (``receive_time``) for a message with a field ``time``."""
+    import struct
+
+    path = tmp_path / "time.bag"
+    with fastbag.Writer(path) as w:
+        conn = w.add_connection("/t", "my_msgs/Tick", "float64 time\nint32 value\n")
+        for k in range(5):
+            w.write(conn, 10**18 + k, struct.pack("<di", k / 2, k))
+    with fastbag.open(path) as bag:
+        arr = bag.read("/t")
+        table = arr.to_arrow()
+        assert table.column_names == ["receive_time", "time", "value"]
+        assert table.column("time").to_pylist() == [0.0, 0.5, 1.0, 1.5, 2.0]
+        frame = arr.to_pandas()
+        assert frame.index.name == "receive_time" and frame["time"].tolist() == [0.0, 0.5, 1.0, 1.5, 2.0]
+        assert arr.to_polars().columns == ["receive_time", "time", "value"]
+        result = fastbag.export(bag, tmp_path / "csv", "csv")
+        assert pd.read_csv(result.files["/t"]).columns.tolist() == ["receive_time", "time", "value"]
+
+
+def test_import_loads_no_optional_library():
+    """``import fastbag`` (export, SyncedDataset, collate included) loads none of the extras, nor does
+    ``fastbag.dask`` until it builds a collection."""
+    import subprocess
+    import sys
+
+    code = ("import sys, fastbag; extras = ('pandas', 'pyarrow', 'polars', 'awkward', 'dask', 'distributed', "
+            "'tqdm', 'torch'); print(sorted(m for m in extras if m in sys.modules)); "
+            "print(callable(fastbag.dask.read_topic), sorted(m for m in extras if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "True []"

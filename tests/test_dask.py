@@ -1,0 +1,115 @@
+"""fastbag.dask: read_topic / read_array over several bags equal the concatenation of single-bag reads,
+on a distributed LocalCluster with 2 worker processes; nothing is decoded until computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fastbag
+from fastbag.tooling.synth import IMU, imu
+
+pd = pytest.importorskip("pandas")
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+
+
+def write_imu_bag(path, start, n, seed):
+    times = start + np.arange(n, dtype=np.int64) * 5_000_000
+    with fastbag.Writer(path, chunk_size=32 * 1024) as w:
+        conn = w.add_connection("/imu", IMU.name, IMU.definition, IMU.md5sum)
+        for t, data in zip(times.tolist(), imu(times, np.random.default_rng(seed))):
+            w.write(conn, t, data)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fleet")
+    for k in range(3):  # one after another in time
+        write_imu_bag(folder / f"run{k}.bag", 1_700_000_000 * 10**9 + k * 100 * 10**9, 3000 + 500 * k, k)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def expected(paths):
+    frames = []
+    for path in paths:
+        with fastbag.open(path) as bag:
+            frames.append(bag.read("/imu").to_pandas())
+    return pd.concat(frames)
+
+
+def same_frame(got, want):
+    """Equal frames; dask turns text columns into its own string dtype (only the missing-value marker differs)."""
+    for name in want.columns:
+        if isinstance(want[name].dtype, pd.StringDtype):
+            assert isinstance(got[name].dtype, pd.StringDtype)
+            got[name] = got[name].astype(want[name].dtype)
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_read_topic_equals_single_bag_reads_on_worker_processes(fleet, client):
+    paths = sorted(fleet.glob("run*.bag"))
+    ddf = fastbag.dask.read_topic(str(fleet / "run*.bag"), "/imu", step=1000)
+    assert ddf.known_divisions and ddf.npartitions > 3
+    want = expected(paths)
+    assert ddf.divisions[0] == want.index[0] and ddf.divisions[-1] == want.index[-1]
+    got = client.compute(ddf).result()
+    same_frame(got, want)
+    mean = client.compute(ddf["linear_acceleration.z"].mean()).result()
+    assert mean == pytest.approx(want["linear_acceleration.z"].mean(), rel=1e-12)
+    # Workers did the reading: the tasks ran in other processes.
+    assert len(client.scheduler_info()["workers"]) == 2
+    # Divisions are usable: a time slice touches only the partitions it needs.
+    t = want.index[len(want) // 2]
+    same_frame(client.compute(ddf.loc[t:]).result(), want.loc[t:])
+
+
+def test_read_array(fleet, client):
+    paths = sorted(fleet.glob("run*.bag"))
+    arr = fastbag.dask.read_array(paths, "/imu", "linear_acceleration", step="64 kB")
+    with_x = fastbag.dask.read_array(paths, "/imu", "linear_acceleration.x", step="64 kB")
+    want = []
+    for path in paths:
+        with fastbag.open(path) as bag:
+            want.append(bag.read("/imu")["linear_acceleration"])
+    want = np.concatenate(want)
+    assert arr.shape == want.shape and arr.dtype == want.dtype and arr.numblocks[0] > 3
+    np.testing.assert_array_equal(client.compute(arr).result(), want)
+    np.testing.assert_array_equal(client.compute(with_x).result(), want["x"])
+    cov = fastbag.dask.read_array(paths, "/imu", "orientation_covariance")
+    assert cov.shape == (len(want), 9)
+    with pytest.raises(ValueError, match="fixed-size"):
+        fastbag.dask.read_array(paths, "/imu", "header.frame_id")
+
+
+def test_nothing_is_decoded_until_computed(fleet, monkeypatch):
+    from fastbag.bag import Bag
+
+    decoded = []
+    real = Bag._read_rows
+
+    def counting(self, topic, selected):
+        decoded.append(int(selected.size))
+        return real(self, topic, selected)
+
+    monkeypatch.setattr(Bag, "_read_rows", counting)
+    ddf = fastbag.dask.read_topic(sorted(fleet.glob("run*.bag")), "/imu", step=1000)
+    assert set(decoded) <= {0}  # only the empty read that gives the columns
+    assert len(ddf.compute(scheduler="sync")) == sum(decoded) == 3000 + 3500 + 4000
+
+
+def test_overlapping_bags_give_unknown_divisions(fleet, tmp_path):
+    write_imu_bag(tmp_path / "early.bag", 1_700_000_000 * 10**9 + 10**9, 800, 9)  # inside run0's time span
+    paths = [fleet / "run0.bag", tmp_path / "early.bag"]
+    ddf = fastbag.dask.read_topic(paths, "/imu", step=300)
+    assert not ddf.known_divisions
+    same_frame(ddf.compute(scheduler="sync"), expected(paths))
+    with pytest.raises(KeyError):
+        fastbag.dask.read_topic(paths, "/nope")

@@ -1,0 +1,226 @@
+"""``fastbag.export`` and ``fastbag export``: files equal to ``read`` on every real bag, atomic, failures skipped."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import fastbag
+from fastbag.cli import main
+from fastbag.convert.export import topic_filename
+from fastbag.convert.tables import nested_child
+from fastbag.msg.arrays import Nested, Ragged, offsets_of
+from fastbag.tooling.synth import IMU, write_demo_bag
+from tests.conftest import data_files
+from tests.test_convert_tables import check_arrow, plain, sample_of
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+pd = pytest.importorskip("pandas")
+
+
+def npz_expected(arr, key):
+    """What ``read`` gives for an NPZ key: ``a.b``, ``a.values``, ``a.offsets``, ``a.values.b``..."""
+    value = arr
+    for part in key.split("."):
+        if part == "values" and isinstance(value, (Ragged, Nested)):
+            value = value.values if isinstance(value, Ragged) else nested_child(value)[0]
+        elif part == "offsets" and isinstance(value, (Ragged, Nested)):
+            value = offsets_of(value.counts)
+        else:
+            value = value[part]
+    return value
+
+
+def check_npz(arr, columns):
+    assert columns["time"].tolist() == arr.time.tolist()
+    for key in columns.files:
+        same(columns[key], np.asarray(npz_expected(arr, key) if key != "time" else arr.time), key)
+
+
+def same(got, want, key):
+    if want.dtype.names:  # NaN equals NaN field by field, not in whole structured rows
+        assert got.dtype.names == want.dtype.names, key
+        for name in want.dtype.names:
+            same(got[name], want[name], f"{key}.{name}")
+    elif want.dtype.kind in "UOS":
+        assert plain(got) == plain(want), key
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=key)
+
+
+def as_lists(table):
+    """Byte arrays the export stored as binary (named in ``fastbag.binary``) viewed as lists again."""
+    binary = (table.schema.metadata or {}).get(b"fastbag.binary", b"").decode()
+    for item in filter(None, binary.split(",")):
+        name, _, kind = item.rpartition(":")
+        assert pa.types.is_large_binary(table.column(name).type)
+        values = [list(np.frombuffer(v, dtype=kind)) if v is not None else None
+                  for v in table.column(name).to_pylist()]
+        table = table.set_column(table.column_names.index(name), name,
+                                 pa.array(values, type=pa.large_list(getattr(pa, kind)())))
+    return table
+
+
+@pytest.mark.parametrize("path", data_files("ros1v2"))
+def test_export_equals_read_on_real_bags(path, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        bag = fastbag.open(path)
+    with bag:
+        results = {fmt: fastbag.export(bag, tmp_path / fmt, fmt, step=2000) for fmt in ("parquet", "csv", "npz")}
+        for topic in bag.topics:
+            try:
+                arr = bag.read(topic)
+            except fastbag.FastbagError as exc:
+                for result in results.values():  # reported, not fatal
+                    assert topic in result.skipped and type(exc).__name__ in result.skipped[topic]
+                continue
+            rows = sample_of(len(arr))
+            table = pq.read_table(results["parquet"].files[topic])
+            assert table.schema.metadata[b"ros.md5sum"] == arr.connections[0].md5sum.encode()
+            assert table.schema.metadata[b"ros.definition"] == arr.connections[0].definition.encode()
+            check_arrow(arr, as_lists(table), rows)
+            with np.load(results["npz"].files[topic], allow_pickle=False) as columns:
+                check_npz(arr, columns)
+            frame = pd.read_csv(results["csv"].files[topic])
+            assert frame["time"].tolist() == arr.time.tolist()
+            flat = arr.to_pandas()
+            for column in flat.columns:
+                if flat[column].dtype.kind in "fiub":
+                    np.testing.assert_array_equal(frame[column].to_numpy().astype(flat[column].dtype),
+                                                  flat[column].to_numpy(), err_msg=column)
+        for result in results.values():
+            assert set(result.files) | set(result.skipped) == set(bag.topics)
+            assert not [p for p in (tmp_path / "parquet").iterdir() if p.name.startswith(".")]
+
+
+def test_topic_filenames():
+    assert topic_filename("/camera/image_raw", "parquet") == "camera.image_raw.parquet"
+    assert topic_filename("chatter", "csv") == "chatter.csv"
+    assert topic_filename("/../../etc/passwd", "csv") == "__.__.etc.passwd.csv"  # never leaves the folder
+    assert topic_filename("/a b\x00/ü", "npz") == "a_b_._.npz"
+    assert topic_filename("/.hidden", "npz") == "_hidden.npz"
+
+
+def test_topics_whose_names_clash_after_sanitizing_get_their_own_files(tmp_path):
+    path = tmp_path / "clash.bag"
+    definition = "int32 data\n"
+    with fastbag.Writer(path) as w:
+        for k, topic in enumerate(["/a b", "/a_b", "/a?b"]):
+            conn = w.add_connection(topic, "std_msgs/Int32", definition)
+            w.write(conn, 10**18 + k, k.to_bytes(4, "little"))
+    result = fastbag.export(path, tmp_path / "out", "npz")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a_b.npz", "a_b~2.npz", "a_b~3.npz"]
+    for k, topic in enumerate(["/a b", "/a_b", "/a?b"]):
+        with np.load(result.files[topic]) as columns:
+            assert columns["data"].tolist() == [k]
+
+
+def write_bag_with_a_broken_topic(path):
+    """A good Imu topic and a topic whose messages are too short for their definition."""
+    write_demo_bag(path, seconds=0.5, points=200)
+    good = path.with_name("mixed.bag")
+    with fastbag.open(path) as src, fastbag.Writer(good) as w:
+        conns = {}
+        for m in src.messages(topics=["/imu", "/tf"], raw=True):
+            if m.topic not in conns:
+                conns[m.topic] = w.add_connection(m.topic, m.connection.msgtype, m.connection.definition,
+                                                  m.connection.md5sum)
+            w.write(conns[m.topic], m.time, m.data)
+        bad = w.add_connection("/broken", IMU.name, IMU.definition, IMU.md5sum)
+        for k in range(5):
+            w.write(bad, src.start_time + k, b"\x00" * 10)
+    return good
+
+
+def test_undecodable_topic_is_reported_and_skipped(tmp_path):
+    path = write_bag_with_a_broken_topic(tmp_path / "demo.bag")
+    out = tmp_path / "out"
+    result = fastbag.export(path, out, "parquet")
+    assert set(result.files) == {"/imu", "/tf"} and list(result.skipped) == ["/broken"]
+    assert "DecodeError" in result.skipped["/broken"] and "/broken" in result.skipped["/broken"]
+    assert sorted(p.name for p in out.iterdir()) == ["imu.parquet", "tf.parquet"]
+    assert pq.read_table(out / "imu.parquet").num_rows == 100
+    assert pq.ParquetFile(out / "imu.parquet").metadata.row_group(0).column(0).compression.startswith("LZ4")
+    assert result.messages == 150
+
+
+def test_byte_arrays_are_stored_as_binary_sharing_buffers(tmp_path):
+    from fastbag.convert.export import bytes_as_binary
+
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=0.3, points=2000)
+    with fastbag.open(path) as bag:
+        arr = bag.read("/points")
+        lists = arr.to_arrow()
+        table = bytes_as_binary(lists)
+        data = table.column("data").chunk(0)
+        assert pa.types.is_large_binary(data.type) and table.schema.metadata[b"fastbag.binary"] == b"data:uint8"
+        assert data.buffers()[2].address == lists.column("data").chunk(0).values.buffers()[1].address
+        assert [np.frombuffer(v, np.uint8).tolist() for v in data.to_pylist()] == [d.tolist() for d in arr["data"]]
+        result = fastbag.export(bag, tmp_path / "out", "parquet", ["/points"], compression="zstd")
+        back = pq.read_table(result.files["/points"])
+        assert back.column("data").to_pylist() == data.to_pylist()
+        assert pq.ParquetFile(result.files["/points"]).metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_interrupted_export_leaves_no_file_under_its_final_name(tmp_path, monkeypatch):
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=1.0, points=200)
+    from fastbag.msg.arrays import TopicArray
+
+    real = TopicArray.to_arrow
+    calls = []
+
+    def interrupted(self):
+        calls.append(self.topic)
+        if self.topic == "/points" and calls.count("/points") == 2:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of a topic's parts
+        return real(self)
+
+    monkeypatch.setattr(TopicArray, "to_arrow", interrupted)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        fastbag.export(path, out, "parquet", ["/imu", "/points", "/tf"], step=3)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["imu.parquet"], names  # finished before; nothing else, not even the partial file
+
+
+def test_bad_arguments_fail_before_writing(tmp_path):
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=0.2, points=100)
+    for kwargs in ({"format": "xlsx"}, {"compression": "rar"}):
+        with pytest.raises(ValueError):
+            fastbag.export(path, tmp_path / "out", **kwargs)
+    with pytest.raises(KeyError):
+        fastbag.export(path, tmp_path / "out", topics=["/imu", "/nope"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_progress_bar(tmp_path, capsys):
+    pytest.importorskip("tqdm")
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=0.5, points=200)
+    fastbag.export(path, tmp_path / "a", "npz", progress=True)
+    err = capsys.readouterr().err
+    assert "160/160" in err and "msg" in err
+    fastbag.export(path, tmp_path / "b", "npz")  # stderr is not a terminal here: silent
+    assert capsys.readouterr().err == ""
+
+
+def test_cli_export(tmp_path, capsys):
+    path = write_bag_with_a_broken_topic(tmp_path / "demo.bag")
+    out = tmp_path / "out"
+    assert main(["export", str(path), str(out), "--format", "npz", "--topics", "/imu", "/broken"]) == 0
+    captured = capsys.readouterr()
+    assert f"/imu -> {out / 'imu.npz'}" in captured.out
+    assert re.search(r"skipped /broken: DecodeError", captured.err)
+    with np.load(out / "imu.npz") as columns, fastbag.open(path) as bag:
+        assert np.array_equal(columns["linear_acceleration"], bag.read("/imu")["linear_acceleration"])
+    assert main(["export", str(path), str(out), "--topics", "/nope"]) == 1
+    assert "no topic '/nope'" in capsys.readouterr().err
+    assert main(["export", str(path), str(out), "--topics", "/broken"]) == 1  # nothing could be written
