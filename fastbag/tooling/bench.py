@@ -140,7 +140,7 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
                 log: Callable[[str], None] = print, keys: Iterable[str] | None = None) -> dict[str, Path]:
     """Generate (once) and return the benchmark recordings (those of ``keys``, default all): the ROS1 bags
     imu-1m, mixed-none, mixed-lz4, mixed-bz2, and the same recordings as rosbag2 directories of one MCAP file
-    (mcap-imu-1m, mcap-mixed: zstd chunks)."""
+    (mcap-imu-1m, mcap-mixed: zstd chunks; mcap-mixed-none: uncompressed chunks)."""
     from .synth_mcap import write_rosbag2_mcap
 
     folder = folder or bench_dir()
@@ -153,8 +153,9 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
         "mixed-bz2": (f"mixed-{bz2_seconds:g}s-bz2.bag",
                       lambda p: write_bag(p, MIXED_STREAMS, seconds=bz2_seconds, compression="bz2")),
     }
-    mcap_specs = {"mcap-imu-1m": ("imu-1000000-zstd.rosbag2", "imu-1m"),
-                  "mcap-mixed": (f"mixed-{seconds:g}s-zstd.rosbag2", "mixed-none")}
+    mcap_specs = {"mcap-imu-1m": ("imu-1000000-zstd.rosbag2", "imu-1m", "zstd"),
+                  "mcap-mixed": (f"mixed-{seconds:g}s-zstd.rosbag2", "mixed-none", "zstd"),
+                  "mcap-mixed-none": (f"mixed-{seconds:g}s-none.rosbag2", "mixed-none", "none")}
     wanted = set(keys) if keys is not None else set(specs) | set(mcap_specs)
     wanted |= {mcap_specs[k][1] for k in wanted if k in mcap_specs}  # an MCAP recording is made from its ROS1 bag
     paths = {}
@@ -168,7 +169,7 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
             make(partial)
             partial.rename(path)
         paths[key] = path
-    for key, (name, source) in mcap_specs.items():
+    for key, (name, source, compression) in mcap_specs.items():
         if key not in wanted:
             continue
         path = folder / name
@@ -176,7 +177,7 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
             log(f"generating {path} (from {paths[source].name}) ...")
             partial = folder / (name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)
-            written = write_rosbag2_mcap(paths[source], partial)
+            written = write_rosbag2_mcap(paths[source], partial, compression=compression)
             written.rename(partial / f"{path.name}.mcap")
             metadata = partial / "metadata.yaml"
             metadata.write_text(metadata.read_text().replace(written.name, f"{path.name}.mcap"))
@@ -540,6 +541,15 @@ JOBS += [
         **_ROSBAGS2),
     Job("image-mcap-py", "Image 640x480 rgb8 (CDR, MCAP zstd) into (H, W, C) per-message views", "mcap-mixed",
         _images_fastbag, _images_mcap, _check_arrays, 20, "/camera/image_raw", views=True, rosbags_repeats=3,
+        **_mcap_peer()),
+    Job("pointcloud2-mcap-none", "PointCloud2 (CDR, MCAP uncompressed chunks) into per-message structured points",
+        "mcap-mixed-none", _clouds_fastbag, _clouds_mcap, _check_arrays, 50, "/points", views=True,
+        rosbags_repeats=3, **_mcap_peer()),
+    Job("image-mcap-none", "Image 640x480 rgb8 (CDR, MCAP uncompressed chunks) into (H, W, C) per-message views",
+        "mcap-mixed-none", _images_fastbag, _images_mcap, _check_arrays, 20, "/camera/image_raw", views=True,
+        rosbags_repeats=3, **_mcap_peer()),
+    Job("livox-mcap-none", "Livox CustomMsg (CDR, MCAP uncompressed chunks) into per-message point arrays",
+        "mcap-mixed-none", _livox_fastbag, _livox_mcap, _check_fields, 300, "/livox/lidar", views=True,
         **_mcap_peer()),
     Job("raw-zstd-mcap", "all messages, raw, MCAP zstd chunks", "mcap-mixed", _raw_fastbag, _raw_rosbags2, None,
         1.8, rosbags_repeats=3, opened=False, **_ROSBAGS2),
