@@ -11,6 +11,7 @@ on a thread pool.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import functools
 import os
@@ -25,6 +26,8 @@ from .container import BagIndex, Connection, Container
 from .errors import BagFormatError, DecodeError, FastbagWarning
 from .io.chunks import DEFAULT_CACHE_BYTES, ordered_map, size_mismatch
 from .msg.msgdef import EMPTY_MD5
+
+builtins_open = builtins.open  # ``open`` below is fastbag.open
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -104,7 +107,7 @@ class Bag:
         else:
             from .msg.msgdef import load_definitions
             self._definitions = load_definitions(definitions)
-        self._container = open_container(self.path)
+        self._container = open_container(self.path, definitions=self._definitions)
         self._source = self._container.source
         self._index: BagIndex = self._container.index
         if self._definitions:
@@ -488,7 +491,9 @@ class Bag:
 
     def _layout(self, connection: Connection) -> "Layout":
         """The compiled layout of a connection's type (cached), checking its md5sum once."""
-        from .errors import DefinitionError
+        import inspect
+
+        from .errors import DefinitionError, UnsupportedError
         from .msg.layout import layout_for
 
         key = (connection.msgtype, connection.definition)
@@ -496,6 +501,10 @@ class Bag:
             definition = connection.definition
             if not definition.strip() and connection.md5sum != EMPTY_MD5:  # lost, not a type without fields
                 definition = self._supplied_definition(connection)
+            if connection.encoding != "ros1" and "encoding" not in inspect.signature(layout_for).parameters:
+                # Until the message layer decodes CDR, decoding ROS2 bytes by ROS1 rules would be wrong.
+                raise UnsupportedError(f"decoding {connection.encoding!r} messages is not supported yet; read them "
+                                       "raw with messages(raw=True)")
             try:
                 layout = layout_for(connection.msgtype, definition)
             except DefinitionError as exc:
@@ -569,15 +578,34 @@ def open(path: str | os.PathLike[str], **options: object) -> Bag:  # noqa: A001 
 
 
 #: What :func:`open_container` recognizes, for people: first bytes (or what a directory holds) and format.
-KNOWN_FORMATS = ("ROS1 bag 2.0, 1.2 and 1.1 ('#ROSBAG V2.0', '#ROSRECORD V1.2', '#ROSRECORD V1.1')",)
+KNOWN_FORMATS = ("ROS1 bag 2.0, 1.2 and 1.1 ('#ROSBAG V2.0', '#ROSRECORD V1.2', '#ROSRECORD V1.1')",
+                 "rosbag2 directory (metadata.yaml, or .db3 storage files)",
+                 "rosbag2 sqlite3 storage file ('SQLite format 3', or zstd-compressed .db3.zstd)")
+SQLITE_MAGIC = b"SQLite format 3\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def open_container(path: str) -> Container:
-    """The container reader for ``path``, chosen by the file's first bytes.
+def open_container(path: str, *, definitions: Mapping[str, str] | None = None) -> Container:
+    """The container reader for ``path``, chosen by what a directory holds or by the file's first bytes.
 
+    ``definitions`` (``{type: .msg text}``) serve containers that look up
+    definitions themselves (rosbag2, before the interfaces fastbag ships).
     Raises BagFormatError for a file of no format fastbag knows (naming
     those it does), UnsupportedError for a known format it cannot read yet.
     """
+    if os.path.isdir(path):
+        from .rosbag2.reader import Rosbag2Reader
+
+        return Rosbag2Reader(path, definitions=definitions)
+    try:
+        with builtins_open(path, "rb") as file:
+            head = file.read(len(SQLITE_MAGIC))
+    except OSError:
+        head = b""  # the ROS1 reader says what is wrong with the path
+    if head == SQLITE_MAGIC or (head.startswith(ZSTD_MAGIC) and path.endswith(".db3.zstd")):
+        from .rosbag2.reader import Rosbag2Reader
+
+        return Rosbag2Reader(path, definitions=definitions)
     from .ros1.reader import Ros1Reader
 
     # Every file that is not one of the other formats goes to the ROS1 reader, whose errors say

@@ -1,0 +1,284 @@
+"""One rosbag2 sqlite3 storage file (``.db3``), read strictly read-only.
+
+Opened as ``file:...?mode=ro&immutable=1``: SQLite then takes no locks and
+never creates ``-wal``/``-shm`` files beside the user's data. A file whose
+write-ahead log holds data (a recording still running, or killed) is read
+with that log: through the writer's own ``-shm`` when it exists, else from a
+copy of both files in a temporary folder. A ``.db3.zstd`` is decompressed
+first (:mod:`fastbag.rosbag2.compression`).
+
+Reading whole columns costs one query, not one Python object per row:
+SQLite's ``group_concat`` joins a column into one text (the numbers as
+decimal text, parsed by NumPy in C; the blobs as their bytes, for which the
+connection's ``text_factory`` is ``bytes``). Message rows are fetched in
+batches of one topic's rows in id order (a "chunk"); the ids come back beside
+the blobs, so the order is checked, not assumed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import BagFormatError
+from .compression import decompress_file
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class TopicRow:
+    """A row of the ``topics`` table (columns missing in older files are empty)."""
+
+    id: int
+    name: str
+    type: str
+    serialization_format: str
+    offered_qos_profiles: str = ""
+    type_description_hash: str = ""
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Every message row of a file as arrays (file order): id, topic id, timestamp (ns) and blob length."""
+
+    id: np.ndarray
+    topic_id: np.ndarray
+    timestamp: np.ndarray
+    length: np.ndarray
+
+
+def _numbers(text: bytes | None, what: str, count: int | None = None) -> np.ndarray:
+    """A ``group_concat`` of integers (decimal text, comma-separated) as int64, checked complete."""
+    if not text:
+        return np.zeros(0, dtype=np.int64)
+    out = np.fromstring(text, dtype=np.int64, sep=",")  # stops at the first non-number: checked below
+    if out.size != text.count(b",") + 1 or (count is not None and out.size != count):
+        raise ValueError(f"the {what} column holds something other than integers")
+    return out
+
+
+class Db3:
+    """An open ``.db3`` (or ``.db3.zstd``) storage file.
+
+    ``path`` is the user's file, named in every error. ``problems`` gathers
+    one sentence per thing worth a warning (a write-ahead log, rows lost to
+    damage).
+    """
+
+    def __init__(self, path: str, *, compressed: bool = False) -> None:
+        self.path = path
+        self.problems: list[str] = []
+        self._lock = threading.Lock()
+        self._connections: dict[int, sqlite3.Connection] = {}
+        self._memory: bytes | None = None     # a decompressed .db3.zstd kept in memory
+        self._temp_dir: str | None = None      # a decompressed or copied file, removed on close
+        self.size = os.path.getsize(path)
+        try:
+            if compressed:
+                self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
+                spill = os.path.join(self._temp_dir, "storage.db3")
+                memory = decompress_file(path, spill)
+                if memory is not None and memory[18:20] == b"\x02\x02":
+                    # An in-memory database cannot be in WAL mode: SQLite refuses a WAL header (bytes 18
+                    # and 19 = 2). Setting them to 1 (rollback journal) leaves every page as it is.
+                    memory = memory[:18] + b"\x01\x01" + memory[20:]
+                self._memory = memory
+                self._uri = None if self._memory is not None else self._uri_of(spill, immutable=True)
+            else:
+                self._uri = self._open_uri(path)
+            self._check_readable()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- connections ------------------------------------------------------------
+    @staticmethod
+    def _uri_of(path: str, *, immutable: bool) -> str:
+        quoted = urllib.parse.quote(os.path.abspath(path))
+        return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+
+    def _open_uri(self, path: str) -> str:
+        """The read-only URI for ``path``: immutable unless its write-ahead log holds committed data."""
+        wal, shm = path + "-wal", path + "-shm"
+        if not (os.path.exists(wal) and os.path.getsize(wal) > 0):
+            return self._uri_of(path, immutable=True)
+        self.problems.append(f"{os.path.basename(path)} has a write-ahead log (a recording still running or "
+                             "stopped abruptly): reading what is committed")
+        if os.path.exists(shm):  # the writer's shared index: read through it, as a second reader would
+            return self._uri_of(path, immutable=False)
+        # Without -shm, SQLite would create one (and a -wal) beside the user's file: read a copy instead.
+        self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
+        copy = os.path.join(self._temp_dir, "storage.db3")
+        shutil.copyfile(path, copy)
+        shutil.copyfile(wal, copy + "-wal")
+        return self._uri_of(copy, immutable=False)
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (SQLite connections are not shared between threads here)."""
+        key = threading.get_ident()
+        con = self._connections.get(key)
+        if con is None:
+            with self._lock:
+                if self._memory is not None:
+                    con = sqlite3.connect(":memory:", check_same_thread=False)
+                    con.deserialize(self._memory)  # a WAL-mode header was turned to rollback mode: see __init__
+                else:
+                    con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)  # type: ignore[arg-type]
+                con.text_factory = bytes  # group_concat of blobs is text to SQLite: take it as bytes
+                self._connections[key] = con
+        return con
+
+    def _error(self, exc: Exception, what: str, **where: Any) -> BagFormatError:
+        detail = ", ".join(f"{k} {v}" for k, v in where.items())
+        return BagFormatError(f"sqlite3 storage cannot be read ({what}{': ' + detail if detail else ''}): {exc}",
+                              path=self.path, record="sqlite3")
+
+    def query(self, sql: str, params: tuple = (), *, what: str) -> list[tuple]:
+        """All rows of a small query; BagFormatError naming the file on any database error."""
+        try:
+            return self.connection().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._error(exc, what) from exc
+
+    def _check_readable(self) -> None:
+        tables = {self._text(r[0]) for r in self.query("SELECT name FROM sqlite_master WHERE type='table'",
+                                                        what="list of tables")}
+        missing = {"topics", "messages"} - tables
+        if missing:
+            raise BagFormatError(f"sqlite3 file has no table {sorted(missing)[0]!r}: not a rosbag2 storage file",
+                                 path=self.path, record="sqlite3")
+        self.tables = tables
+        encoding = self.query("PRAGMA encoding", what="text encoding")[0][0]
+        # group_concat hands blobs through as text: only UTF-8 databases keep their bytes unchanged.
+        self.utf8 = self._text(encoding).upper() == "UTF-8"
+
+    @staticmethod
+    def _text(value: Any) -> str:
+        return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+    # -- what the file holds ------------------------------------------------------
+    def topics(self) -> list[TopicRow]:
+        """The ``topics`` table, whatever its columns (version 1 files lack the QoS)."""
+        try:
+            cursor = self.connection().execute("SELECT * FROM topics ORDER BY id")
+            names = [d[0] for d in cursor.description]
+            rows = cursor.fetchall()
+        except sqlite3.Error as exc:
+            raise self._error(exc, "topics table") from exc
+        out = []
+        for row in rows:
+            values = dict(zip(names, row))
+            try:
+                out.append(TopicRow(int(values["id"]), *(self._text(values.get(k) or b"") for k in (
+                    "name", "type", "serialization_format", "offered_qos_profiles", "type_description_hash"))))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise BagFormatError(f"topics table row {row[0]!r} is malformed: {exc}", path=self.path,
+                                     record="sqlite3") from None
+        return out
+
+    def definitions(self) -> dict[str, tuple[str, str]]:
+        """``{topic type: (encoding, text)}`` from ``message_definitions`` (Iron and newer), else empty."""
+        if "message_definitions" not in self.tables:
+            return {}
+        rows = self.query("SELECT topic_type, encoding, encoded_message_definition FROM message_definitions",
+                          what="message_definitions table")
+        return {self._text(t): (self._text(e), self._text(d)) for t, e, d in rows}
+
+    def metadata_text(self) -> str | None:
+        """The newest metadata.yaml text a file stores in its ``metadata`` table (Iron and newer)."""
+        if "metadata" not in self.tables:
+            return None
+        rows = self.query("SELECT metadata FROM metadata ORDER BY id DESC LIMIT 1", what="metadata table")
+        return self._text(rows[0][0]) if rows else None
+
+    def rows(self) -> Rows:
+        """Every message's id, topic id, timestamp and length, without reading a blob.
+
+        One query joins each column into a text SQLite builds in C; a file
+        damaged part way falls back to reading rows one by one, up to the
+        damage (recorded in ``problems``).
+        """
+        try:
+            if self.utf8:
+                found = self.connection().execute(
+                    "SELECT count(*), group_concat(id), group_concat(topic_id), group_concat(timestamp), "
+                    "group_concat(length(data)) FROM messages").fetchone()
+                n = int(found[0])
+                return Rows(*(_numbers(text, what, n) for text, what in zip(
+                    found[1:], ("id", "topic_id", "timestamp", "data length"))))
+        except (sqlite3.Error, ValueError) as exc:
+            first_error: Exception = exc
+        else:
+            first_error = None  # type: ignore[assignment]
+        return self._rows_one_by_one(first_error)
+
+    def _rows_one_by_one(self, first_error: Exception | None) -> Rows:
+        parts: list[np.ndarray] = []
+        try:
+            cursor = self.connection().execute("SELECT id, topic_id, timestamp, length(data) FROM messages")
+            while True:
+                batch = cursor.fetchmany(1 << 16)
+                if not batch:
+                    break
+                parts.append(np.array(batch, dtype=np.int64).reshape(-1, 4))
+        except (sqlite3.Error, OverflowError, ValueError, TypeError) as exc:
+            got = sum(p.shape[0] for p in parts)
+            if not got:
+                raise self._error(exc, "messages table") from exc
+            last = int(parts[-1][-1, 0])
+            self.problems.append(f"{os.path.basename(self.path)}: the messages table is damaged after row id "
+                                 f"{last} ({exc}); {got} rows before it are read")
+        else:
+            if first_error is not None and not isinstance(first_error, sqlite3.Error):
+                raise self._error(first_error, "messages table")
+        table = np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
+        return Rows(*(np.ascontiguousarray(table[:, k]) for k in range(4)))
+
+    def blobs(self, topic_id: int, first_id: int, last_id: int, ids: np.ndarray) -> bytes:
+        """The blobs of ``topic_id``'s rows with ids in ``[first_id, last_id]``, concatenated in id order.
+
+        ``ids`` are the rows expected (ascending); a file whose rows differ
+        (changed since it was opened, or damaged) raises BagFormatError
+        naming the file and the rows.
+        """
+        where = {"topic id": topic_id, "rows with ids": f"{first_id} to {last_id}"}
+        try:
+            if self.utf8:
+                data, got = self.connection().execute(
+                    "SELECT group_concat(data, ''), group_concat(id) FROM (SELECT id, data FROM messages "
+                    "WHERE id BETWEEN ? AND ? AND topic_id = ? ORDER BY id)", (first_id, last_id, topic_id)).fetchone()
+                got_ids = _numbers(got, "id")
+                data = data or b""
+            else:
+                rows = self.connection().execute(
+                    "SELECT id, data FROM messages WHERE id BETWEEN ? AND ? AND topic_id = ? ORDER BY id",
+                    (first_id, last_id, topic_id)).fetchall()
+                got_ids = np.array([r[0] for r in rows], dtype=np.int64)
+                data = b"".join(r[1] for r in rows)
+        except (sqlite3.Error, ValueError) as exc:
+            raise self._error(exc, "messages table", **where) from exc
+        if not np.array_equal(got_ids, ids):
+            raise BagFormatError(f"sqlite3 storage holds {got_ids.size} rows where {ids.size} were indexed "
+                                 f"(topic id {topic_id}, rows with ids {first_id} to {last_id}); "
+                                 "did the file change after it was opened?", path=self.path, record="sqlite3")
+        return data
+
+    def close(self) -> None:
+        """Close every connection and remove temporary copies."""
+        with self._lock:
+            connections, self._connections = list(self._connections.values()), {}
+        for con in connections:
+            con.close()
+        self._memory = None
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
