@@ -87,6 +87,10 @@ class Db3:
                 self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
                 spill = os.path.join(self._temp_dir, "storage.db3")
                 memory = decompress_file(path, spill)
+                if memory is not None and not memory.startswith(SQLITE_MAGIC):
+                    raise BagFormatError("zstd-compressed storage file does not hold an SQLite database "
+                                         f"(it decompresses to {len(memory)} bytes starting {memory[:16]!r})",
+                                         path=path, record="decompressed")
                 if memory is not None and memory[18:20] == b"\x02\x02":
                     # An in-memory database cannot be in WAL mode: SQLite refuses a WAL header (bytes 18
                     # and 19 = 2). Setting them to 1 (rollback journal) leaves every page as it is.
@@ -146,7 +150,7 @@ class Db3:
         """All rows of a small query; BagFormatError naming the file on any database error."""
         try:
             return self.connection().execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:  # ValueError: a damaged name that is not UTF-8
             raise self._error(exc, what) from exc
 
     def _check_readable(self) -> None:
@@ -172,7 +176,7 @@ class Db3:
             cursor = self.connection().execute("SELECT * FROM topics ORDER BY id")
             names = [d[0] for d in cursor.description]
             rows = cursor.fetchall()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:
             raise self._error(exc, "topics table") from exc
         out = []
         for row in rows:
