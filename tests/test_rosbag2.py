@@ -463,27 +463,34 @@ def test_not_a_rosbag2_database(tmp_path):
         fastbag.open(tmp_path / "empty")
 
 
-def test_truncated_and_damaged_databases_raise_naming_the_file(tmp_path):
+def test_truncated_and_damaged_databases_raise_naming_the_file_or_read_what_is_intact(tmp_path):
+    rows = {r[2] for r in sample_rows(3000)}
     write_db3(tmp_path / "good.db3", sample_rows(3000))
     data = (tmp_path / "good.db3").read_bytes()
-    assert len(data) > 40000
+    assert len(data) > 30 * 4096
     (tmp_path / "cut.db3").write_bytes(data[:len(data) // 2])
-    damaged = bytearray(data)
-    damaged[4096 * 3:4096 * 5] = bytes([0x5A]) * 8192  # pages of the messages table
-    (tmp_path / "bad.db3").write_bytes(bytes(damaged))
-    for name in ("cut.db3", "bad.db3"):
+    with pytest.raises(BagFormatError, match=r"database disk image is malformed.*cut.db3"):
+        fastbag.open(tmp_path / "cut.db3")
+    salvaged = 0
+    for page in range(1, len(data) // 4096):  # damage each page in turn
+        damaged = bytearray(data)
+        damaged[4096 * page + 8:4096 * page + 200] = bytes([0x5A]) * 192
+        path = tmp_path / f"bad{page}.db3"
+        path.write_bytes(bytes(damaged))
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                bag = fastbag.open(tmp_path / name)
+                bag = fastbag.open(path)
             with bag:
-                got = [bytes(m.data) for m in bag.messages("/b", raw=True)]
+                got = [bytes(m.data) for m in bag.messages(raw=True)]
         except FastbagError as exc:
-            assert name in str(exc)
+            assert path.name in str(exc)
             continue
-        # read what was intact: said so, and every message read is a real row
-        assert any(name in str(w.message) for w in caught)
-        assert set(got) <= {r[2] for r in sample_rows(3000)}
+        assert set(got) <= rows  # every message read is a real row
+        if len(got) < len(rows):  # read what was intact, and said so
+            assert any(path.name in str(w.message) and "damaged" in str(w.message) for w in caught)
+            salvaged += len(got) > 0
+    assert salvaged >= 10
 
 
 def test_damage_in_one_split_file_leaves_the_others_readable(tmp_path):
@@ -546,7 +553,7 @@ def test_rows_changed_after_opening_are_detected(tmp_path):
     con.execute("DELETE FROM messages WHERE id = 3")
     con.commit()
     con.close()
-    with bag, pytest.raises(BagFormatError, match=r"holds 9 rows where 10 were indexed.*r.db3"):
+    with bag, pytest.raises(BagFormatError, match=r"holds 9 rows where 10 were indexed.*changed.*r.db3"):
         list(bag.messages(raw=True))
 
 

@@ -243,7 +243,9 @@ class Rosbag2Reader(Container):
             if not known.all():
                 problems.append(f"{os.path.basename(self.files[k].path)}: {int((~known).sum())} messages name a "
                                 "topic id missing from the topics table; they are left out")
-            ids, topic, stamp, length = (a[known] for a in (rows.id, rows.topic_id, rows.timestamp, rows.length))
+            segment = rows.segment if rows.segment is not None else np.zeros(rows.id.size, dtype=np.int64)
+            ids, topic, stamp, length, segment = (a[known] for a in (rows.id, rows.topic_id, rows.timestamp,
+                                                                      rows.length, segment))
             rank = rank_of[sort][where[known]] if known.any() else np.zeros(0, dtype=np.int32)
             # Chunks: each topic's rows in id order, cut every CHUNK_BYTES of blobs.
             order = np.lexsort((ids, rank))
@@ -254,7 +256,8 @@ class Rosbag2Reader(Container):
             topic_start = np.maximum.accumulate(np.where(new_topic, np.arange(r.size), 0)) if r.size else r
             part = (before - before[topic_start]) // CHUNK_BYTES
             new_chunk = new_topic.copy()
-            new_chunk[1:] |= part[1:] != part[:-1]
+            seg = segment[order]
+            new_chunk[1:] |= (part[1:] != part[:-1]) | (seg[1:] != seg[:-1])  # never across damaged pages
             starts = np.flatnonzero(new_chunk)
             ends = np.append(starts[1:], r.size).astype(np.int64)
             local_chunk = np.cumsum(new_chunk) - 1
@@ -307,7 +310,7 @@ class Rosbag2Reader(Container):
         if len(data) != int(lengths.sum()):
             raise BagFormatError(f"sqlite3 rows of topic id {int(c.topic_id[k])} (ids {int(c.first_id[k])} to "
                                  f"{int(c.last_id[k])}) hold {len(data)} bytes where {int(lengths.sum())} were "
-                                 "indexed; did the file change after it was opened?", path=db.path, record="sqlite3")
+                                 "indexed: the file is damaged or changed after it was opened", path=db.path, record="sqlite3")
         if self.index.chunks.compression[k] != ZSTD_MESSAGES:
             return np.frombuffer(data, dtype=np.uint8)
         return self._decompress_messages(k, data, ids, lengths, db.path)

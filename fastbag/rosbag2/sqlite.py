@@ -54,6 +54,7 @@ class Rows:
     topic_id: np.ndarray
     timestamp: np.ndarray
     length: np.ndarray
+    segment: np.ndarray | None = None  # stretches read between damaged pages (see Db3._rows_one_by_one)
 
 
 def _numbers(text: bytes | None, what: str, count: int | None = None) -> np.ndarray:
@@ -208,44 +209,82 @@ class Db3:
         """Every message's id, topic id, timestamp and length, without reading a blob.
 
         One query joins each column into a text SQLite builds in C; a file
-        damaged part way falls back to reading rows one by one, up to the
-        damage (recorded in ``problems``).
+        it fails on is read row by row, as far as the damage allows
+        (recorded in ``problems``).
         """
         try:
-            if self.utf8:
-                found = self.connection().execute(
-                    "SELECT count(*), group_concat(id), group_concat(topic_id), group_concat(timestamp), "
-                    "group_concat(length(data)) FROM messages").fetchone()
-                n = int(found[0])
-                return Rows(*(_numbers(text, what, n) for text, what in zip(
-                    found[1:], ("id", "topic_id", "timestamp", "data length"))))
+            if not self.utf8:
+                raise ValueError("a database in UTF-16 is read row by row")
+            found = self.connection().execute(
+                "SELECT count(*), group_concat(id), group_concat(topic_id), group_concat(timestamp), "
+                "group_concat(length(data)) FROM messages").fetchone()
+            n = int(found[0])
+            return Rows(*(_numbers(text, what, n) for text, what in zip(
+                found[1:], ("id", "topic_id", "timestamp", "data length"))))
         except (sqlite3.Error, ValueError) as exc:
-            first_error: Exception = exc
-        else:
-            first_error = None  # type: ignore[assignment]
-        return self._rows_one_by_one(first_error)
+            return self._rows_one_by_one(exc)
 
-    def _rows_one_by_one(self, first_error: Exception | None) -> Rows:
-        parts: list[np.ndarray] = []
+    def _rows_one_by_one(self, first_error: Exception) -> Rows:
+        """Rows read one at a time, for a file the fast query fails on (damaged, or hostile).
+
+        Rows whose columns are not integers are left out. Where a page is
+        damaged, reading resumes at the next row id past it that SQLite can
+        reach (probing ids ever further on); each stretch read is a
+        ``segment`` (chunks never span two, so the intact rows stay readable).
+        """
+        con = self.connection()
+        found: list[tuple[int, int, int, int]] = []
+        segments: list[int] = []
+        skipped = segment = 0
+        errors: list[str] = []
         try:
-            cursor = self.connection().execute("SELECT id, topic_id, timestamp, length(data) FROM messages")
-            while True:
-                batch = cursor.fetchmany(1 << 16)
-                if not batch:
+            top = con.execute("SELECT max(id) FROM messages").fetchone()[0]
+        except (sqlite3.Error, ValueError):
+            top = None
+        after = -(1 << 63)
+        while True:
+            try:
+                for row in con.execute("SELECT id, topic_id, timestamp, length(data) FROM messages WHERE id > ? "
+                                       "ORDER BY id", (after,)):
+                    if all(type(v) is int for v in row):
+                        found.append(row)
+                        segments.append(segment)
+                        after = row[0]
+                    else:
+                        skipped += 1
+                break
+            except (sqlite3.Error, ValueError, OverflowError) as exc:
+                errors.append(f"{exc} after row id {after}" if found else str(exc))
+                after = self._past_damage(con, after, top)
+                if after is None:
                     break
-                parts.append(np.array(batch, dtype=np.int64).reshape(-1, 4))
-        except (sqlite3.Error, OverflowError, ValueError, TypeError) as exc:
-            got = sum(p.shape[0] for p in parts)
-            if not got:
-                raise self._error(exc, "messages table") from exc
-            last = int(parts[-1][-1, 0])
-            self.problems.append(f"{os.path.basename(self.path)}: the messages table is damaged after row id "
-                                 f"{last} ({exc}); {got} rows before it are read")
-        else:
-            if first_error is not None and not isinstance(first_error, sqlite3.Error):
-                raise self._error(first_error, "messages table")
-        table = np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
-        return Rows(*(np.ascontiguousarray(table[:, k]) for k in range(4)))
+                segment += 1
+        if not found and errors:
+            raise self._error(first_error, "messages table")
+        if errors or skipped:
+            self.problems.append(f"{os.path.basename(self.path)}: the messages table is damaged "
+                                 f"({'; '.join(errors[:3]) or first_error}): {len(found)} rows are read" +
+                                 (f", {skipped} malformed rows left out" if skipped else ""))
+        table = np.array(found, dtype=np.int64).reshape(-1, 4)
+        return Rows(*(np.ascontiguousarray(table[:, k]) for k in range(4)),
+                    segment=np.array(segments, dtype=np.int64))
+
+    @staticmethod
+    def _past_damage(con: sqlite3.Connection, after: int, top: int | None) -> int | None:
+        """A row id past a damaged page from which SQLite reads again, or None."""
+        if top is None:
+            return None
+        for k in range(64):
+            probe = after + (1 << k)
+            if probe >= top:
+                return None
+            try:
+                con.execute("SELECT id, topic_id, timestamp, length(data) FROM messages WHERE id > ? "
+                            "ORDER BY id LIMIT 16", (probe,)).fetchall()
+            except (sqlite3.Error, ValueError, OverflowError):
+                continue
+            return probe
+        return None
 
     def blobs(self, topic_id: int, first_id: int, last_id: int, ids: np.ndarray) -> bytes:
         """The blobs of ``topic_id``'s rows with ids in ``[first_id, last_id]``, concatenated in id order.
@@ -272,8 +311,8 @@ class Db3:
             raise self._error(exc, "messages table", **where) from exc
         if not np.array_equal(got_ids, ids):
             raise BagFormatError(f"sqlite3 storage holds {got_ids.size} rows where {ids.size} were indexed "
-                                 f"(topic id {topic_id}, rows with ids {first_id} to {last_id}); "
-                                 "did the file change after it was opened?", path=self.path, record="sqlite3")
+                                 f"(topic id {topic_id}, rows with ids {first_id} to {last_id}): the file is damaged "
+                                 "or changed after it was opened", path=self.path, record="sqlite3")
         return data
 
     def close(self) -> None:
