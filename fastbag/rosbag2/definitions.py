@@ -68,8 +68,8 @@ def _field_types(text: str) -> list[str]:
         if not code or code == "---":
             continue
         words = code.split()
-        if len(words) < 2 or "=" in words[1] or "=" in words[0]:
-            continue  # a constant (``uint8 DEBUG=10``) or not a field
+        if len(words) < 2 or "=" in "".join(words[1:]):
+            continue  # a constant (``uint8 DEBUG=10``; the type itself may hold ``<=``) or not a field
         base = re.sub(r"\[.*\]$", "", words[0])   # T[], T[N], T[<=N]
         base = re.sub(r"<=\d+$", "", base)          # string<=N
         if base not in PRIMITIVES:
@@ -115,7 +115,7 @@ def _service_parts(srv: str) -> tuple[str, str, str]:
     """(request, response, dependency blocks) of a ``.srv`` text, possibly followed by ``MSG:`` blocks."""
     head, sep, rest = srv.partition(SEPARATOR)
     pieces = re.split(r"(?m)^---[ \t]*$", head, maxsplit=1)
-    request, response = pieces[0], pieces[1] if len(pieces) > 1 else ""
+    request, response = pieces[0], pieces[1].lstrip("\n") if len(pieces) > 1 else ""
     return request, response, (sep + rest) if sep else ""
 
 
