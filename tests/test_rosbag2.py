@@ -417,7 +417,7 @@ def test_a_recording_in_progress_reads_what_is_committed(tmp_path):
 # -- bad input --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, error, match", [
-    ("rosbag2_bagfile_information: [unclosed", BagFormatError, "not valid YAML at line 1"),
+    ("rosbag2_bagfile_information: [unclosed", BagFormatError, r"not valid YAML at line \d+, column \d+"),
     ("rosbag2_bagfile_information:\n  storage_identifier: sqlite3\n", BagFormatError, "lacks the field .*version"),
     ("rosbag2_bagfile_information:\n  version: 99\n", UnsupportedError, "version 99 is not supported"),
     ("rosbag2_bagfile_information:\n  version: 5\n  storage_identifier: sqlite3\n  relative_file_paths: 7\n",

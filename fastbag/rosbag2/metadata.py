@@ -87,7 +87,8 @@ def parse_metadata(text: str | bytes, path: str = "metadata.yaml") -> BagMetadat
     import yaml  # imported on first use: `import fastbag` stays light
 
     try:
-        document = yaml.safe_load(text)
+        # libyaml's loader where PyYAML was built with it: 10x faster than the pure-Python one.
+        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

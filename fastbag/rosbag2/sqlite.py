@@ -296,9 +296,11 @@ class Db3:
         where = {"topic id": topic_id, "rows with ids": f"{first_id} to {last_id}"}
         try:
             if self.utf8:
+                # No ORDER BY: a subquery to sort would copy every blob once more (3x slower). A rowid
+                # range is scanned in id order; the ids that come back beside the blobs prove it.
                 data, got = self.connection().execute(
-                    "SELECT group_concat(data, ''), group_concat(id) FROM (SELECT id, data FROM messages "
-                    "WHERE id BETWEEN ? AND ? AND topic_id = ? ORDER BY id)", (first_id, last_id, topic_id)).fetchone()
+                    "SELECT group_concat(data, ''), group_concat(id) FROM messages "
+                    "WHERE id BETWEEN ? AND ? AND topic_id = ?", (first_id, last_id, topic_id)).fetchone()
                 got_ids = _numbers(got, "id")
                 data = data or b""
             else:
