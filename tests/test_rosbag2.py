@@ -575,3 +575,51 @@ def test_random_damage_raises_only_fastbag_errors(tmp_path):
                         pass
         except FastbagError as exc:
             assert path.name in str(exc)
+
+
+def test_random_metadata_and_blob_damage_raises_only_fastbag_errors(tmp_path):
+    """A seeded slice of the damage a fuzz campaign would do: YAML fields and zstd rows."""
+    rng = np.random.default_rng(2014)
+    real = sorted((DATA / "db3").glob("*/metadata.yaml")) if (DATA / "db3").is_dir() else []
+    write_db3(tmp_path / "r_0.db3", sample_rows(60), compress=True)
+    write_metadata(tmp_path, ["r_0.db3"], mode="MESSAGE")
+    texts = [p.read_bytes() for p in real] + [(tmp_path / "metadata.yaml").read_bytes()]
+    for trial in range(60):
+        text = bytearray(texts[trial % len(texts)])
+        for _ in range(int(rng.integers(1, 6))):
+            at = int(rng.integers(0, len(text)))
+            choice = int(rng.integers(0, 4))
+            if choice == 0:
+                text[at] = int(rng.integers(0, 256))
+            elif choice == 1:
+                del text[at:at + int(rng.integers(1, 40))]
+            elif choice == 2:
+                text[at:at] = rng.choice([b"- ", b": ", b"\n", b"{", b"[", b"9" * 30, b"~", b"!!binary "])
+            else:
+                text[at:at] = text[int(rng.integers(0, len(text))):][:int(rng.integers(1, 80))]
+        (tmp_path / "metadata.yaml").write_bytes(bytes(text))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FastbagWarning)
+                with fastbag.open(tmp_path) as bag:
+                    for _ in bag.messages(raw=True):
+                        pass
+        except FastbagError:
+            pass
+    # rows of a message-compressed bag damaged in place
+    write_metadata(tmp_path, ["r_0.db3"], mode="MESSAGE")
+    con = sqlite3.connect(tmp_path / "r_0.db3")
+    ids = [r[0] for r in con.execute("SELECT id FROM messages")]
+    for trial, row in enumerate(ids[:20]):
+        blob = bytearray(con.execute("SELECT data FROM messages WHERE id = ?", (row,)).fetchone()[0])
+        blob[int(rng.integers(0, len(blob)))] ^= 1 << int(rng.integers(0, 8))
+        con.execute("UPDATE messages SET data = ? WHERE id = ?", (bytes(blob[:len(blob) - trial % 3]), row))
+    con.commit()
+    con.close()
+    with fastbag.open(tmp_path) as bag:
+        for topic in bag.topics:
+            try:
+                for _ in bag.messages(topic, raw=True):
+                    pass
+            except FastbagError as exc:
+                assert "r_0.db3" in str(exc) and "message row" in str(exc)
