@@ -62,7 +62,7 @@ def _numbers(text: bytes | None, what: str, count: int | None = None) -> np.ndar
     if not text:
         return np.zeros(0, dtype=np.int64)
     out = np.fromstring(text, dtype=np.int64, sep=",")  # stops at the first non-number: checked below
-    if out.size != text.count(b",") + 1 or (count is not None and out.size != count):
+    if out.size != (count if count is not None else text.count(b",") + 1):
         raise ValueError(f"the {what} column holds something other than integers")
     return out
 
