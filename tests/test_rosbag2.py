@@ -623,3 +623,46 @@ def test_random_metadata_and_blob_damage_raises_only_fastbag_errors(tmp_path):
                     pass
             except FastbagError as exc:
                 assert "r_0.db3" in str(exc) and "message row" in str(exc)
+
+
+def test_a_lone_compressed_db3_opens(tmp_path):
+    rows = write_db3(tmp_path / "plain.db3", sample_rows(30))
+    (tmp_path / "r.db3.zstd").write_bytes(zstandard.ZstdCompressor().compress((tmp_path / "plain.db3").read_bytes()))
+    with fastbag.open(tmp_path / "r.db3.zstd") as bag:
+        assert bag.format == "rosbag2"
+        assert [bytes(m.data) for m in bag.messages(raw=True)] == [r[2] for r in rows]
+
+
+def test_opening_reads_no_blob(tmp_path, monkeypatch):
+    """Every statement run while opening reads ids, topics, timestamps and lengths, never ``data`` itself."""
+    from fastbag.rosbag2.sqlite import Db3
+
+    statements: list[str] = []
+    connect = Db3.connection
+
+    def traced(self):
+        con = connect(self)
+        con.set_trace_callback(statements.append)
+        return con
+
+    monkeypatch.setattr(Db3, "connection", traced)
+    write_db3(tmp_path / "r.db3", sample_rows(100))
+    with fastbag.open(tmp_path / "r.db3") as bag:
+        assert bag.message_count == 100
+        opened = list(statements)
+        list(bag.messages(raw=True))
+    assert opened and all("data" not in s.replace("length(data)", "") for s in opened), opened
+    assert any("group_concat(data" in s for s in statements[len(opened):])
+
+
+def test_definitions_folder_serves_types_the_bag_lacks(tmp_path):
+    path = DATA / "db3" / "ros2__rosbag2__rosbag2_tests__resources__test_msgs_string"
+    if not path.exists():
+        pytest.skip(NO_DATA)
+    (tmp_path / "test_msgs" / "msg").mkdir(parents=True)
+    (tmp_path / "test_msgs" / "msg" / "Strings.msg").write_text("string string_value\nWStrings w\n")
+    (tmp_path / "test_msgs" / "msg" / "WStrings.msg").write_text("wstring wstring_value\n")
+    with open_quietly(path, definitions=tmp_path) as bag:
+        definition = bag.topics["/test_msg_strings"].connections[0].definition
+    assert definition == ("string string_value\nWStrings w\n" + "=" * 80 + "\nMSG: test_msgs/WStrings\n"
+                          "wstring wstring_value\n")
