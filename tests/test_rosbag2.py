@@ -711,3 +711,16 @@ def test_cdr_topics_say_how_they_decode():
     with open_quietly(path) as bag:
         with pytest.raises(UnsupportedError, match="decoding 'cdr' messages is not supported yet.*raw=True"):
             bag.read("/tf")
+
+
+def test_file_compression_is_recognized_by_its_bytes(tmp_path):
+    """metadata.yaml says FILE but the file was decompressed by hand (or the reverse, without a .zstd name)."""
+    rows = write_db3(tmp_path / "r_0.db3", sample_rows(20))
+    write_metadata(tmp_path, ["r_0.db3"], mode="FILE")
+    with fastbag.open(tmp_path) as bag:
+        assert [bytes(m.data) for m in bag.messages(raw=True)] == [r[2] for r in rows]
+    packed = zstandard.ZstdCompressor().compress((tmp_path / "r_0.db3").read_bytes())
+    (tmp_path / "r_0.db3").write_bytes(packed)
+    write_metadata(tmp_path, ["r_0.db3"])
+    with fastbag.open(tmp_path) as bag:
+        assert [bytes(m.data) for m in bag.messages(raw=True)] == [r[2] for r in rows]

@@ -21,8 +21,9 @@ from ..errors import BagFormatError, UnsupportedError
 MAX_RATIO = 8192
 #: Allowed whatever the compressed size: small frames of real messages can compress very well.
 MIN_LIMIT = 1 << 20
-#: A decompressed storage file up to this size is kept in memory; a larger one goes to a temporary file.
-IN_MEMORY_BYTES = 256 << 20
+#: A decompressed storage file up to this size is kept in memory; a larger one goes to a temporary file
+#: (each worker thread's connection holds its own copy of an in-memory database: keep that small).
+IN_MEMORY_BYTES = 32 << 20
 STEP = 8 << 20
 
 

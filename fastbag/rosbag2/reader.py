@@ -114,7 +114,7 @@ class Rosbag2Reader(Container):
     def _storage_files(self, path: str, problems: list[str]) -> list[tuple[str, bool]]:
         """``(path, file-compressed)`` of every storage file, in order."""
         if not os.path.isdir(path):
-            return [(path, path.endswith(".zstd"))]
+            return [(path, _is_zstd(path, path.endswith(".zstd")))]
         yaml_path = os.path.join(path, "metadata.yaml")
         if not os.path.exists(yaml_path):
             found = sorted(n for n in os.listdir(path) if n.endswith((".db3", ".db3.zstd", ".mcap", ".mcap.zstd")))
@@ -124,7 +124,8 @@ class Rosbag2Reader(Container):
             problems.append("no metadata.yaml (a recording still running, or stopped abruptly): reading the "
                             f"storage files present ({', '.join(found)})")
             self._refuse_mcap(found, path)
-            return [(os.path.join(path, n), n.endswith(".zstd")) for n in _natural_order(found)]
+            return [(os.path.join(path, n), _is_zstd(os.path.join(path, n), n.endswith(".zstd")))
+                    for n in _natural_order(found)]
         meta = self.metadata = read_metadata(yaml_path)
         self._refuse_mcap(meta.relative_file_paths, path, meta.storage_identifier)
         if meta.storage_identifier not in ("sqlite3", ""):
@@ -143,10 +144,9 @@ class Rosbag2Reader(Container):
         files = []
         for relative in meta.relative_file_paths:
             full = os.path.normpath(os.path.join(path, relative))
-            compressed = mode == "FILE" or relative.endswith(".zstd")
             if not os.path.exists(full) and mode == "FILE" and os.path.exists(full + ".zstd"):
                 full += ".zstd"  # older writers list the name before compression
-            files.append((full, compressed))
+            files.append((full, _is_zstd(full, relative.endswith(".zstd"))))
         return files
 
     @staticmethod
@@ -402,6 +402,17 @@ class _RowStore(ChunkStore):
         if remember:
             self._remember(index, payload)
         return payload
+
+
+def _is_zstd(path: str, named: bool) -> bool:
+    """Whether a storage file is zstd-compressed: by its first bytes (a file decompressed by hand keeps
+    its listing in metadata.yaml), by its name where it cannot be read (the error comes later)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4)
+    except OSError:
+        return named
+    return head == b"\x28\xb5\x2f\xfd" or (named and len(head) < 4)
 
 
 def _natural_order(names: list[str]) -> list[str]:
