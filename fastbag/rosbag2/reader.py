@@ -24,6 +24,7 @@ a mapped file: their compression is ``sqlite3`` (or ``sqlite3+zstd``), never
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Mapping
@@ -35,6 +36,7 @@ from ..container import BagIndex, Connection, Container
 from ..errors import BagFormatError, FastbagError, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.source import Source
+from ..msg.msgdef import EMPTY_MD5
 from .compression import MAX_RATIO, MIN_LIMIT, decompress_frame, message_limit, zstd
 from .definitions import resolve_definition
 from .metadata import BagMetadata, parse_metadata, read_metadata
@@ -181,14 +183,14 @@ class Rosbag2Reader(Container):
         by_key: dict[tuple[str, str, str], int] = {}
         stored: dict[str, tuple[str, str]] = {}   # type -> (encoding, text) from message_definitions
         per_file = []
+        failed: list[FastbagError] = []
         for k, db in enumerate(self.files):
             try:
                 topics = db.topics()
                 stored.update((t, d) for t, d in db.definitions().items() if d[1].strip() and t not in stored)
                 rows = db.rows()
             except FastbagError as exc:
-                if len(self.files) == 1:
-                    raise
+                failed.append(exc)
                 problems.append(str(exc))
                 continue
             problems.extend(p for p in db.problems if p not in problems)
@@ -201,6 +203,8 @@ class Rosbag2Reader(Container):
                                                   encoding=topic.serialization_format, schema_encoding=""))
                 ranks.append(by_key[key])
             per_file.append((k, topics, ranks, rows))
+        if failed and not per_file:  # nothing intact to read: the first file's error says why
+            raise failed[0]
         connections = [self._with_definition(c, stored, definitions) for c in connections]
         version = str(self.metadata.version) if self.metadata else self._stored_version()
         return self._index_rows(version, connections, per_file, problems)
@@ -220,9 +224,8 @@ class Rosbag2Reader(Container):
     def _with_definition(connection: Connection, stored: dict[str, tuple[str, str]],
                          definitions: Mapping[str, str]) -> Connection:
         encoding, text = resolve_definition(connection.msgtype, stored, definitions)
-        import dataclasses
-
-        md5 = "d41d8cd98f00b204e9800998ecf8427e" if encoding and not text.strip() else NO_MD5  # a type without fields
+        # A definition found but empty is a type without fields (the Bag tells it from one that was lost).
+        md5 = EMPTY_MD5 if encoding and not text.strip() else NO_MD5
         return dataclasses.replace(connection, definition=text, schema_encoding=encoding, md5sum=md5)
 
     def _index_rows(self, version: str, connections: list[Connection], per_file: list, problems: list[str]
