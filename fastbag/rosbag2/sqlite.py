@@ -100,7 +100,16 @@ class Db3:
                 self._uri = None if self._memory is not None else self._uri_of(spill, immutable=True)
             else:
                 self._uri = self._open_uri(path)
-            self._check_readable()
+            try:
+                self._check_readable()
+            except BagFormatError:
+                if self._uri is None or "immutable=1" in self._uri or self._temp_dir is not None:
+                    raise
+                # The writer's -shm could not serve a read-only reader (stale, from a recorder killed):
+                # read a private copy of the database and its log instead.
+                self.close()
+                self._uri = self._private_copy(path)
+                self._check_readable()
         except BaseException:
             self.close()
             raise
@@ -121,10 +130,14 @@ class Db3:
         if os.path.exists(shm):  # the writer's shared index: read through it, as a second reader would
             return self._uri_of(path, immutable=False)
         # Without -shm, SQLite would create one (and a -wal) beside the user's file: read a copy instead.
+        return self._private_copy(path)
+
+    def _private_copy(self, path: str) -> str:
+        """The URI of a copy of the database and its write-ahead log in a temporary folder."""
         self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
         copy = os.path.join(self._temp_dir, "storage.db3")
         shutil.copyfile(path, copy)
-        shutil.copyfile(wal, copy + "-wal")
+        shutil.copyfile(path + "-wal", copy + "-wal")
         return self._uri_of(copy, immutable=False)
 
     def connection(self) -> sqlite3.Connection:
