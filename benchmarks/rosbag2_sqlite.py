@@ -151,7 +151,8 @@ def main() -> None:
         print(f"{name:<30} fastbag {tf * 1e3:9.1f} ms   rosbags {ts * 1e3:9.1f} ms   {ts / tf:6.1f}x")
     print(f"{'/imu payloads (one query per chunk)':<40} {t_payload * 1e3:9.1f} ms  "
           f"{t_payload / imu_count * 1e9:6.0f} ns/message  ({nbytes / 1e6:.0f} MB)")
-    print(f"{'/imu rows one by one (sqlite3 module)':<40} {t_rows * 1e3:9.1f} ms  {t_rows / imu_count * 1e9:6.0f} ns/message")
+    print(f"{'/imu rows one by one (sqlite3 module)':<40} {t_rows * 1e3:9.1f} ms  "
+          f"{t_rows / imu_count * 1e9:6.0f} ns/message")
     print(f"{'copying the same bytes once':<40} {t_copy * 1e3:9.1f} ms  {t_copy / imu_count * 1e9:6.0f} ns/message")
 
 

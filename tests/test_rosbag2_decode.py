@@ -35,7 +35,8 @@ pytestmark = pytest.mark.skipif(
 #: Recordings rosbags deserializes whole (see MANIFEST.tsv), and the topics to compare.
 ROSBAGS_READS = [
     "MichaelGrupp__evo__test__data__tf_example",
-    "autowarefoundation__autoware_tools__planning__autoware_static_centerline_generator__test__data__bag_ego_trajectory.db3",
+    "autowarefoundation__autoware_tools__planning__autoware_static_centerline_generator__test__data__"
+    "bag_ego_trajectory.db3",
     "peterheim1__ros_bags__first_2",
     "ANYbotics__grid_map__grid_map_ros__resource__double_chatter",
     "geocamxyz__rosbags-rs__tests__test_bags__test_bag_sqlite3",

@@ -78,7 +78,8 @@ def decompress_file(path: str, spill: str) -> bytes | None:
     produced = 0
     out: Any = None
     try:
-        with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as reader:
+        with open(path, "rb") as raw, \
+                zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as reader:
             while True:
                 try:
                     piece = reader.read(STEP)

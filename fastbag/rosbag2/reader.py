@@ -318,7 +318,8 @@ class Rosbag2Reader(Container):
         if len(data) != int(lengths.sum()):
             raise BagFormatError(f"sqlite3 rows of topic id {int(c.topic_id[k])} (ids {int(c.first_id[k])} to "
                                  f"{int(c.last_id[k])}) hold {len(data)} bytes where {int(lengths.sum())} were "
-                                 "indexed: the file is damaged or changed after it was opened", path=db.path, record="sqlite3")
+                                 "indexed: the file is damaged or changed after it was opened", path=db.path,
+                                 record="sqlite3")
         if self.index.chunks.compression[k] != ZSTD_MESSAGES:
             return np.frombuffer(data, dtype=np.uint8)
         return self._decompress_messages(k, data, ids, lengths, db.path)
