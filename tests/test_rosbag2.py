@@ -12,6 +12,7 @@ database rows are the proof.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import warnings
@@ -724,3 +725,22 @@ def test_file_compression_is_recognized_by_its_bytes(tmp_path):
     write_metadata(tmp_path, ["r_0.db3"])
     with fastbag.open(tmp_path) as bag:
         assert [bytes(m.data) for m in bag.messages(raw=True)] == [r[2] for r in rows]
+
+
+def test_many_small_bombs_spend_the_chunk_budget(tmp_path):
+    """Frames without a declared size, each within its own limit, together past the chunk's budget."""
+    from fastbag.rosbag2 import compression
+
+    frame = zstandard.ZstdCompressor(write_content_size=False).compress(bytes(compression.MIN_LIMIT))
+    assert zstandard.frame_content_size(frame) == -1
+    write_db3(tmp_path / "m.db3", [(1, k, b"") for k in range(400)])
+    con = sqlite3.connect(tmp_path / "m.db3")
+    con.execute("UPDATE messages SET data = ?", (frame,))
+    con.commit()
+    con.close()
+    write_metadata(tmp_path, ["m.db3"], mode="MESSAGE")
+    with fastbag.open(tmp_path) as bag:
+        with pytest.raises(BagFormatError, match=r"message row (\d+) does not decompress") as info:
+            list(bag.messages(raw=True))
+    # each frame alone is allowed; the rows before the budget ran out decompressed
+    assert 100 < int(re.search(r"row (\d+)", str(info.value)).group(1)) < 400

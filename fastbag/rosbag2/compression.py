@@ -45,6 +45,8 @@ def message_limit(compressed: int) -> int:
 def decompress_frame(frame: bytes | memoryview, decompressor: Any, limit: int) -> bytes:
     """One zstd frame (a message in ``MESSAGE`` mode), at most ``limit`` bytes; ValueError otherwise."""
     zstandard = zstd()
+    if limit <= 0:  # max_output_size=0 would mean no limit at all
+        raise ValueError("the chunk's decompression budget is spent (a decompression bomb?)")
     try:
         declared = zstandard.frame_content_size(frame)
     except zstandard.ZstdError as exc:
