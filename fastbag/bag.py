@@ -11,9 +11,9 @@ on a thread pool.
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import functools
+import io
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
@@ -26,8 +26,6 @@ from .container import BagIndex, Connection, Container
 from .errors import BagFormatError, DecodeError, FastbagWarning
 from .io.chunks import DEFAULT_CACHE_BYTES, ordered_map, size_mismatch
 from .msg.msgdef import EMPTY_MD5
-
-builtins_open = builtins.open  # ``open`` below is fastbag.open
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -598,7 +596,7 @@ def open_container(path: str, *, definitions: Mapping[str, str] | None = None) -
 
         return Rosbag2Reader(path, definitions=definitions)
     try:
-        with builtins_open(path, "rb") as file:
+        with io.open(path, "rb") as file:  # io.open: ``open`` in this module is fastbag.open
             head = file.read(len(SQLITE_MAGIC))
     except OSError:
         head = b""  # the ROS1 reader says what is wrong with the path
