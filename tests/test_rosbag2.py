@@ -744,3 +744,19 @@ def test_many_small_bombs_spend_the_chunk_budget(tmp_path):
             list(bag.messages(raw=True))
     # each frame alone is allowed; the rows before the budget ran out decompressed
     assert 100 < int(re.search(r"row (\d+)", str(info.value)).group(1)) < 400
+
+
+def test_rows_whose_every_blob_is_null_are_left_out(tmp_path):
+    """Found by tools/fuzz_rosbag2 (seed 14, case 10411): group_concat skips NULLs, so a column of NULLs
+    came back empty beside a count of 20."""
+    write_db3(tmp_path / "r.db3", sample_rows(20))
+    con = sqlite3.connect(tmp_path / "r.db3")
+    con.executescript("CREATE TABLE m2(id INTEGER PRIMARY KEY, topic_id INTEGER, timestamp INTEGER, data BLOB);"
+                      "INSERT INTO m2 SELECT id, topic_id, timestamp, NULL FROM messages; DROP TABLE messages;"
+                      "ALTER TABLE m2 RENAME TO messages;")
+    con.commit()
+    con.close()
+    with pytest.warns(FastbagWarning, match=r"messages table is damaged.*0 rows are read, 20 malformed rows"):
+        bag = fastbag.open(tmp_path / "r.db3")
+    with bag:
+        assert bag.message_count == 0

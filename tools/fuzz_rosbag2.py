@@ -200,7 +200,7 @@ def mutate_yaml(folder: Path, rng: random.Random) -> str:
     lines = path.read_text(errors="replace").split("\n")
     kind = rng.choice(["value", "value", "delete", "duplicate", "bytes", "version", "storage", "mode", "paths"])
     if kind == "bytes":
-        raw = bytearray(path.read_bytes())
+        raw = bytearray(path.read_bytes()) or bytearray(b"\n")
         for _ in range(rng.randint(1, 8)):
             raw[rng.randrange(len(raw))] = rng.randrange(256)
         path.write_bytes(bytes(raw))
@@ -239,6 +239,8 @@ def mutate_pages(folder: Path, rng: random.Random) -> str:
         return "pages: none"
     path = rng.choice(files)
     raw = bytearray(path.read_bytes())
+    if not raw:
+        return f"pages: {path.name} is empty already"
     pages = max(1, len(raw) // PAGE)
     kind = rng.choice(["bytes", "bytes", "zero", "header", "truncate_page", "truncate", "swap"])
     if kind == "bytes":
@@ -305,7 +307,7 @@ def mutate_rows(folder: Path, rng: random.Random) -> str:
             con.commit()
         finally:
             con.close()
-    except sqlite3.Error as exc:  # the seed itself may be damaged already: the mutation is what it is
+    except (sqlite3.Error, ValueError) as exc:  # the copy may be damaged already: the mutation is what it is
         return f"rows: {kind} in {path.name} (failed: {exc})"
     for side in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         side.unlink(missing_ok=True)
@@ -432,7 +434,12 @@ def worker(args: argparse.Namespace) -> None:
     work = Path(args.work)
     for case in range(args.start, args.stop):
         print(json.dumps({"start": case}), flush=True)
-        target, done = make_case(seeds, args.seed, case, work)
+        try:
+            target, done = make_case(seeds, args.seed, case, work)
+        except Exception as exc:  # noqa: BLE001 - a defect of the harness, reported as such
+            print(json.dumps({"case": case, "problems": [f"harness: {type(exc).__name__}: {exc}"], "errors": [],
+                              "mutations": []}), flush=True)
+            continue
         t0 = time.perf_counter()
         try:
             result = run_case(target)
@@ -520,7 +527,7 @@ def campaign(args: argparse.Namespace) -> int:
         errors = Counter(e.split(": ", 1)[1] for r in results.values() for e in r["errors"])
         print(f"{len(results)} cases in {seconds:.0f} s ({len(results) / max(seconds, 1e-9):.1f}/s); "
               f"failing cases: {len(failing)}")
-        for kind in ("crash", "hang", "exception", "oversize", "wrong", "warning"):
+        for kind in ("crash", "hang", "exception", "oversize", "wrong", "warning", "harness"):
             print(f"  {kind:<10} {kinds.get(kind, 0)}")
         print(f"FastbagErrors raised (expected): {dict(errors.most_common())}")
         for case, result in sorted(failing.items())[:50]:

@@ -59,7 +59,9 @@ class Rows:
 
 def _numbers(text: bytes | None, what: str, count: int | None = None) -> np.ndarray:
     """A ``group_concat`` of integers (decimal text, comma-separated) as int64, checked complete."""
-    if not text:
+    if not text:  # no rows, or every value NULL (group_concat skips NULLs)
+        if count:
+            raise ValueError(f"the {what} column holds something other than integers")
         return np.zeros(0, dtype=np.int64)
     out = np.fromstring(text, dtype=np.int64, sep=",")  # stops at the first non-number: checked below
     if out.size != (count if count is not None else text.count(b",") + 1):
