@@ -49,3 +49,18 @@ def test_the_harness_sees_foreign_exceptions_and_changes(seeds, tmp_path, monkey
 
     monkeypatch.setattr(Db3, "close", leaves_a_file)
     assert any("changed the directory" in p for p in fuzz_rosbag2.run_case(target)["problems"])
+
+
+def test_regression_resuming_past_damage_is_bounded(seeds, tmp_path):
+    """Found by the campaign (seed 15, cases 1277 and 18990): a damaged page that every resumed scan ran
+    into again, one row id further each time, up to a damaged max(id): a hang, then a MemoryError."""
+    import time
+
+    if len(seeds) != 28:
+        pytest.skip(f"the seed corpus has {len(seeds)} recordings, not the 28 the cases were drawn from")
+    for case in (1277, 18990):
+        target, done = fuzz_rosbag2.make_case(seeds, 15, case, tmp_path)
+        assert done[1].startswith("pages: bytes")
+        start = time.perf_counter()
+        assert fuzz_rosbag2.run_case(target)["problems"] == []
+        assert time.perf_counter() - start < 20

@@ -32,6 +32,8 @@ from ..errors import BagFormatError
 from .compression import decompress_file
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Damaged stretches of a messages table read past before giving up on the rest of it.
+MAX_RESUMES = 64
 
 
 @dataclass(frozen=True)
@@ -261,10 +263,13 @@ class Db3:
         except (sqlite3.Error, ValueError):
             top = None
         after = -(1 << 63)
+        reach = 0  # probes past a damaged page start 2**reach ids on; it grows while resuming gains nothing
         while True:
+            gained = 0
             try:
                 for row in con.execute("SELECT id, topic_id, timestamp, length(data) FROM messages WHERE id > ? "
                                        "ORDER BY id", (after,)):
+                    gained += 1
                     if all(type(v) is int for v in row):
                         found.append(row)
                         segments.append(segment)
@@ -274,10 +279,13 @@ class Db3:
                 break
             except (sqlite3.Error, ValueError, OverflowError) as exc:
                 errors.append(f"{exc} after row id {after}" if found else str(exc))
-                after = self._past_damage(con, after, top)
-                if after is None:
+                if len(errors) > MAX_RESUMES:  # damage everywhere: keep what was read
                     break
-                segment += 1
+                reach = reach + 1 if segment and not gained else 0
+                resume = self._past_damage(con, after, top, reach)
+                if resume is None:
+                    break
+                after, segment = resume, segment + 1
         if not found and errors:
             raise self._error(first_error, "messages table")
         if errors or skipped:
@@ -289,11 +297,11 @@ class Db3:
                     segment=np.array(segments, dtype=np.int64))
 
     @staticmethod
-    def _past_damage(con: sqlite3.Connection, after: int, top: int | None) -> int | None:
-        """A row id past a damaged page from which SQLite reads again, or None."""
+    def _past_damage(con: sqlite3.Connection, after: int, top: int | None, reach: int) -> int | None:
+        """A row id at least ``2**reach`` past ``after`` from which SQLite reads again, or None."""
         if top is None:
             return None
-        for k in range(64):
+        for k in range(min(reach, 63), 64):
             probe = after + (1 << k)
             if probe >= top:
                 return None
