@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import functools
+import io
 import operator
 import os
 import warnings
@@ -143,7 +144,7 @@ class Bag:
             from .msg.msgdef import load_definitions
             self._definitions = load_definitions(definitions)
         options = {k: v for k, v in (("aes_key", aes_key), ("passphrase", passphrase)) if v is not None}
-        self._container = open_container(self.path, **options)
+        self._container = open_container(self.path, definitions=self._definitions, **options)
         self._source = self._container.source
         container = self._container
         if self._definitions:
@@ -742,6 +743,11 @@ class Bag:
             # container supplies what it knows; an empty ros2msg text is a type without fields, std_msgs/Empty)
             if connection.encoding == "ros1" and not definition.strip() and connection.md5sum != EMPTY_MD5:
                 definition = self._supplied_definition(connection)
+            if connection.encoding != "ros1" and not connection.schema_encoding and not definition.strip():
+                raise DecodeError(f"no definition of {connection.msgtype} is known: the recording stores none and "
+                                  "fastbag ships none; pass definitions={type: .msg text} (or a folder of "
+                                  "<pkg>/msg/<Type>.msg) to fastbag.open to decode it; messages(raw=True) reads it",
+                                  topic=connection.topic, msgtype=connection.msgtype)
             try:
                 layout = layout_for(connection.msgtype, definition, encoding=connection.encoding,
                                     schema_encoding=connection.schema_encoding)
@@ -840,22 +846,71 @@ def open(path: str | os.PathLike[str], **options: object) -> Bag:  # noqa: A001 
     return Bag(path, **options)  # type: ignore[arg-type]
 
 
-def open_container(path: str, **options: Any) -> Container:
-    """The container reader for ``path``, chosen by the file's first bytes.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
-    ``options`` go to the container's constructor (``aes_key`` and
-    ``passphrase`` for encrypted ROS1 bags). Raises BagFormatError for a
-    file of no format fastbag knows (naming those it does), UnsupportedError
-    for a known format it cannot read yet.
+
+def _single_mcap_storage(path: str) -> str | None:
+    """The MCAP file of a rosbag2 directory whose storage is one uncompressed ``.mcap`` file, else None."""
+    from .errors import FastbagError
+    from .rosbag2.metadata import read_metadata
+
+    yaml_path = os.path.join(path, "metadata.yaml")
+    if os.path.exists(yaml_path):
+        try:
+            meta = read_metadata(yaml_path)
+        except FastbagError:
+            return None  # the rosbag2 reader says what is wrong with it
+        names = list(meta.relative_file_paths) if meta.storage_identifier == "mcap" and not meta.compression_mode \
+            else []
+    else:
+        present = os.listdir(path)
+        names = [] if any(n.endswith((".db3", ".db3.zstd")) for n in present) else \
+            [n for n in present if n.endswith(".mcap")]
+    if len(names) == 1 and names[0].endswith(".mcap") and os.path.isfile(os.path.join(path, names[0])):
+        return os.path.join(path, names[0])
+    return None
+
+
+def open_container(path: str, *, definitions: Mapping[str, str] | None = None, **options: Any) -> Container:
+    """The container reader for ``path``, chosen by what a directory holds or by the file's first bytes.
+
+    ``definitions`` (``{type: .msg text}``) serve containers that look up
+    definitions themselves (rosbag2, before the interfaces fastbag ships);
+    ``options`` go to the ROS1 reader (``aes_key`` and ``passphrase`` for
+    encrypted bags). Raises BagFormatError for a file of no format fastbag
+    knows (naming those it does), UnsupportedError for a known format it
+    cannot read yet.
     """
     from .mcap.records import MAGIC as MCAP_MAGIC
 
-    with builtins.open(path, "rb") as file:
-        head = file.read(len(MCAP_MAGIC))
+    def no_options(kind: str) -> None:
+        if options:
+            raise TypeError(f"options {sorted(options)} apply to encrypted ROS1 bags, not to {kind}")
+
+    if os.path.isdir(path):
+        from .rosbag2.reader import Rosbag2Reader
+
+        no_options("rosbag2 recordings")
+        single = _single_mcap_storage(path)
+        if single is not None:  # a rosbag2 directory of one MCAP file: that file holds everything
+            from .mcap.reader import McapReader
+            return McapReader(single)
+        return Rosbag2Reader(path, definitions=definitions)
+    try:
+        with io.open(path, "rb") as file:  # io.open: ``open`` in this module is fastbag.open
+            head = file.read(len(SQLITE_MAGIC))
+    except OSError:
+        head = b""  # the ROS1 reader says what is wrong with the path
+    if head == SQLITE_MAGIC or (head.startswith(ZSTD_MAGIC) and path.endswith(".db3.zstd")):
+        from .rosbag2.reader import Rosbag2Reader
+
+        no_options("rosbag2 recordings")
+        return Rosbag2Reader(path, definitions=definitions)
     if head.startswith(MCAP_MAGIC[:5]):  # "\x89MCAP": a later major version is named by the MCAP reader
         from .mcap.reader import McapReader
-        if options:
-            raise TypeError(f"options {sorted(options)} apply to encrypted ROS1 bags, not to MCAP files")
+
+        no_options("MCAP files")
         return McapReader(path)
     from .ros1.reader import Ros1Reader
 

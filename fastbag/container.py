@@ -15,6 +15,14 @@ A container (ROS1 bag, MCAP, rosbag2) reads its own records and hands up:
 
 Everything above this (selection, decoding, iteration, arrays) is shared: a
 new format adds a folder that implements :class:`Container`.
+
+A container whose payloads do not lie in a file (rosbag2's sqlite3 storage,
+where a chunk is a batch of database rows) overrides :meth:`Container.chunk_store`
+with a store that builds each payload, names its chunks' compression other
+than ``none`` (so the Bag never reads them in place from ``source.array``),
+and may give ``offset`` any meaning its :meth:`Container.payload_spans`
+understands (rosbag2: the message's number in its chunk; ``Chunk.position``
+is then the chunk's number).
 """
 
 from __future__ import annotations
@@ -68,7 +76,8 @@ class BagIndex:
 
     ``time``, ``conn`` (position in ``connections``), ``chunk`` (position in
     ``chunks``) and ``offset`` (int64: of the message record in the
-    uncompressed chunk) are sorted in read order: by time, ties by connection
+    uncompressed chunk, or what the container's ``payload_spans`` reads
+    it as) are sorted in read order: by time, ties by connection
     order, then file order, as rosbag and rosbags yield them. Formats without
     chunks describe the whole file as one chunk. Where the container already
     knows where each message's bytes are (a scan of a legacy file),
@@ -195,7 +204,11 @@ class Container(ABC):
         return []
 
     def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
-        """The store that hands out this container's chunk payloads (decompressed, cached, read ahead)."""
+        """The store that hands out this container's chunk payloads (decompressed, cached, read ahead).
+
+        Containers whose payloads are not spans of ``source`` override it
+        (see the module docstring).
+        """
         return ChunkStore(self.source, self.chunks, cache_bytes=cache_bytes, workers=workers,
                           salvaged=self.salvaged)
 

@@ -86,7 +86,7 @@ def test_read_and_messages_of_cdr_topics(tmp_path, store, monkeypatch) -> None:
         out += RECORD.pack(conn, 1_000 + k, len(raw)) + raw
     path = tmp_path / "cdr.test"
     path.write_bytes(bytes(out))
-    monkeypatch.setattr(fastbag.bag, "open_container", lambda p: CdrTestContainer(p, connections))
+    monkeypatch.setattr(fastbag.bag, "open_container", lambda p, **options: CdrTestContainer(p, connections))
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no md5sum warning for CDR connections
@@ -117,7 +117,7 @@ def test_a_topic_in_two_byte_orders_is_a_decode_error(tmp_path, store, monkeypat
             for k in range(5)]
     path = tmp_path / "mixed.test"
     path.write_bytes(b"".join(RECORD.pack(0, k, len(r)) + r for k, r in enumerate(raws)))
-    monkeypatch.setattr(fastbag.bag, "open_container", lambda p: CdrTestContainer(p, connections))
+    monkeypatch.setattr(fastbag.bag, "open_container", lambda p, **options: CdrTestContainer(p, connections))
     with fastbag.open(path) as bag:
         with pytest.raises(DecodeError, match="CDR_BE but the topic's first messages are CDR_LE") as info:
             bag.read("/s")

@@ -189,4 +189,5 @@ def test_wheel_holds_no_fuzz_harness_or_tests(tmp_path):
     (wheel,) = tmp_path.glob("fastbag-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n == "fastbag/bag.py" for n in names) and any(n.startswith("fastbag/msg/") for n in names)
+    assert "fastbag/rosbag2/interfaces/sensor_msgs/msg/Imu.msg" in names  # package data: shipped definitions
     assert not [n for n in names if "fuzz" in n or n.startswith(("tools/", "tests/", "benchmarks/"))], names

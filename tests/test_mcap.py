@@ -351,7 +351,7 @@ def test_unknown_major_version(tmp_path):
 def test_not_a_known_format_names_the_formats(tmp_path):
     path = tmp_path / "x.bin"
     path.write_bytes(b"PK\x03\x04" + b"\0" * 100)
-    with pytest.raises(fastbag.BagFormatError, match="fastbag reads ROS1 bags .* and MCAP files"):
+    with pytest.raises(fastbag.BagFormatError, match="fastbag reads ROS1 bags .*, MCAP files .* and rosbag2 recordings"):
         fastbag.open(path)
 
 

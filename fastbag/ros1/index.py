@@ -84,7 +84,8 @@ def detect_version(source: Source) -> str:
         line = head.split(b"\n")[0].decode("ascii", "replace")
         raise UnsupportedError(f"bag format {line!r} is not supported ({source.path}, offset 0)")
     raise BagFormatError(f"not a ROS bag: the file starts with {head[:13]!r}; fastbag reads ROS1 bags "
-                         "('#ROSBAG V2.0', '#ROSRECORD V1.2' or V1.1) and MCAP files ('\\x89MCAP0')",
+                         "('#ROSBAG V2.0', '#ROSRECORD V1.2' or V1.1), MCAP files ('\\x89MCAP0') and rosbag2 "
+                         "recordings (a directory with metadata.yaml, or its .db3 files)",
                          path=source.path, offset=0, record="magic")
 
 

@@ -1,0 +1,108 @@
+"""rosbag2's zstd compression, bounded: per file (``.db3.zstd``) and per message (each row a zstd frame).
+
+A zstd frame may claim or produce any size. Output is bounded before it is
+allocated: a message frame declaring more than :func:`message_limit` bytes,
+or producing more, is an error (a zstd bomb), and so is a whole file
+decompressing to more than :func:`file_limit`. A decompressed file is kept
+in memory up to :data:`IN_MEMORY_BYTES`, else written to a temporary file
+that is removed when the bag closes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import BagFormatError, UnsupportedError
+
+#: Decompressed bytes per compressed byte a message or a file may reach. zstd's ratio on runs of
+#: zeros is ~8000 at most, so real data stays under this; a bomb (a tiny frame declaring gigabytes)
+#: does not.
+MAX_RATIO = 8192
+#: Allowed whatever the compressed size: small frames of real messages can compress very well.
+MIN_LIMIT = 1 << 20
+#: A decompressed storage file up to this size is kept in memory; a larger one goes to a temporary file
+#: (each worker thread's connection holds its own copy of an in-memory database: keep that small).
+IN_MEMORY_BYTES = 32 << 20
+STEP = 8 << 20
+
+
+def zstd() -> Any:
+    """The ``zstandard`` module, imported on first use."""
+    try:
+        import zstandard
+    except ImportError:  # a run-time dependency, but say what to do if it was left out
+        raise UnsupportedError("reading zstd-compressed rosbag2 bags needs the zstandard package: "
+                               "pip install zstandard") from None
+    return zstandard
+
+
+def message_limit(compressed: int) -> int:
+    """The most bytes a frame of ``compressed`` bytes may decompress to."""
+    return max(MIN_LIMIT, MAX_RATIO * compressed)
+
+
+def decompress_frame(frame: bytes | memoryview, decompressor: Any, limit: int) -> bytes:
+    """One zstd frame (a message in ``MESSAGE`` mode), at most ``limit`` bytes; ValueError otherwise."""
+    zstandard = zstd()
+    if limit <= 0:  # max_output_size=0 would mean no limit at all
+        raise ValueError("the chunk's decompression budget is spent (a decompression bomb?)")
+    try:
+        declared = zstandard.frame_content_size(frame)
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"not a zstd frame: {exc}") from None
+    # decompress() allocates the size a frame declares, whatever max_output_size says: check it first.
+    if declared > limit:
+        raise ValueError(f"zstd frame declares {declared} bytes, more than the {limit} allowed for its "
+                         f"{len(frame)} bytes (a decompression bomb?)")
+    try:
+        return decompressor.decompress(frame, max_output_size=limit)
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"zstd frame does not decompress within {limit} bytes: {exc}") from None
+
+
+def file_limit(compressed: int) -> int:
+    """The most bytes a compressed storage file of ``compressed`` bytes may decompress to."""
+    return max(MIN_LIMIT, MAX_RATIO * compressed)
+
+
+def decompress_file(path: str, spill: str) -> bytes | None:
+    """A ``.db3.zstd`` file decompressed: its bytes, or None when they went to the file ``spill``.
+
+    The caller removes ``spill``. Raises BagFormatError naming the
+    file and the offset reached when it is not zstd or decompresses past its
+    bound.
+    """
+    zstandard = zstd()
+    size = os.path.getsize(path)
+    limit = file_limit(size)
+    pieces: list[bytes] = []
+    produced = 0
+    out: Any = None
+    try:
+        with open(path, "rb") as raw, \
+                zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as reader:
+            while True:
+                try:
+                    piece = reader.read(STEP)
+                except zstandard.ZstdError as exc:
+                    raise BagFormatError(f"zstd-compressed storage file does not decompress: {exc}", path=path,
+                                         offset=produced, record="decompressed") from None
+                if not piece:
+                    break
+                produced += len(piece)
+                if produced > limit:
+                    raise BagFormatError(f"zstd-compressed storage file decompresses to more than {limit} bytes "
+                                         f"({MAX_RATIO} times its size: a decompression bomb?)", path=path)
+                if out is None and produced > IN_MEMORY_BYTES:
+                    out = open(spill, "wb")  # noqa: SIM115 - closed below, on every path
+                    out.writelines(pieces)
+                    pieces.clear()
+                if out is not None:
+                    out.write(piece)
+                else:
+                    pieces.append(piece)
+    finally:
+        if out is not None:
+            out.close()
+    return None if out is not None else b"".join(pieces)

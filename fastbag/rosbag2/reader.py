@@ -1,0 +1,426 @@
+"""The rosbag2 container: a recording directory (or one ``.db3``) behind the :class:`~fastbag.container.Container`
+interface.
+
+A directory holds ``metadata.yaml`` and its storage files, read in the
+order the metadata lists them (split bags read as one). Without
+``metadata.yaml`` (a recording still running) the ``.db3`` files present are
+read in name order, with a warning.
+
+Topics come from each storage file's ``topics`` table, matched across files
+by name, type and serialization format: the database is the truth where
+``metadata.yaml`` disagrees (its QoS or type names differ in real bags).
+
+How rows map onto the interface: a *chunk* is a batch of one topic's rows
+of one file, in id order, of at most :data:`CHUNK_BYTES` of blobs; its
+payload is their blobs concatenated, fetched with one query (see
+:mod:`fastbag.rosbag2.sqlite`). A message's ``offset`` in the index is its
+number within its chunk; :meth:`Rosbag2Reader.payload_spans` turns numbers
+into ``(start, length)`` from the lengths read at open (or, for
+per-message zstd, from the lengths found when the chunk was decompressed).
+A chunk's ``position`` is its number in the bag. No chunk lies in place in
+a mapped file: their compression is ``sqlite3`` (or ``sqlite3+zstd``), never
+``none``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..container import BagIndex, Connection, Container
+from ..errors import BagFormatError, FastbagError, UnsupportedError
+from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
+from ..io.source import Source
+from ..msg.msgdef import EMPTY_MD5
+from .compression import MAX_RATIO, MIN_LIMIT, decompress_frame, message_limit, zstd
+from .definitions import resolve_definition
+from .metadata import BagMetadata, parse_metadata, read_metadata
+from .sqlite import Db3
+
+#: Blob bytes per chunk: large enough that a query's fixed cost vanishes, small enough that chunks
+#: fetch in parallel and the cache holds several.
+CHUNK_BYTES = 16 << 20
+#: The chunk compression names rosbag2 chunks report (Bag.compression counts them).
+PLAIN, ZSTD_MESSAGES = "sqlite3", "sqlite3+zstd"
+#: The md5sum rosbag2 connections report: ROS2 has none (definitions are matched by text instead).
+NO_MD5 = "*"
+
+
+class StorageSource(Source):
+    """The recording as the Bag sees it: a path and a size in bytes (its storage files'), no mapping.
+
+    rosbag2 chunks never lie in place in a file (see the module docstring),
+    so ``array`` stays empty.
+    """
+
+    what = "storage"
+
+    def __init__(self, path: str, size: int) -> None:  # noqa: D107 - nothing to map
+        self.path = path
+        self.size = size
+        self.array = np.empty(0, dtype=np.uint8)
+        self._mmap = None
+        self._closed = False
+
+    def close(self) -> None:
+        self._closed = True
+
+
+@dataclass
+class _Chunks:
+    """Every chunk's rows: per chunk (file, topic id in that file, first and last row id, count) and, in
+    chunk order, every message's row id and blob length."""
+
+    file: np.ndarray
+    topic_id: np.ndarray
+    first_id: np.ndarray
+    last_id: np.ndarray
+    first: np.ndarray      # position of the chunk's first message in ``ids``/``lengths``
+    count: np.ndarray
+    ids: np.ndarray
+    lengths: np.ndarray
+
+
+class Rosbag2Reader(Container):
+    """An open rosbag2 recording: its metadata, its storage files and their index.
+
+    ``definitions`` (``{"pkg/Type" or "pkg/msg/Type": text}``) are used for
+    types the storage carries no definition of, before the interface
+    definitions shipped with fastbag.
+    """
+
+    format = "rosbag2"
+
+    def __init__(self, path: str | os.PathLike[str], *, definitions: Mapping[str, str] | None = None) -> None:
+        path = os.fspath(path)
+        self.bag_metadata: BagMetadata | None = None  # metadata.yaml (``metadata`` is MCAP-style records)
+        self.files: list[Db3] = []
+        self._spans: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per-message zstd: spans found on decompression
+        self._spans_lock = threading.Lock()
+        problems: list[str] = []
+        try:
+            storage = self._storage_files(path, problems)
+            self._open_files(storage, problems)
+            self.index = self._build_index(definitions or {}, problems)
+        except BaseException:
+            self.close()
+            raise
+        self.source = StorageSource(path, sum(f.size for f in self.files))
+
+    # -- opening ------------------------------------------------------------------
+    def _storage_files(self, path: str, problems: list[str]) -> list[tuple[str, bool]]:
+        """``(path, file-compressed)`` of every storage file, in order."""
+        if not os.path.isdir(path):
+            return [(path, _is_zstd(path, path.endswith(".zstd")))]
+        yaml_path = os.path.join(path, "metadata.yaml")
+        if not os.path.exists(yaml_path):
+            found = sorted(n for n in os.listdir(path) if n.endswith((".db3", ".db3.zstd", ".mcap", ".mcap.zstd")))
+            if not found:
+                raise BagFormatError("directory has neither metadata.yaml nor any .db3 or .mcap storage file",
+                                     path=path)
+            problems.append("no metadata.yaml (a recording still running, or stopped abruptly): reading the "
+                            f"storage files present ({', '.join(found)})")
+            self._refuse_mcap(found, path)
+            return [(os.path.join(path, n), _is_zstd(os.path.join(path, n), n.endswith(".zstd")))
+                    for n in _natural_order(found)]
+        meta = self.bag_metadata = read_metadata(yaml_path)
+        self._refuse_mcap(meta.relative_file_paths, path, meta.storage_identifier)
+        if meta.storage_identifier not in ("sqlite3", ""):
+            raise UnsupportedError(f"rosbag2 storage {meta.storage_identifier!r} is not supported "
+                                   f"(known: sqlite3) ({yaml_path})")
+        mode = meta.compression_mode
+        if mode not in ("", "NONE", "FILE", "MESSAGE"):
+            raise UnsupportedError(f"rosbag2 compression mode {meta.compression_mode!r} is not supported "
+                                   f"(known: FILE, MESSAGE) ({yaml_path})")
+        if mode in ("FILE", "MESSAGE") and meta.compression_format != "zstd":
+            raise UnsupportedError(f"rosbag2 compression format {meta.compression_format!r} is not supported "
+                                   f"(known: zstd) ({yaml_path})")
+        if not meta.relative_file_paths:
+            raise BagFormatError("metadata.yaml lists no storage files (relative_file_paths is empty)",
+                                 path=yaml_path)
+        files = []
+        for relative in meta.relative_file_paths:
+            full = os.path.normpath(os.path.join(path, relative))
+            if not os.path.exists(full) and mode == "FILE" and os.path.exists(full + ".zstd"):
+                full += ".zstd"  # older writers list the name before compression
+            files.append((full, _is_zstd(full, relative.endswith(".zstd"))))
+        return files
+
+    @staticmethod
+    def _refuse_mcap(names: tuple[str, ...] | list[str], path: str, storage: str = "") -> None:
+        if storage == "mcap" or any(n.endswith((".mcap", ".mcap.zstd")) for n in names):
+            raise UnsupportedError(f"rosbag2 MCAP storage split into several files or compressed is not readable "
+                                   f"as one bag yet: open each .mcap file with fastbag.open ({path})")
+
+    def _open_files(self, storage: list[tuple[str, bool]], problems: list[str]) -> None:
+        """Open every storage file; one that is absent or damaged is left out with a problem, unless all are."""
+        errors: list[FastbagError] = []
+        for full, compressed in storage:
+            if not os.path.exists(full):
+                error: FastbagError = BagFormatError("storage file named in metadata.yaml is absent", path=full)
+            else:
+                try:
+                    self.files.append(Db3(full, compressed=compressed))
+                    problems.extend(self.files[-1].problems)
+                    continue
+                except FastbagError as exc:
+                    error = exc
+                except OSError as exc:
+                    error = BagFormatError(f"storage file cannot be read: {exc.strerror or exc}", path=full)
+            errors.append(error)
+            problems.append(str(error))
+        if errors and not self.files:
+            raise errors[0]
+
+    # -- the index ------------------------------------------------------------------
+    def _build_index(self, definitions: Mapping[str, str], problems: list[str]) -> BagIndex:
+        connections: list[Connection] = []
+        by_key: dict[tuple[str, str, str], int] = {}
+        stored: dict[str, tuple[str, str]] = {}   # type -> (encoding, text) from message_definitions
+        per_file = []
+        failed: list[FastbagError] = []
+        for k, db in enumerate(self.files):
+            try:
+                topics = db.topics()
+                stored.update((t, d) for t, d in db.definitions().items() if d[1].strip() and t not in stored)
+                rows = db.rows()
+            except FastbagError as exc:
+                failed.append(exc)
+                problems.append(str(exc))
+                continue
+            problems.extend(p for p in db.problems if p not in problems)
+            ranks = []
+            for topic in topics:
+                key = (topic.name, topic.type, topic.serialization_format)
+                if key not in by_key:
+                    by_key[key] = len(connections)
+                    connections.append(Connection(len(connections), topic.name, topic.type, NO_MD5, "",
+                                                  encoding=topic.serialization_format, schema_encoding=""))
+                ranks.append(by_key[key])
+            per_file.append((k, topics, ranks, rows))
+        if failed and not per_file:  # nothing intact to read: the first file's error says why
+            raise failed[0]
+        connections = [self._with_definition(c, stored, definitions) for c in connections]
+        version = str(self.bag_metadata.version) if self.bag_metadata else self._stored_version()
+        return self._index_rows(version, connections, per_file, problems)
+
+    def _stored_version(self) -> str:
+        """Without metadata.yaml: the version of the metadata a newer .db3 stores, else ``unknown``."""
+        for db in self.files:
+            try:
+                text = db.metadata_text()
+                if text:
+                    return str(parse_metadata(text, db.path).version)
+            except FastbagError:
+                continue
+        return "unknown"
+
+    @staticmethod
+    def _with_definition(connection: Connection, stored: dict[str, tuple[str, str]],
+                         definitions: Mapping[str, str]) -> Connection:
+        encoding, text = resolve_definition(connection.msgtype, stored, definitions)
+        # A definition found but empty is a type without fields (the Bag tells it from one that was lost).
+        md5 = EMPTY_MD5 if encoding and not text.strip() else NO_MD5
+        return dataclasses.replace(connection, definition=text, schema_encoding=encoding, md5sum=md5)
+
+    def _index_rows(self, version: str, connections: list[Connection], per_file: list, problems: list[str]
+                    ) -> BagIndex:
+        """Chunks and the read-order table from every file's rows (see the module docstring)."""
+        times, conns, chunk_of, ordinal = [], [], [], []
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in _Chunks.__dataclass_fields__}
+        chunk_base = flat_base = 0
+        for k, topics, ranks, rows in per_file:
+            topic_ids = np.array([t.id for t in topics], dtype=np.int64)
+            rank_of = np.array(ranks, dtype=np.int32)
+            sort = np.argsort(topic_ids)
+            where = np.searchsorted(topic_ids[sort], rows.topic_id) if topic_ids.size else \
+                np.zeros(rows.id.size, dtype=np.int64)
+            where = np.minimum(where, max(topic_ids.size - 1, 0))
+            known = topic_ids.size > 0
+            known = (topic_ids[sort][where] == rows.topic_id) if known else np.zeros(rows.id.size, dtype=bool)
+            if not known.all():
+                problems.append(f"{os.path.basename(self.files[k].path)}: {int((~known).sum())} messages name a "
+                                "topic id missing from the topics table; they are left out")
+            segment = rows.segment if rows.segment is not None else np.zeros(rows.id.size, dtype=np.int64)
+            ids, topic, stamp, length, segment = (a[known] for a in (rows.id, rows.topic_id, rows.timestamp,
+                                                                      rows.length, segment))
+            rank = rank_of[sort][where[known]] if known.any() else np.zeros(0, dtype=np.int32)
+            if ids.size > 1 and not bool((ids[1:] > ids[:-1]).all()):  # SQLite scans a table in id order
+                by_id = np.argsort(ids, kind="stable")
+                ids, topic, stamp, length, segment, rank = (a[by_id] for a in (ids, topic, stamp, length, segment,
+                                                                                rank))
+            # Chunks: each topic's rows in id order, cut every CHUNK_BYTES of blobs. A stable sort by
+            # rank keeps id order (a radix sort on 16-bit ranks: linear time).
+            order = np.argsort(rank.astype(np.int16) if len(connections) < (1 << 15) else rank, kind="stable")
+            r, ln = rank[order], length[order]
+            before = np.cumsum(ln) - ln
+            new_topic = np.ones(r.size, dtype=bool)
+            new_topic[1:] = r[1:] != r[:-1]
+            topic_start = np.maximum.accumulate(np.where(new_topic, np.arange(r.size), 0)) if r.size else r
+            part = (before - before[topic_start]) // CHUNK_BYTES
+            new_chunk = new_topic.copy()
+            seg = segment[order]
+            new_chunk[1:] |= (part[1:] != part[:-1]) | (seg[1:] != seg[:-1])  # never across damaged pages
+            starts = np.flatnonzero(new_chunk)
+            ends = np.append(starts[1:], r.size).astype(np.int64)
+            local_chunk = np.cumsum(new_chunk) - 1
+            sorted_ids = ids[order]
+            parts["file"].append(np.full(starts.size, k, dtype=np.int64))
+            parts["topic_id"].append(topic[order][starts])
+            parts["first_id"].append(sorted_ids[starts])
+            parts["last_id"].append(sorted_ids[ends - 1] if r.size else ends)
+            parts["first"].append(starts + flat_base)
+            parts["count"].append(ends - starts)
+            parts["ids"].append(sorted_ids)
+            parts["lengths"].append(ln)
+            # Back from chunk order to file order, for the read-order table.
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(order.size)
+            chunk_of.append(local_chunk[inverse] + chunk_base)
+            ordinal.append((np.arange(r.size) - starts[local_chunk])[inverse])
+            times.append(stamp)
+            conns.append(rank)
+            chunk_base += starts.size
+            flat_base += r.size
+        cat = (lambda xs, dtype=np.int64: np.concatenate(xs).astype(dtype, copy=False) if xs else np.zeros(0, dtype))
+        self._chunks = _Chunks(**{name: cat(values) for name, values in parts.items()})
+        time, conn = cat(times), cat(conns, np.int32)
+        # Read order: by timestamp, ties in file order, then by row id (what rosbag2 and rosbags yield). Rows
+        # are in (file, id) order already: a stable sort by time keeps it, and runs in near-linear time on
+        # the nearly sorted times of a recording.
+        read_order = np.argsort(time, kind="stable")
+        message_mode = self.bag_metadata is not None and self.bag_metadata.compression_mode == "MESSAGE"
+        ends = np.concatenate(([0], np.cumsum(self._chunks.lengths)))
+        sizes = ends[self._chunks.first + self._chunks.count] - ends[self._chunks.first]  # blob bytes per chunk
+        table = ChunkTable.from_columns(np.arange(chunk_base), np.zeros(chunk_base), sizes, sizes,
+                                        (ZSTD_MESSAGES if message_mode else PLAIN,) * chunk_base)
+        return BagIndex(version, connections, table, time[read_order], conn[read_order],
+                        cat(chunk_of)[read_order].astype(np.int32), cat(ordinal)[read_order], problems=problems)
+
+    # -- payloads ---------------------------------------------------------------------
+    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
+        """A store whose payload for a chunk is its rows' blobs, fetched with one query (decompressed for
+        per-message zstd) on the worker pool."""
+        return _RowStore(self, cache_bytes=cache_bytes, workers=workers)
+
+    def fetch(self, k: int) -> np.ndarray:
+        """Chunk ``k``'s payload: its rows' blobs concatenated (each decompressed in per-message zstd)."""
+        c = self._chunks
+        first, count = int(c.first[k]), int(c.count[k])
+        ids, lengths = c.ids[first:first + count], c.lengths[first:first + count]
+        db = self.files[int(c.file[k])]
+        data = db.blobs(int(c.topic_id[k]), int(c.first_id[k]), int(c.last_id[k]), ids)
+        if len(data) != int(lengths.sum()):
+            raise BagFormatError(f"sqlite3 rows of topic id {int(c.topic_id[k])} (ids {int(c.first_id[k])} to "
+                                 f"{int(c.last_id[k])}) hold {len(data)} bytes where {int(lengths.sum())} were "
+                                 "indexed: the file is damaged or changed after it was opened", path=db.path,
+                                 record="sqlite3")
+        if self.index.chunks.compression[k] != ZSTD_MESSAGES:
+            return np.frombuffer(data, dtype=np.uint8)
+        return self._decompress_messages(k, data, ids, lengths, db.path)
+
+    def _decompress_messages(self, k: int, data: bytes, ids: np.ndarray, lengths: np.ndarray,
+                             path: str) -> np.ndarray:
+        """Per-message zstd: every row's frame decompressed, bounded; their spans kept for payload_spans."""
+        decompressor = zstd().ZstdDecompressor()
+        view = memoryview(data)
+        out: list[bytes] = []
+        budget = max(MIN_LIMIT, MAX_RATIO * len(data))  # for the whole chunk: many small bombs add up
+        produced = at = 0
+        for row, n in zip(ids.tolist(), lengths.tolist()):
+            try:
+                piece = decompress_frame(view[at:at + n], decompressor, min(message_limit(n), budget - produced))
+            except ValueError as exc:
+                raise BagFormatError(f"message row {row} does not decompress: {exc}", path=path,
+                                     record="sqlite3") from None
+            out.append(piece)
+            produced += len(piece)
+            at += n
+        sizes = np.array([len(p) for p in out], dtype=np.int64)
+        starts = np.cumsum(sizes) - sizes
+        with self._spans_lock:
+            self._spans[k] = (starts, sizes)
+        return np.frombuffer(b"".join(out), dtype=np.uint8)
+
+    def _chunk_spans(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, lengths) of chunk ``k``'s messages in its payload, by their number in the chunk."""
+        if self.index.chunks.compression[k] == ZSTD_MESSAGES:
+            with self._spans_lock:
+                found = self._spans.get(k)
+            if found is None:
+                raise BagFormatError(f"chunk {k}'s messages were located before it was decompressed",
+                                     path=self.path, record="sqlite3")
+            return found
+        c = self._chunks
+        lengths = c.lengths[int(c.first[k]):int(c.first[k]) + int(c.count[k])]
+        return np.cumsum(lengths) - lengths, lengths
+
+    def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
+                      conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Spans of messages by their number in the chunk (``at``: see the module docstring)."""
+        starts = np.zeros(at.size, dtype=np.int64)
+        lengths = np.zeros(at.size, dtype=np.int64)
+        chunks = np.unique(chunk)
+        for k in chunks.tolist():
+            mine = np.flatnonzero(chunk == k) if chunks.size > 1 else slice(None)
+            chunk_starts, chunk_lengths = self._chunk_spans(int(k))
+            number = at[mine] - lo[mine]
+            if number.size and (int(number.min()) < 0 or int(number.max()) >= chunk_starts.size):
+                raise BagFormatError(f"the index names a message outside chunk {k}", path=self.path,
+                                     record="sqlite3")
+            starts[mine] = lo[mine] + chunk_starts[number]
+            lengths[mine] = chunk_lengths[number]
+        if at.size and ((starts + lengths) > hi).any():
+            raise BagFormatError("a message runs past the end of its chunk's rows", path=self.path,
+                                 record="sqlite3")
+        return starts, lengths
+
+    def close(self) -> None:
+        """Close every storage file (and remove any temporary copy)."""
+        for db in self.files:
+            db.close()
+        if getattr(self, "source", None) is not None:
+            self.source.close()
+
+
+class _RowStore(ChunkStore):
+    """The ChunkStore of a rosbag2 recording: a chunk's payload comes from a query, not from a file span."""
+
+    def __init__(self, reader: Rosbag2Reader, *, cache_bytes: int, workers: int | None) -> None:
+        super().__init__(reader.source, reader.index.chunks, cache_bytes=cache_bytes, workers=workers)
+        self.reader = reader
+
+    def get(self, index: int, remember: bool = True) -> np.ndarray:
+        """Chunk ``index``'s payload, from the cache or the database."""
+        with self._lock:
+            hit = self._cache.get(index)
+            if hit is not None:
+                self._cache.move_to_end(index)
+                return hit
+        payload = self.reader.fetch(index)
+        if remember:
+            self._remember(index, payload)
+        return payload
+
+
+def _is_zstd(path: str, named: bool) -> bool:
+    """Whether a storage file is zstd-compressed: by its first bytes (a file decompressed by hand keeps
+    its listing in metadata.yaml), by its name where it cannot be read (the error comes later)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4)
+    except OSError:
+        return named
+    return head == b"\x28\xb5\x2f\xfd" or (named and len(head) < 4)
+
+
+def _natural_order(names: list[str]) -> list[str]:
+    """``bag_2.db3`` before ``bag_10.db3``: split files in the order they were written."""
+    import re
+
+    return sorted(names, key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)])

@@ -1,0 +1,356 @@
+"""One rosbag2 sqlite3 storage file (``.db3``), read strictly read-only.
+
+Opened as ``file:...?mode=ro&immutable=1``: SQLite then takes no locks and
+never creates ``-wal``/``-shm`` files beside the user's data. A file whose
+write-ahead log holds data (a recording still running, or killed) is read
+with that log: through the writer's own ``-shm`` when it exists, else from a
+copy of both files in a temporary folder. A ``.db3.zstd`` is decompressed
+first (:mod:`fastbag.rosbag2.compression`).
+
+Reading whole columns costs one query, not one Python object per row:
+SQLite's ``group_concat`` joins a column into one text (the numbers as
+decimal text, parsed by NumPy in C; the blobs as their bytes, for which the
+connection's ``text_factory`` is ``bytes``). Message rows are fetched in
+batches of one topic's rows in id order (a "chunk"); the ids come back beside
+the blobs, so the order is checked, not assumed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import BagFormatError
+from .compression import decompress_file
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Damaged stretches of a messages table read past before giving up on the rest of it.
+MAX_RESUMES = 64
+
+
+@dataclass(frozen=True)
+class TopicRow:
+    """A row of the ``topics`` table (columns missing in older files are empty)."""
+
+    id: int
+    name: str
+    type: str
+    serialization_format: str
+    offered_qos_profiles: str = ""
+    type_description_hash: str = ""
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Every message row of a file as arrays (file order): id, topic id, timestamp (ns) and blob length."""
+
+    id: np.ndarray
+    topic_id: np.ndarray
+    timestamp: np.ndarray
+    length: np.ndarray
+    segment: np.ndarray | None = None  # stretches read between damaged pages (see Db3._rows_one_by_one)
+
+
+def _numbers(text: bytes | None, what: str, count: int | None = None) -> np.ndarray:
+    """A ``group_concat`` of integers (decimal text, comma-separated) as int64, checked complete."""
+    if not text:  # no rows, or every value NULL (group_concat skips NULLs)
+        if count:
+            raise ValueError(f"the {what} column holds something other than integers")
+        return np.zeros(0, dtype=np.int64)
+    out = np.fromstring(text, dtype=np.int64, sep=",")  # stops at the first non-number: checked below
+    if out.size != (count if count is not None else text.count(b",") + 1):
+        raise ValueError(f"the {what} column holds something other than integers")
+    return out
+
+
+class Db3:
+    """An open ``.db3`` (or ``.db3.zstd``) storage file.
+
+    ``path`` is the user's file, named in every error. ``problems`` gathers
+    one sentence per thing worth a warning (a write-ahead log, rows lost to
+    damage).
+    """
+
+    def __init__(self, path: str, *, compressed: bool = False) -> None:
+        self.path = path
+        self.problems: list[str] = []
+        self._lock = threading.Lock()
+        self._connections: dict[int, sqlite3.Connection] = {}
+        self._memory: bytes | None = None     # a decompressed .db3.zstd kept in memory
+        self._temp_dir: str | None = None      # a decompressed or copied file, removed on close
+        self.size = os.path.getsize(path)
+        try:
+            if compressed:
+                self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
+                spill = os.path.join(self._temp_dir, "storage.db3")
+                memory = decompress_file(path, spill)
+                if memory is not None and not memory.startswith(SQLITE_MAGIC):
+                    raise BagFormatError("zstd-compressed storage file does not hold an SQLite database "
+                                         f"(it decompresses to {len(memory)} bytes starting {memory[:16]!r})",
+                                         path=path, record="decompressed")
+                if memory is not None and memory[18:20] == b"\x02\x02":
+                    # An in-memory database cannot be in WAL mode: SQLite refuses a WAL header (bytes 18
+                    # and 19 = 2). Setting them to 1 (rollback journal) leaves every page as it is.
+                    memory = memory[:18] + b"\x01\x01" + memory[20:]
+                self._memory = memory
+                self._uri = None if self._memory is not None else self._uri_of(spill, immutable=True)
+            else:
+                self._uri = self._open_uri(path)
+            try:
+                self._check_readable()
+            except BagFormatError:
+                if self._uri is None or "immutable=1" in self._uri or self._temp_dir is not None:
+                    raise
+                # The writer's -shm could not serve a read-only reader (stale, from a recorder killed):
+                # read a private copy of the database and its log instead.
+                self.close()
+                self._uri = self._private_copy(path)
+                self._check_readable()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- connections ------------------------------------------------------------
+    @staticmethod
+    def _uri_of(path: str, *, immutable: bool) -> str:
+        quoted = urllib.parse.quote(os.path.abspath(path))
+        return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+
+    def _open_uri(self, path: str) -> str:
+        """The read-only URI for ``path``: immutable unless its write-ahead log holds committed data."""
+        wal, shm = path + "-wal", path + "-shm"
+        if not (os.path.exists(wal) and os.path.getsize(wal) > 0):
+            return self._uri_of(path, immutable=True)
+        self.problems.append(f"{os.path.basename(path)} has a write-ahead log (a recording still running or "
+                             "stopped abruptly): reading what is committed")
+        if os.path.exists(shm):  # the writer's shared index: read through it, as a second reader would
+            return self._uri_of(path, immutable=False)
+        # Without -shm, SQLite would create one (and a -wal) beside the user's file: read a copy instead.
+        return self._private_copy(path)
+
+    def _private_copy(self, path: str) -> str:
+        """The URI of a copy of the database and its write-ahead log in a temporary folder."""
+        self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
+        copy = os.path.join(self._temp_dir, "storage.db3")
+        shutil.copyfile(path, copy)
+        shutil.copyfile(path + "-wal", copy + "-wal")
+        return self._uri_of(copy, immutable=False)
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (SQLite connections are not shared between threads here)."""
+        key = threading.get_ident()
+        con = self._connections.get(key)
+        if con is None:
+            with self._lock:
+                if self._memory is not None:
+                    con = sqlite3.connect(":memory:", check_same_thread=False)
+                    con.deserialize(self._memory)  # a WAL-mode header was turned to rollback mode: see __init__
+                else:
+                    con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)  # type: ignore[arg-type]
+                    if "immutable=1" in self._uri:  # type: ignore[operator]
+                        # Pages through a mapping, not a read() each: scans take ~40% less time. Only for a
+                        # file no one writes (a file being written could shrink under the mapping).
+                        con.execute("PRAGMA mmap_size = 1099511627776")  # SQLite maps at most the file, up to its cap
+                con.text_factory = bytes  # group_concat of blobs is text to SQLite: take it as bytes
+                self._connections[key] = con
+        return con
+
+    def _error(self, exc: Exception, what: str, **where: Any) -> BagFormatError:
+        detail = ", ".join(f"{k} {v}" for k, v in where.items())
+        return BagFormatError(f"sqlite3 storage cannot be read ({what}{': ' + detail if detail else ''}): {exc}",
+                              path=self.path, record="sqlite3")
+
+    def query(self, sql: str, params: tuple = (), *, what: str) -> list[tuple]:
+        """All rows of a small query; BagFormatError naming the file on any database error."""
+        try:
+            return self.connection().execute(sql, params).fetchall()
+        except (sqlite3.Error, ValueError) as exc:  # ValueError: a damaged name that is not UTF-8
+            raise self._error(exc, what) from exc
+
+    def _check_readable(self) -> None:
+        tables = {self._text(r[0]) for r in self.query("SELECT name FROM sqlite_master WHERE type='table'",
+                                                        what="list of tables")}
+        missing = {"topics", "messages"} - tables
+        if missing:
+            raise BagFormatError(f"sqlite3 file has no table {sorted(missing)[0]!r}: not a rosbag2 storage file",
+                                 path=self.path, record="sqlite3")
+        self.tables = tables
+        encoding = self.query("PRAGMA encoding", what="text encoding")[0][0]
+        # group_concat hands blobs through as text: only UTF-8 databases keep their bytes unchanged.
+        self.utf8 = self._text(encoding).upper() == "UTF-8"
+
+    @staticmethod
+    def _text(value: Any) -> str:
+        return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+    # -- what the file holds ------------------------------------------------------
+    def topics(self) -> list[TopicRow]:
+        """The ``topics`` table, whatever its columns (version 1 files lack the QoS)."""
+        try:
+            cursor = self.connection().execute("SELECT * FROM topics ORDER BY id")
+            names = [d[0] for d in cursor.description]
+            rows = cursor.fetchall()
+        except (sqlite3.Error, ValueError) as exc:
+            raise self._error(exc, "topics table") from exc
+        out = []
+        for row in rows:
+            values = dict(zip(names, row))
+            try:
+                out.append(TopicRow(int(values["id"]), *(self._text(values.get(k) or b"") for k in (
+                    "name", "type", "serialization_format", "offered_qos_profiles", "type_description_hash"))))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise BagFormatError(f"topics table row {row[0]!r} is malformed: {exc}", path=self.path,
+                                     record="sqlite3") from None
+        return out
+
+    def definitions(self) -> dict[str, tuple[str, str]]:
+        """``{topic type: (encoding, text)}`` from ``message_definitions`` (Iron and newer), else empty."""
+        if "message_definitions" not in self.tables:
+            return {}
+        rows = self.query("SELECT topic_type, encoding, encoded_message_definition FROM message_definitions",
+                          what="message_definitions table")
+        return {self._text(t): (self._text(e), self._text(d)) for t, e, d in rows}
+
+    def metadata_text(self) -> str | None:
+        """The newest metadata.yaml text a file stores in its ``metadata`` table (Iron and newer)."""
+        if "metadata" not in self.tables:
+            return None
+        rows = self.query("SELECT metadata FROM metadata ORDER BY id DESC LIMIT 1", what="metadata table")
+        return self._text(rows[0][0]) if rows else None
+
+    def rows(self) -> Rows:
+        """Every message's id, topic id, timestamp and length, without reading a blob.
+
+        One query joins each column into a text SQLite builds in C; a file
+        it fails on is read row by row, as far as the damage allows
+        (recorded in ``problems``).
+        """
+        try:
+            if not self.utf8:
+                raise ValueError("a database in UTF-16 is read row by row")
+            found = self.connection().execute(
+                "SELECT count(*), group_concat(id), group_concat(topic_id), group_concat(timestamp), "
+                "group_concat(length(data)) FROM messages").fetchone()
+            n = int(found[0])
+            return Rows(*(_numbers(text, what, n) for text, what in zip(
+                found[1:], ("id", "topic_id", "timestamp", "data length"))))
+        except (sqlite3.Error, ValueError) as exc:
+            return self._rows_one_by_one(exc)
+
+    def _rows_one_by_one(self, first_error: Exception) -> Rows:
+        """Rows read one at a time, for a file the fast query fails on (damaged, or hostile).
+
+        Rows whose columns are not integers are left out. Where a page is
+        damaged, reading resumes at the next row id past it that SQLite can
+        reach (probing ids ever further on); each stretch read is a
+        ``segment`` (chunks never span two, so the intact rows stay readable).
+        """
+        con = self.connection()
+        found: list[tuple[int, int, int, int]] = []
+        segments: list[int] = []
+        skipped = segment = 0
+        errors: list[str] = []
+        try:
+            top = con.execute("SELECT max(id) FROM messages").fetchone()[0]
+        except (sqlite3.Error, ValueError):
+            top = None
+        after = -(1 << 63)
+        reach = 0  # probes past a damaged page start 2**reach ids on; it grows while resuming gains nothing
+        while True:
+            gained = 0
+            try:
+                for row in con.execute("SELECT id, topic_id, timestamp, length(data) FROM messages WHERE id > ? "
+                                       "ORDER BY id", (after,)):
+                    gained += 1
+                    if all(type(v) is int for v in row):
+                        found.append(row)
+                        segments.append(segment)
+                        after = row[0]
+                    else:
+                        skipped += 1
+                break
+            except (sqlite3.Error, ValueError, OverflowError) as exc:
+                errors.append(f"{exc} after row id {after}" if found else str(exc))
+                if len(errors) > MAX_RESUMES:  # damage everywhere: keep what was read
+                    break
+                reach = reach + 1 if segment and not gained else 0
+                resume = self._past_damage(con, after, top, reach)
+                if resume is None:
+                    break
+                after, segment = resume, segment + 1
+        if not found and errors:
+            raise self._error(first_error, "messages table")
+        if errors or skipped:
+            self.problems.append(f"{os.path.basename(self.path)}: the messages table is damaged "
+                                 f"({'; '.join(errors[:3]) or first_error}): {len(found)} rows are read" +
+                                 (f", {skipped} malformed rows left out" if skipped else ""))
+        table = np.array(found, dtype=np.int64).reshape(-1, 4)
+        return Rows(*(np.ascontiguousarray(table[:, k]) for k in range(4)),
+                    segment=np.array(segments, dtype=np.int64))
+
+    @staticmethod
+    def _past_damage(con: sqlite3.Connection, after: int, top: int | None, reach: int) -> int | None:
+        """A row id at least ``2**reach`` past ``after`` from which SQLite reads again, or None."""
+        if top is None:
+            return None
+        for k in range(min(reach, 63), 64):
+            probe = after + (1 << k)
+            if probe >= top:
+                return None
+            try:
+                con.execute("SELECT id, topic_id, timestamp, length(data) FROM messages WHERE id > ? "
+                            "ORDER BY id LIMIT 16", (probe,)).fetchall()
+            except (sqlite3.Error, ValueError, OverflowError):
+                continue
+            return probe
+        return None
+
+    def blobs(self, topic_id: int, first_id: int, last_id: int, ids: np.ndarray) -> bytes:
+        """The blobs of ``topic_id``'s rows with ids in ``[first_id, last_id]``, concatenated in id order.
+
+        ``ids`` are the rows expected (ascending); a file whose rows differ
+        (changed since it was opened, or damaged) raises BagFormatError
+        naming the file and the rows.
+        """
+        where = {"topic id": topic_id, "rows with ids": f"{first_id} to {last_id}"}
+        try:
+            if self.utf8:
+                # No ORDER BY: a subquery to sort would copy every blob once more (3x slower). A rowid
+                # range is scanned in id order; the ids that come back beside the blobs prove it.
+                data, got = self.connection().execute(
+                    "SELECT group_concat(data, ''), group_concat(id) FROM messages "
+                    "WHERE id BETWEEN ? AND ? AND topic_id = ?", (first_id, last_id, topic_id)).fetchone()
+                got_ids = _numbers(got, "id")
+                data = data or b""
+            else:
+                rows = self.connection().execute(
+                    "SELECT id, data FROM messages WHERE id BETWEEN ? AND ? AND topic_id = ? ORDER BY id",
+                    (first_id, last_id, topic_id)).fetchall()
+                got_ids = np.array([r[0] for r in rows], dtype=np.int64)
+                data = b"".join(r[1] for r in rows)
+        except (sqlite3.Error, ValueError) as exc:
+            raise self._error(exc, "messages table", **where) from exc
+        if not np.array_equal(got_ids, ids):
+            raise BagFormatError(f"sqlite3 storage holds {got_ids.size} rows where {ids.size} were indexed "
+                                 f"(topic id {topic_id}, rows with ids {first_id} to {last_id}): the file is damaged "
+                                 "or changed after it was opened", path=self.path, record="sqlite3")
+        return data
+
+    def close(self) -> None:
+        """Close every connection and remove temporary copies."""
+        with self._lock:
+            connections, self._connections = list(self._connections.values()), {}
+        for con in connections:
+            con.close()
+        self._memory = None
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None

@@ -1,0 +1,184 @@
+"""Message definitions of rosbag2 topics: stored in the bag, supplied by the user, or shipped with fastbag.
+
+The shipped interface files (``fastbag/rosbag2/interfaces``) were written
+from the published ROS 2 interface specifications; the oracle here is
+rosbags' own Jazzy type store, built independently from the same
+specifications: every shipped type must declare the same fields (names and
+types, in order) and the same constants.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys.store import Nodetype
+
+import fastbag
+from conftest import DATA, NO_DATA
+from fastbag.errors import DecodeError, FastbagWarning
+from fastbag.rosbag2 import definitions
+from fastbag.rosbag2.definitions import INTERFACES, compose, resolve_definition, shipped, split_type
+
+SHIPPED = sorted(Path(INTERFACES).glob("*/msg/*.msg"))
+PACKAGES = {"builtin_interfaces", "std_msgs", "geometry_msgs", "sensor_msgs", "nav_msgs", "tf2_msgs",
+            "diagnostic_msgs", "visualization_msgs", "rcl_interfaces", "rosgraph_msgs", "shape_msgs", "stereo_msgs",
+            "trajectory_msgs", "actionlib_msgs", "action_msgs", "unique_identifier_msgs", "lifecycle_msgs",
+            "statistics_msgs", "service_msgs", "rosbag2_interfaces"}
+STORE = get_typestore(Stores.ROS2_JAZZY)
+
+
+def rosbags_type(node) -> str:
+    kind, detail = node
+    if kind == Nodetype.BASE:
+        name, bound = detail
+        return f"{name}<={bound}" if bound else name
+    if kind == Nodetype.NAME:
+        return detail
+    sub, size = detail
+    inner = rosbags_type(sub)
+    if kind == Nodetype.ARRAY:
+        return f"{inner}[{size}]"
+    return f"{inner}[<={size}]" if size else f"{inner}[]"
+
+
+def our_fields(pkg: str, text: str) -> tuple[list[tuple[str, str, object]], list[tuple[str, str]]]:
+    """(constants, fields) of a shipped .msg, names resolved as ROS 2 does (bare names in the same package)."""
+    constants, fields = [], []
+    for line in text.splitlines():
+        code = line.split("#", 1)[0].strip()
+        if not code:
+            continue
+        m = re.fullmatch(r"(\S+)\s+([A-Za-z0-9_]+)\s*=\s*(.+)", code)
+        if m:
+            value = m.group(3).strip()
+            constants.append((m.group(2), m.group(1), int(value) if re.fullmatch(r"-?\d+", value) else value))
+            continue
+        typ, name = code.split()[:2]
+        base, suffix = re.fullmatch(r"([^\[]+)(\[.*\])?", typ).groups()
+        if base not in definitions.PRIMITIVES and not re.fullmatch(r"string<=\d+", base):
+            p, _, n = split_type(base)
+            base = f"{p or pkg}/msg/{n}"
+        fields.append((name, base + (suffix or "")))
+    return constants, fields
+
+
+def test_every_listed_package_is_shipped_whole():
+    """Every type rosbags' Jazzy store knows in the listed packages is shipped, and nothing else."""
+    theirs = {k for k in STORE.fielddefs if k.split("/")[0] in PACKAGES}
+    ours = {f"{p.parts[-3]}/msg/{p.stem}" for p in SHIPPED}
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[f"{p.parts[-3]}/{p.stem}" for p in SHIPPED])
+def test_shipped_definition_equals_the_specification(path):
+    pkg, name = path.parts[-3], path.stem
+    consts, fields = our_fields(pkg, path.read_text())
+    their_consts, their_fields = STORE.fielddefs[f"{pkg}/msg/{name}"]
+    their_fields = [(n, rosbags_type(t)) for n, t in their_fields]
+    if their_fields == [("structure_needs_at_least_one_member", "uint8")]:
+        their_fields = []  # rosbags' stand-in for a type without fields
+    assert fields == their_fields
+    assert sorted((n, t, v) for n, t, v in consts) == sorted((n, t, v) for n, t, v in their_consts)
+
+
+def test_compose_follows_dependencies_across_packages():
+    text = compose("nav_msgs/msg/Odometry", lambda p, n: shipped(p, "msg", n))
+    blocks = [b.split("\n", 1)[0] for b in text.split("=" * 80 + "\nMSG: ")[1:]]
+    assert blocks == ["std_msgs/Header", "geometry_msgs/PoseWithCovariance", "geometry_msgs/TwistWithCovariance",
+                      "builtin_interfaces/Time", "geometry_msgs/Pose", "geometry_msgs/Twist", "geometry_msgs/Point",
+                      "geometry_msgs/Quaternion", "geometry_msgs/Vector3"]
+    assert text.startswith("# nav_msgs/msg/Odometry\nstd_msgs/Header header\n")
+
+
+def test_user_definitions_come_before_shipped_and_stored_before_both():
+    stored = {"std_msgs/msg/String": ("ros2msg", "string data  # stored\n")}
+    user = {"std_msgs/String": "string data  # mine\n", "my_pkg/msg/Thing": "std_msgs/String s\nint32 k\n"}
+    assert resolve_definition("std_msgs/msg/String", stored, user) == stored["std_msgs/msg/String"]
+    assert resolve_definition("std_msgs/msg/String", {}, user)[1] == "string data  # mine\n"
+    encoding, text = resolve_definition("my_pkg/msg/Thing", {}, user)
+    assert encoding == "ros2msg" and text.endswith("MSG: std_msgs/String\nstring data  # mine\n")
+    assert resolve_definition("nobody/msg/Nothing", {}, {}) == ("", "")
+
+
+def test_service_event_definition_is_built_from_the_srv():
+    _, text = resolve_definition("std_srvs/srv/SetBool_Event", {}, {})
+    main = text.split("=" * 80)[0]
+    assert main == "service_msgs/ServiceEventInfo info\nSetBool_Request[<=1] request\nSetBool_Response[<=1] response\n"
+    assert "MSG: std_srvs/SetBool_Request\n# std_srvs/srv/SetBool\nbool data\n" in text
+    assert "MSG: std_srvs/SetBool_Response\nbool success\nstring message" in text
+    assert "MSG: service_msgs/ServiceEventInfo" in text and "MSG: builtin_interfaces/Time" in text
+
+
+def open_quietly(path, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FastbagWarning)
+        return fastbag.open(path, **options)
+
+
+def test_iron_bags_carry_their_own_definitions():
+    path = DATA / "db3" / "MichaelGrupp__evo__test__data__tf_example"
+    if not path.exists():
+        pytest.skip(NO_DATA)
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path / 'tf_example.db3'}?mode=ro&immutable=1", uri=True)
+    stored = dict(con.execute("SELECT topic_type, encoded_message_definition FROM message_definitions"))
+    con.close()
+    with open_quietly(path) as bag:
+        connection = bag.topics["/tf"].connections[0]
+        assert (connection.encoding, connection.schema_encoding) == ("cdr", "ros2msg")
+        assert connection.definition == stored["tf2_msgs/msg/TFMessage"]
+
+
+def test_humble_bags_get_shipped_definitions_and_unknown_types_stay_raw():
+    path = DATA / "db3" / "ros2__rosbag2__rosbag2_py__resources__talker"
+    if not path.exists():
+        pytest.skip(NO_DATA)
+    assert "message_definitions" not in _tables(path / "talker.db3")
+    with open_quietly(path) as bag:
+        log = bag.topics["/rosout"].connections[0]
+        assert log.msgtype == "rcl_interfaces/msg/Log" and log.schema_encoding == "ros2msg"
+        assert "uint8 FATAL=50" in log.definition and "MSG: builtin_interfaces/Time" in log.definition
+    unknown = DATA / "db3" / "ros2__rosbag2__rosbag2_tests__resources__test_msgs_string"
+    with open_quietly(unknown) as bag:
+        connection = bag.topics["/test_msg_strings"].connections[0]
+        assert connection.definition == "" and connection.schema_encoding == ""
+        assert sum(1 for _ in bag.messages(raw=True)) == 10
+        with pytest.raises(DecodeError, match="test_msgs/msg/Strings.*|definitions="):
+            bag.read("/test_msg_strings")
+    with open_quietly(unknown, definitions={"test_msgs/Strings": "string string_value\n"}) as bag:
+        assert bag.topics["/test_msg_strings"].connections[0].definition == "string string_value\n"
+
+
+def _tables(path: Path) -> set[str]:
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        con.close()
+
+
+def test_service_event_topics_are_readable():
+    path = DATA / "mcap" / "ros2__rosbag2__rosbag2_cpp__test__rosbag2_cpp__bags" / "topics_and_services.db3"
+    if not path.exists():
+        pytest.skip(NO_DATA)
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    expected = con.execute("SELECT m.timestamp, m.data FROM messages m JOIN topics t ON t.id = m.topic_id "
+                           "WHERE t.name = '/add_two_ints/_service_event' ORDER BY m.timestamp, m.id").fetchall()
+    con.close()
+    with open_quietly(path) as bag:
+        info = bag.topics["/add_two_ints/_service_event"]
+        assert info.msgtype == "example_interfaces/srv/AddTwoInts_Event"
+        assert [(m.time, bytes(m.data)) for m in bag.messages(info.name, raw=True)] == expected and expected
+        definition = info.connections[0].definition
+        assert definition.startswith("service_msgs/ServiceEventInfo info\nAddTwoInts_Request[<=1] request\n")
+        assert "MSG: example_interfaces/AddTwoInts_Request\nint64 a\nint64 b\n" in definition
+        assert "MSG: example_interfaces/AddTwoInts_Response\nint64 sum" in definition
