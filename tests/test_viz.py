@@ -534,3 +534,37 @@ def test_html_escapes_what_comes_from_the_file(tmp_path):
         assert "<script>" not in view and "<img" not in view
     assert "/a&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;b" in views[0]
     assert "&lt;img src=x onerror=alert(1)&gt;" in views[2]
+
+
+# -- every format ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("relative", [
+    "mcap/geocamxyz__rosbags-rs__tests__test_bags__test_bag_mcap/test_bag_mcap.mcap",
+    "db3/geocamxyz__rosbags-rs__tests__test_bags__test_bag_sqlite3",
+], ids=["mcap", "rosbag2-sqlite3"])
+def test_timeline_plot_and_views_on_mcap_and_rosbag2(relative):
+    """The timeline marks every message at its time (against the mcap package / the database), a CDR field
+    plots the values the message layer decodes, and the HTML views render, on MCAP and rosbag2 recordings."""
+    path = data_file(relative)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        bag = fastbag.open(path)
+    with bag:
+        times = bag.times_by_topic()
+        assert sum(t.size for t in times.values()) == bag.message_count > 0
+        raw = {}
+        for m in bag.messages(raw=True):
+            raw.setdefault(m.topic, []).append(m.time)
+        assert {k: list(v) for k, v in times.items()} == {k: v for k, v in raw.items()}
+        ax = bag.plot_timeline()
+        assert [t.get_text() for t in ax.get_yticklabels()] == sorted(times)
+        rendered(ax.figure)
+        topic = "/test/geometry_msgs/accel_stamped"
+        arr = bag.read(topic)
+        line_ax = arr.plot("accel.linear.x")
+        (line,) = line_ax.get_lines()
+        np.testing.assert_array_equal(line.get_ydata(), [m.msg.accel.linear.x for m in bag.messages(topics=topic)])
+        rendered(line_ax.figure)
+        assert "<table" in bag._repr_html_() and topic in bag._repr_html_()
+        assert "accel.linear.x" in arr._repr_html_() or "accel" in arr._repr_html_()
+        assert "geometry_msgs/AccelStamped" in next(iter(bag.messages(topics=topic))).msg._repr_html_()
