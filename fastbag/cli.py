@@ -24,14 +24,9 @@ import numpy as np
 from .bag import Bag
 from .bag import open as open_bag
 from .errors import EncryptionKeyError, FastbagError
+from .viz.html import size_text as _size  # viz/html.py imports no matplotlib
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} TB"
 
 
 def _stamp(ns: int) -> str:

@@ -321,9 +321,10 @@ def _raw_fastbag(path: Path) -> tuple[int, int]:
         return count, nbytes
 
 
-def _raw_rosbags(path: Path) -> tuple[int, int]:
+def _raw_rosbags(path: Path, reader_class: Any = None) -> tuple[int, int]:
+    """Every message's bytes through rosbags' reader of the format (rosbag1's by default)."""
     from rosbags.rosbag1 import Reader
-    with Reader(path) as reader:
+    with (reader_class or Reader)(path) as reader:
         count = nbytes = 0
         for _, _, raw in reader.messages():
             count += 1
@@ -407,12 +408,7 @@ def _images_mcap(reader: Any) -> list[np.ndarray]:
 
 def _raw_rosbags2(path: Path) -> tuple[int, int]:
     from rosbags.rosbag2 import Reader
-    with Reader(path) as reader:
-        count = nbytes = 0
-        for _, _, raw in reader.messages():
-            count += 1
-            nbytes += len(raw)
-        return count, nbytes
+    return _raw_rosbags(path, Reader)
 
 
 def _raw_mcap(path: Path) -> tuple[int, int]:

@@ -46,7 +46,8 @@ def _utc(ns: int) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S}.{rest // 1000:06d} UTC ({seconds}.{rest:09d})"
 
 
-def _size(n: float) -> str:
+def size_text(n: float) -> str:
+    """A byte count for people: ``1.7 GB``."""
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
@@ -101,7 +102,7 @@ def bag_html(bag: "Bag") -> str:
                   ["end", _e(_utc(bag.end_time))]]
     chunks = bag.chunk_count
     compression = ", ".join(f"{name} [{n}/{chunks} chunks]" for name, n in bag.compression.items()) or "none"
-    facts += [["size", _size(bag.size)], ["messages", str(bag.message_count)], ["compression", _e(compression)]]
+    facts += [["size", size_text(bag.size)], ["messages", str(bag.message_count)], ["compression", _e(compression)]]
     types = dict(sorted({c.msgtype: c.md5sum for c in reversed(bag.connections)}.items()))  # first md5 per type
     if types:
         facts.append(["types", "<br>".join(_e(f"{name} [{md5}]") for name, md5 in types.items())])
