@@ -733,7 +733,7 @@ class Bag:
 
     def _layout(self, connection: Connection) -> "Layout":
         """The compiled layout of a connection's type (cached), checking its md5sum once."""
-        from .errors import DefinitionError
+        from .errors import DefinitionError, UnsupportedError
         from .msg.layout import layout_for
 
         key = (connection.msgtype, connection.definition, connection.encoding, connection.schema_encoding)
@@ -744,13 +744,15 @@ class Bag:
             if connection.encoding == "ros1" and not definition.strip() and connection.md5sum != EMPTY_MD5:
                 definition = self._supplied_definition(connection)
             if connection.encoding != "ros1" and not connection.schema_encoding and not definition.strip():
-                raise DecodeError(f"no definition of {connection.msgtype} is known: the recording stores none and "
-                                  "fastbag ships none; pass definitions={type: .msg text} (or a folder of "
-                                  "<pkg>/msg/<Type>.msg) to fastbag.open to decode it; messages(raw=True) reads it",
-                                  topic=connection.topic, msgtype=connection.msgtype)
+                raise DecodeError(f"no definition of {connection.msgtype or 'its type'} is known (the recording "
+                                  "stores none and fastbag ships none), so its messages can only be read raw; pass "
+                                  "definitions={type: .msg text} (or a folder of <pkg>/msg/<Type>.msg) to "
+                                  "fastbag.open to decode them", topic=connection.topic, msgtype=connection.msgtype)
             try:
                 layout = layout_for(connection.msgtype, definition, encoding=connection.encoding,
                                     schema_encoding=connection.schema_encoding)
+            except UnsupportedError as exc:  # an encoding or schema encoding the layout has no rules for
+                raise UnsupportedError(f"{exc} ({self.path}, topic {connection.topic})") from exc
             except DefinitionError as exc:
                 raise DecodeError(f"the message definition cannot be parsed: {exc}", topic=connection.topic,
                                   msgtype=connection.msgtype) from exc

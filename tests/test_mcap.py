@@ -667,3 +667,27 @@ def test_regression_chunk_index_uncompressed_size_past_int64(tmp_path):
         with fastbag.open(path) as bag:
             assert bag.recovered
             assert [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)] == written
+
+
+def test_cdr_channel_without_a_schema_or_with_an_unknown_schema_encoding(tmp_path):
+    """Found by the campaign once CDR decoded: a cdr channel without a schema reads raw and read() says how to
+    supply a definition, naming the topic; an unknown schema encoding's error names the file and the topic."""
+    path = tmp_path / "schemas.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f, compression=CompressionType.NONE)
+        writer.start()
+        odd = writer.register_schema("pkg/msg/T", "roc1msg", b"int32 x\n")
+        bare = writer.register_channel("/bare", "cdr", 0)
+        labelled = writer.register_channel("/labelled", "cdr", odd)
+        for k in range(3):
+            writer.add_message(bare, log_time=k, data=b"\x00\x01\x00\x00" + struct.pack("<i", k), publish_time=k)
+            writer.add_message(labelled, log_time=k, data=b"\x00\x01\x00\x00" + struct.pack("<i", k), publish_time=k)
+        writer.finish()
+    with fastbag.open(path) as bag:
+        assert [bytes(m.data)[4:] for m in bag.messages(topics="/bare", raw=True)] == \
+            [struct.pack("<i", k) for k in range(3)]
+        with pytest.raises(fastbag.DecodeError, match="can only be read raw; pass definitions=") as info:
+            bag.read("/bare")
+        assert info.value.topic == "/bare"
+        with pytest.raises(fastbag.UnsupportedError, match=rf"'roc1msg'.*{path}.*topic /labelled"):
+            bag.read("/labelled")
