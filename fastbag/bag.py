@@ -152,7 +152,7 @@ class Bag:
         if container.problems:
             warnings.warn(f"{self.path}: {'; '.join(container.problems)}", FastbagWarning, stacklevel=3)
         self._store = container.chunk_store(cache_bytes=cache_bytes, workers=workers)
-        self._layouts: dict[tuple, Layout] = {}  # by (type, definition); object decoders too
+        self._layouts: dict[tuple, Layout] = {}  # by (type, definition); object decoders, message types too
         self._sizes: np.ndarray | None = None            # bytes of each index row's record, on first use
         self._topic_rows: dict[str, np.ndarray] = {}    # index rows of each topic, on first use
         self._chunks = container.chunks
@@ -536,13 +536,18 @@ class Bag:
                 yield Message(connection.topic, time_of[a + k], view[s:s + n], connection, cls(source, row_of[k]))
 
     def _message_types(self, connection: Connection) -> Any:
-        """The message classes' type information for a connection (the definition its layout used)."""
+        """The message classes' type information for a connection (the definition its layout used), cached:
+        iteration asks once per batch, and a new one would parse the definition and build its classes again."""
         from .msg.messages import message_types
 
-        definition = connection.definition
-        if connection.encoding == "ros1" and not definition.strip() and connection.md5sum != EMPTY_MD5:
-            definition = self._supplied_definition(connection)
-        return message_types(connection.msgtype, definition, connection.schema_encoding)
+        key = ("types", connection.msgtype, connection.definition, connection.schema_encoding)
+        if key not in self._layouts:
+            definition = connection.definition
+            if connection.encoding == "ros1" and not definition.strip() and connection.md5sum != EMPTY_MD5:
+                definition = self._supplied_definition(connection)
+            self._layouts[key] = message_types(connection.msgtype, definition,  # type: ignore[assignment]
+                                               connection.schema_encoding)
+        return self._layouts[key]
 
     # -- arrays ----------------------------------------------------------------------
     def read(self, topic: str, start: int | None = None, end: int | None = None) -> "TopicArray":

@@ -221,13 +221,7 @@ def test_lone_db3_inside_a_directory_and_the_directory_agree():
 
 # -- generated recordings ---------------------------------------------------------------------------
 
-SCHEMA = """
-CREATE TABLE topics(id INTEGER PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
-                    serialization_format TEXT NOT NULL, offered_qos_profiles TEXT NOT NULL);
-CREATE TABLE messages(id INTEGER PRIMARY KEY, topic_id INTEGER NOT NULL, timestamp INTEGER NOT NULL,
-                      data BLOB NOT NULL);
-CREATE INDEX timestamp_idx ON messages (timestamp ASC);
-"""
+from tools.fuzz_rosbag2 import SCHEMA  # noqa: E402 - the tables rosbag2 writes, one copy for both
 
 
 def write_db3(path: Path, rows: list[tuple[int, int, bytes]], *, topics=((1, "/a", "std_msgs/msg/String"),
