@@ -235,6 +235,14 @@ class Bag:
         return self._container.metadata
 
     @property
+    def problems(self) -> list[str]:
+        """What was found damaged or inconsistent so far (each also said once as a FastbagWarning).
+
+        Some containers load parts of their index on first use (MCAP's message indexes), so the list
+        can grow after the first read."""
+        return list(self._container.problems)
+
+    @property
     def recovered(self) -> bool:
         """True when the index was rebuilt by scanning (unindexed or damaged bag)."""
         return self._container.recovered

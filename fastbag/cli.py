@@ -52,6 +52,7 @@ def info_dict(bag: Bag) -> dict[str, object]:
         "topics": [{"topic": t.name, "type": t.msgtype, "types": list(t.msgtypes), "messages": t.message_count,
                     "connections": len(t.connections), "frequency": t.frequency}
                    for t in bag.topics.values()],
+        "problems": bag.problems,  # after the topics: reading the index can find more
     }
 
 
@@ -95,6 +96,8 @@ def format_info(bag: Bag) -> str:
         kinds = ", ".join(t.msgtypes)
         lines.append(f"{'topics:' if k == 0 else '':<13}{t.name:<{twidth}} {t.message_count:>{cwidth}} msgs"
                      f" : {kinds}{extra}")
+    for k, problem in enumerate(info["problems"]):  # type: ignore[arg-type]
+        lines.append(f"{'problems:' if k == 0 else '':<13}{problem}")
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import io
+import re
 import struct
 import warnings
 import zlib
@@ -24,6 +25,7 @@ import numpy as np
 import pytest
 
 import fastbag
+from fastbag.cli import format_info
 from conftest import DATA, data_files
 
 mcap = pytest.importorskip("mcap", reason="the mcap package (test extra) is the oracle for MCAP files")
@@ -134,11 +136,12 @@ IMU_SCHEMA = b"float64 x\nfloat64 y\nfloat64 z\n"
 
 
 def write_mcap(path: Path, *, compression=CompressionType.ZSTD, chunked=True, chunk_size=1024,
-               messages: int = 200, channels=("/a", "/b")) -> list:
+               messages: int = 200, channels=("/a", "/b"), statistics: bool = True) -> list:
     """A file of ``messages`` messages round-robin over ``channels``; returns the (topic, time, bytes) written."""
     written = []
     with path.open("wb") as f:
-        writer = Writer(f, chunk_size=chunk_size, compression=compression, use_chunking=chunked)
+        writer = Writer(f, chunk_size=chunk_size, compression=compression, use_chunking=chunked,
+                        use_statistics=statistics)
         writer.start(profile="", library="fastbag tests")
         schema = writer.register_schema("test/Vec", "ros1msg", IMU_SCHEMA)
         ids = [writer.register_channel(topic, "ros1", schema) for topic in channels]
@@ -558,6 +561,56 @@ def test_regression_damaged_message_index_loses_messages_silently(tmp_path, dama
         assert bag.message_count == 20 - lost
     channel = struct.unpack_from("<H", data, mx + 9)[0]
     assert got == [w for k, w in enumerate(written) if not (k < 2 * lost and k % 2 == channel - 1)]
+
+
+@pytest.mark.parametrize("damage,compression", [("entries", CompressionType.LZ4), ("entries", CompressionType.NONE),
+                                                 ("chunk index", CompressionType.ZSTD)],
+                         ids=["entries-lz4", "entries-uncompressed", "chunk-index"])
+def test_regression_shortened_message_index_without_statistics_is_said(tmp_path, damage, compression):
+    """Fuzz cases 17701 and 27021 (seed 5151): in a file without a statistics record, a message index whose
+    entries' byte length was lowered (the record's length unchanged) dropped one or two messages without a
+    word, since nothing was left to count them against. Now entries whose first and last log_time differ
+    from their chunk index's bounds are said when the index loads, and a decompressed chunk holding more
+    Message records than its indexes list is said when it is read. (Bytes after the entries prove nothing:
+    the conformance corpus's "pad" files put them there legally.)"""
+    path = tmp_path / "nostats.mcap"
+    written = write_mcap(path, compression=compression, messages=20, statistics=False)
+    data = bytearray(path.read_bytes())
+    with pytest.raises(AssertionError, match="no record"):
+        find(data, 0x0B)  # no statistics record to count against
+    mx = find(data, 0x07)
+    channel = struct.unpack_from("<H", data, mx + 9)[0]
+    nbytes = struct.unpack_from("<I", data, mx + 9 + 2)[0]
+    assert nbytes >= 32
+    if damage == "entries":  # the channel's last entry of the chunk is cut off
+        struct.pack_into("<I", data, mx + 9 + 2, nbytes - 16)
+        expected = ["messages, its message indexes list", "span other times than its chunk index says"]
+    else:  # the chunk index claims a later end than any message of the chunk
+        ci = find(data, 0x08)
+        end = struct.unpack_from("<Q", data, ci + 9 + 8)[0]
+        struct.pack_into("<Q", data, ci + 9 + 8, end + 1)
+        struct.pack_into("<I", data, len(data) - 8 - 4, 0)  # the footer's summary CRC: 0, not computed
+        expected = ["span other times than its chunk index says"]
+    path.write_bytes(data)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fastbag.open(path) as bag:
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+            problems = list(bag.problems)
+            info = format_info(bag)  # `fastbag info` lists them too
+    said = [str(w.message) for w in caught if issubclass(w.category, fastbag.FastbagWarning)]
+    for text in expected:
+        assert any(text in w for w in said), (text, said)
+        assert any(text in p for p in problems), (text, problems)
+        assert text in info and "problems:" in info
+    if damage == "entries":
+        held, listed = map(int, re.search(r"holds (\d+) messages, its message indexes list (\d+)",
+                                          " ".join(said)).groups())
+        assert held == listed + 1
+        mine = [w for w in written[:nbytes // 16 * 2] if w[0] == ("/a", "/b")[channel - 1]]
+        assert got == [w for w in written if w != mine[-1]]
+    else:
+        assert got == written
 
 
 def test_regression_scan_reads_data_records_in_the_summary(tmp_path):

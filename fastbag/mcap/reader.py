@@ -26,7 +26,7 @@ import numpy as np
 
 from ..container import BagIndex, Connection, Container
 from ..errors import BagFormatError, FastbagWarning, UnsupportedError
-from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
+from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, decompress
 from ..io.source import Source
 from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndex,
                       Metadata, MetadataIndex, Opcode, Schema, Statistics, parse_attachment,
@@ -87,6 +87,8 @@ class McapReader(Container):
         self._problems: list[str] = []
         self._index: BagIndex | None = None
         self._chunk_crc: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._listed_per_chunk: np.ndarray | None = None  # entries per chunk, kept in files without statistics
+        self._counted: set[int] = set()  # chunks whose Message records were counted
         try:
             summary = self._read_summary()
         except _Damaged as exc:
@@ -264,14 +266,21 @@ class McapReader(Container):
         else:
             time = offset = np.zeros(0, dtype=np.int64)
             chunk = conn = np.zeros(0, dtype=np.int32)
+        # Message indexes that lost entries would drop messages without a word. Witnesses of a shortened
+        # index: the statistics' count, each chunk index's time bounds, and (in files without statistics)
+        # each decompressed chunk's own count of Message records (see _verify). Bytes after a message
+        # index's entries are no witness: padding after a record's fields is legal. Which side is damaged
+        # cannot be told, so what the indexes list is read, and the disagreement said.
         stats = self._summary.statistics
         if stats is not None and stats.message_count != time.size:
-            # Message indexes that lost entries would drop messages without a word; which of the two is
-            # damaged cannot be told, so what the indexes list is read, and the disagreement said.
-            text = (f"the chunks' message indexes list {time.size} messages, the statistics record "
-                    f"{stats.message_count}: one of them is damaged; reading what the indexes list")
-            self._problems.append(text)
-            warnings.warn(f"{self.path}: {text}", FastbagWarning, stacklevel=4)
+            self._warn(f"the chunks' message indexes list {time.size} messages, the statistics record "
+                       f"{stats.message_count}: one of them is damaged; reading what the indexes list")
+        if stats is None:
+            self._listed_per_chunk = self._count_uncompressed_chunks(chunk)
+        off_bounds = self._outside_time_bounds(time, chunk)
+        if off_bounds is not None:
+            self._warn(f"the message indexes of the chunk at offset {off_bounds} span other times than its chunk "
+                       "index says: entries may be missing; reading what the indexes list")
         size = self._chunks.size[chunk]
         bad = (offset < 0) | (offset > size - MESSAGE_HEAD)
         if bad.any():
@@ -281,6 +290,36 @@ class McapReader(Container):
                                  record="message index")
         return _in_read_order("0", self._connections, self._chunks, time, conn, chunk, offset,
                               problems=self._problems)
+
+    def _warn(self, text: str) -> None:
+        self._problems.append(text)
+        warnings.warn(f"{self.path}: {text}", FastbagWarning, stacklevel=5)
+
+    def _count_uncompressed_chunks(self, chunk: np.ndarray) -> np.ndarray:
+        """Entries per chunk; chunks stored uncompressed (read in place, never through _verify) have their
+        Message records counted now. Only for files without statistics, which have no other count."""
+        from .kernels import count_messages
+
+        listed = np.bincount(chunk, minlength=len(self._chunk_indexes))
+        for k, c in enumerate(self._chunks):
+            if c.in_place:
+                self._counted.add(k)
+                self._count_against_index(k, count_messages(decompress(self.source, c)), int(listed[k]))
+        return listed
+
+    def _outside_time_bounds(self, time: np.ndarray, chunk: np.ndarray) -> int | None:
+        """The offset of the first chunk whose entries' first and last log_time differ from its chunk
+        index's message_start_time and message_end_time (chunks without entries are not judged)."""
+        if not time.size:
+            return None
+        # Entries come grouped by chunk, in chunk order: one reduceat per bound.
+        starts = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1]])
+        which = chunk[starts]
+        declared = np.array([(c.start_time, c.end_time) for c in self._chunk_indexes],
+                            dtype=np.uint64).astype(np.int64)[which]
+        bad = (np.minimum.reduceat(time, starts) != declared[:, 0]) | \
+            (np.maximum.reduceat(time, starts) != declared[:, 1])
+        return int(self._chunk_indexes[int(which[np.argmax(bad)])].chunk_offset) if bad.any() else None
 
     def _check_chunk_head(self, ci: ChunkIndex, raw: bytes) -> int:
         """The chunk record's head agrees with its chunk index; returns its uncompressed CRC-32 (0: none)."""
@@ -468,11 +507,24 @@ class McapReader(Container):
         return ChunkStore(self.source, self._chunks, cache_bytes=cache_bytes, workers=workers, verify=self._verify)
 
     def _verify(self, k: int, payload: np.ndarray) -> None:
+        """A decompressed chunk's CRC-32, and in files without statistics (once per chunk) its count of
+        Message records against its message indexes' entries."""
         self.index  # noqa: B018 - the chunks' CRCs are read with their message indexes (a read has them)
         expected = int(self._chunk_crc[k]) if k < self._chunk_crc.size else 0
         if expected and zlib.crc32(payload) != expected:
             raise BagFormatError("the chunk's decompressed records fail their CRC-32 check", path=self.path,
                                  offset=int(self._chunks.position[k]), record="chunk")
+        listed = self._listed_per_chunk
+        if listed is not None and k < listed.size and k not in self._counted:
+            from .kernels import count_messages
+
+            self._counted.add(k)
+            self._count_against_index(k, count_messages(payload), int(listed[k]))
+
+    def _count_against_index(self, k: int, held: int, listed: int) -> None:
+        if held > listed:
+            self._warn(f"the chunk at offset {int(self._chunk_indexes[k].chunk_offset)} holds {held} messages, its "
+                       f"message indexes list {listed}: reading the listed ones")
 
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
                       conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
