@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
 import warnings
 import zlib
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -28,11 +30,12 @@ from ..container import BagIndex, Connection, Container
 from ..errors import BagFormatError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, decompress
 from ..io.source import Source
-from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndex,
-                      Metadata, MetadataIndex, Opcode, Schema, Statistics, parse_attachment,
-                      parse_attachment_index, parse_channel, parse_chunk_head, parse_chunk_index, parse_footer,
+from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndexes,
+                      Metadata, MetadataIndex, Opcode, Schema, Statistics, le_uint, parse_attachment,
+                      parse_attachment_index, parse_channel, parse_chunk_indexes, parse_footer,
                       parse_metadata, parse_metadata_index, parse_schema, parse_statistics, record_name)
 
+_U64 = struct.Struct("<Q")
 FOOTER_RECORD = RECORD_HEAD + 20  # opcode, length, summary_start u64, summary_offset_start u64, summary_crc u32
 #: Bytes of a Message record before its data: the record head and the fixed fields.
 MESSAGE_HEAD = RECORD_HEAD + MESSAGE_FIXED
@@ -48,7 +51,7 @@ class _Damaged(Exception):
 class _Summary:
     schemas: dict[int, Schema] = field(default_factory=dict)
     channels: dict[int, Channel] = field(default_factory=dict)
-    chunk_indexes: list[ChunkIndex] = field(default_factory=list)
+    chunk_indexes: ChunkIndexes = field(default_factory=ChunkIndexes.empty)
     statistics: Statistics | None = None
     attachment_indexes: list[AttachmentIndex] = field(default_factory=list)
     metadata_indexes: list[MetadataIndex] = field(default_factory=list)
@@ -97,13 +100,18 @@ class McapReader(Container):
         self._summary = summary
         self._recovered = False
         self._build_connections(summary.schemas, summary.channels)
-        indexes = sorted(summary.chunk_indexes, key=lambda c: c.chunk_offset)
+        indexes = summary.chunk_indexes
+        if (np.diff(indexes.chunk_offset) < 0).any():
+            indexes = indexes.take(np.argsort(indexes.chunk_offset, kind="stable"))
         self._chunk_indexes = indexes
         self._chunks = ChunkTable.from_columns(
-            [c.chunk_offset for c in indexes],
-            [c.chunk_offset + CHUNK_FIXED + 4 + len(c.compression.encode()) + 8 for c in indexes],
-            [c.uncompressed_size for c in indexes], [c.compressed_size for c in indexes],
-            tuple(c.compression or "none" for c in indexes))
+            indexes.chunk_offset, indexes.chunk_offset + self._chunk_heads(indexes) + 8, indexes.uncompressed_size,
+            indexes.compressed_size, tuple(c or "none" for c in indexes.compression))
+
+    @staticmethod
+    def _chunk_heads(indexes: ChunkIndexes) -> np.ndarray:
+        """Bytes of each Chunk record before its records' u64 length: fixed fields and compression."""
+        return CHUNK_FIXED + 4 + np.array([len(c.encode()) for c in indexes.compression], dtype=np.int64)
 
     def _record_at(self, offset: int, end: int) -> tuple[int, int, int]:
         """(opcode, body offset, body length) of the record at ``offset``, which must end by ``end``."""
@@ -143,38 +151,58 @@ class McapReader(Container):
             if zlib.crc32(covered) != footer.summary_crc:
                 raise _Damaged("its summary section fails its CRC-32 check")
         summary = _Summary()
-        parsers = {Opcode.SCHEMA: parse_schema, Opcode.CHANNEL: parse_channel, Opcode.CHUNK_INDEX: parse_chunk_index,
-                   Opcode.STATISTICS: parse_statistics, Opcode.ATTACHMENT_INDEX: parse_attachment_index,
-                   Opcode.METADATA_INDEX: parse_metadata_index}
-        pos = footer.summary_start
+        parsers = {Opcode.SCHEMA: parse_schema, Opcode.CHANNEL: parse_channel, Opcode.STATISTICS: parse_statistics,
+                   Opcode.ATTACHMENT_INDEX: parse_attachment_index, Opcode.METADATA_INDEX: parse_metadata_index}
+        section = src.view(footer.summary_start, summary_end - footer.summary_start, "summary")
+        raw = section.tobytes()  # one copy: the record walk reads it with struct, not the mapping
+        chunk_index_at: list[int] = []  # bodies of the chunk index records, parsed together (there are thousands)
+        chunk_index_length: list[int] = []
+        pos = 0
         try:
-            while pos < summary_end:
-                opcode, at, length = self._record_at(pos, summary_end)
-                parse = parsers.get(opcode)  # type: ignore[call-overload]
-                if parse is not None:
-                    item = parse(Body(src.bytes(at, length, record_name(opcode)), path=self.path, offset=pos,
-                                      record=record_name(opcode)))
-                    self._add(summary, opcode, item)
+            while pos < len(raw):
+                if len(raw) - pos < RECORD_HEAD:
+                    raise BagFormatError(f"a record head needs {RECORD_HEAD} bytes, {len(raw) - pos} are left",
+                                         path=self.path, offset=footer.summary_start + pos, record="record")
+                opcode = raw[pos]
+                length = _U64.unpack_from(raw, pos + 1)[0]
+                if length > len(raw) - pos - RECORD_HEAD:
+                    raise BagFormatError(f"its length {length} runs past the end of its section ({summary_end})",
+                                         path=self.path, offset=footer.summary_start + pos, record=record_name(opcode))
+                at = pos + RECORD_HEAD
+                if opcode == Opcode.CHUNK_INDEX:
+                    chunk_index_at.append(at)
+                    chunk_index_length.append(length)
+                else:
+                    parse = parsers.get(opcode)  # type: ignore[call-overload]
+                    if parse is not None:
+                        self._add(summary, opcode, parse(Body(raw[at:at + length], path=self.path,
+                                                              offset=footer.summary_start + pos,
+                                                              record=record_name(opcode))))
                 pos = at + length
+            at_ = np.array(chunk_index_at, dtype=np.int64)
+            summary.chunk_indexes = parse_chunk_indexes(section, at_, np.array(chunk_index_length, dtype=np.int64),
+                                                        footer.summary_start + at_ - RECORD_HEAD, path=self.path)
         except BagFormatError as exc:
             raise _Damaged(f"its summary is damaged: {exc}") from None
-        if summary.statistics is not None and summary.statistics.message_count and not summary.chunk_indexes:
+        indexes = summary.chunk_indexes
+        if summary.statistics is not None and summary.statistics.message_count and not len(indexes):
             raise _Damaged("its summary has no chunk indexes (messages outside chunks, or indexes not written)")
-        if summary.statistics is None and not summary.chunk_indexes:
+        if summary.statistics is None and not len(indexes):
             raise _Damaged("its summary has neither statistics nor chunk indexes")
-        if any(not ci.message_index_offsets for ci in summary.chunk_indexes) and not (
+        if (np.diff(indexes.entry_start) == 0).any() and not (
                 summary.statistics is not None and summary.statistics.message_count == 0):
             raise _Damaged("its chunks carry no message indexes")
-        listed = {channel for ci in summary.chunk_indexes for channel in ci.message_index_offsets}
-        if not listed <= set(summary.channels):
+        if not set(np.unique(indexes.entry_channel).tolist()) <= set(summary.channels):
             raise _Damaged("its summary does not repeat every channel (they are defined in the data section)")
         if not {c.schema_id for c in summary.channels.values()} - {0} <= set(summary.schemas):
             raise _Damaged("its summary does not repeat every schema (they are defined in the data section)")
-        for ci in summary.chunk_indexes:
-            if not (self._data_start <= ci.chunk_offset and ci.chunk_offset + ci.chunk_length <= footer.summary_start
-                    and CHUNK_FIXED + 12 + len(ci.compression.encode()) + ci.compressed_size <= ci.chunk_length
-                    and ci.uncompressed_size < 2**63):  # (sizes are int64 in the chunk table)
-                raise _Damaged(f"a chunk index points at bytes no chunk can hold (chunk offset {ci.chunk_offset})")
+        # (the parse left every offset, length and size below 2**63: these sums cannot overflow)
+        fits = (self._data_start <= indexes.chunk_offset) & \
+            (indexes.chunk_offset + indexes.chunk_length <= footer.summary_start) & \
+            (self._chunk_heads(indexes) + 8 + indexes.compressed_size <= indexes.chunk_length)
+        if not fits.all():
+            k = int(np.argmax(~fits))
+            raise _Damaged(f"a chunk index points at bytes no chunk can hold (chunk offset {indexes.chunk_offset[k]})")
         return summary
 
     @staticmethod
@@ -183,8 +211,6 @@ class McapReader(Container):
             summary.schemas.setdefault(item.id, item)  # type: ignore[attr-defined]
         elif opcode == Opcode.CHANNEL:
             summary.channels.setdefault(item.id, item)  # type: ignore[attr-defined]
-        elif opcode == Opcode.CHUNK_INDEX:
-            summary.chunk_indexes.append(item)  # type: ignore[arg-type]
         elif opcode == Opcode.STATISTICS:
             summary.statistics = item  # type: ignore[assignment]
         elif opcode == Opcode.ATTACHMENT_INDEX:
@@ -229,48 +255,40 @@ class McapReader(Container):
         return self._index
 
     def _load_index(self) -> BagIndex:
-        """Every message's (time, channel, chunk, offset) from the chunks' message-index records."""
+        """Every message's (time, channel, chunk, offset) from the chunks' message-index records: each
+        read where its chunk index lists it, all of them parsed and checked with NumPy gathers."""
         src, indexes = self.source, self._chunk_indexes
-        ranks = {c.id: k for k, c in enumerate(self._connections)}
-        heads = [CHUNK_FIXED + 4 + len(c.compression.encode()) for c in indexes]
-        starts = [min(c.message_index_offsets.values(), default=c.chunk_offset + c.chunk_length) for c in indexes]
-        lengths = [c.message_index_length if c.message_index_offsets else 0 for c in indexes]
-        for c, start, length in zip(indexes, starts, lengths):
-            if start < c.chunk_offset + c.chunk_length or length < 0 or start > src.size - length:
-                raise BagFormatError("a chunk's message indexes lie outside the file or overlap their chunk",
-                                     path=self.path, offset=c.chunk_offset, record="chunk index")
+        n = len(indexes)
+        counts = np.diff(indexes.entry_start)
+        has = counts > 0
+        entry_chunk = np.repeat(np.arange(n), counts)
+        # The message indexes of a chunk lie together after it: one range per chunk, read with its head.
+        region_start = np.where(has, np.minimum.reduceat(indexes.entry_offset, indexes.entry_start[:-1][has])
+                                [np.cumsum(has) - 1] if has.any() else 0, indexes.chunk_offset + indexes.chunk_length)
+        region_length = np.where(has, indexes.message_index_length, 0)
+        chunk_end = indexes.chunk_offset + indexes.chunk_length
+        bad = (region_start < chunk_end) | (region_start > src.size - region_length)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise BagFormatError("a chunk's message indexes lie outside the file or overlap their chunk",
+                                 path=self.path, offset=int(indexes.chunk_offset[k]), record="chunk index")
+        heads = self._chunk_heads(indexes)
         try:
-            raw = src.gather(np.array([x for c, h, s, n in zip(indexes, heads, starts, lengths) for x in
-                                       (c.chunk_offset, s)], dtype=np.int64),
-                             np.array([x for h, n in zip(heads, lengths) for x in (h, n)], dtype=np.int64))
+            raw = src.gather(np.stack([indexes.chunk_offset, region_start], axis=1).ravel(),
+                             np.stack([heads, region_length], axis=1).ravel())
         except ValueError as exc:
             raise BagFormatError(f"a chunk or its message indexes cannot be read: {exc}", path=self.path,
                                  offset=None, record="chunk index") from None
-        crcs = np.zeros(len(indexes), dtype=np.int64)
-        pieces: list[tuple[np.ndarray, int, int]] = []  # (entries, chunk, rank): one per message-index record
-        at = 0
-        for k, (c, head, length) in enumerate(zip(indexes, heads, lengths)):
-            chunk_head = raw[at:at + head].tobytes()
-            at += head
-            crcs[k] = self._check_chunk_head(c, chunk_head)
-            region, region_at = raw[at:at + length], starts[k]
-            at += length
-            pieces.extend(self._message_indexes(region, region_at, k, ranks, c.message_index_offsets))
-        self._chunk_crc = crcs
-        if pieces:
-            entries = np.concatenate([p[0] for p in pieces])
-            counts = [p[0].shape[0] for p in pieces]
-            chunk = np.repeat(np.array([p[1] for p in pieces], dtype=np.int32), counts)
-            conn = np.repeat(np.array([p[2] for p in pieces], dtype=np.int32), counts)
-            time, offset = entries[:, 0].astype(np.int64), entries[:, 1].astype(np.int64)
-        else:
-            time = offset = np.zeros(0, dtype=np.int64)
-            chunk = conn = np.zeros(0, dtype=np.int32)
+        head_at = np.zeros(n, dtype=np.int64)
+        np.cumsum((heads + region_length)[:-1], out=head_at[1:])
+        self._chunk_crc = self._check_chunk_heads(raw, head_at, heads)
+        time, offset, chunk, conn = self._message_index_entries(raw, head_at + heads, region_start, region_length,
+                                                                entry_chunk)
         # Message indexes that lost entries would drop messages without a word. Witnesses of a shortened
         # index: the statistics' count, each chunk index's time bounds, and (in files without statistics)
-        # each decompressed chunk's own count of Message records (see _verify). Bytes after a message
-        # index's entries are no witness: padding after a record's fields is legal. Which side is damaged
-        # cannot be told, so what the indexes list is read, and the disagreement said.
+        # each chunk's own count of Message records (see _verify). Bytes after a message index's entries
+        # are no witness: padding after a record's fields is legal. Which side is damaged cannot be told,
+        # so what the indexes list is read, and the disagreement said.
         stats = self._summary.statistics
         if stats is not None and stats.message_count != time.size:
             self._warn(f"the chunks' message indexes list {time.size} messages, the statistics record "
@@ -281,15 +299,108 @@ class McapReader(Container):
         if off_bounds is not None:
             self._warn(f"the message indexes of the chunk at offset {off_bounds} span other times than its chunk "
                        "index says: entries may be missing; reading what the indexes list")
-        size = self._chunks.size[chunk]
-        bad = (offset < 0) | (offset > size - MESSAGE_HEAD)
-        if bad.any():
-            k = int(np.argmax(bad))
-            raise BagFormatError(f"a message index entry points at offset {offset[k]} of a chunk holding "
-                                 f"{size[k]} bytes", path=self.path, offset=int(self._chunks.position[chunk[k]]),
-                                 record="message index")
         return _in_read_order("0", self._connections, self._chunks, time, conn, chunk, offset,
                               problems=self._problems)
+
+    def _message_index_entries(self, raw: np.ndarray, region_at: np.ndarray, region_start: np.ndarray,
+                               region_length: np.ndarray, entry_chunk: np.ndarray
+                               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(log_time, offset in chunk, chunk, connection rank) of every entry of the message-index records
+        the chunk indexes list (chunk ``k``'s records lie in ``raw`` from ``region_at[k]``, which is
+        ``region_start[k]`` in the file), grouped by chunk, each chunk's records in file order."""
+        indexes = self._chunk_indexes
+        order = np.lexsort((indexes.entry_offset, entry_chunk))  # by chunk, then file order
+        k, listed, where = entry_chunk[order], indexes.entry_channel[order], indexes.entry_offset[order]
+        rel = where - region_start[k]
+        room = region_length[k] - rel  # bytes from the record to the end of its chunk's message indexes
+        short = room < RECORD_HEAD + 6
+        if short.any():
+            j = int(np.argmax(short))
+            raise BagFormatError("a message index record is cut short", path=self.path, offset=int(where[j]),
+                                 record="message index")
+        at = region_at[k] + rel
+        opcode = raw[at]
+        length = le_uint(raw, at + 1, 8)
+        channel = le_uint(raw, at + 9, 2).astype(np.int64)
+        nbytes = le_uint(raw, at + 11, 4).astype(np.int64)
+        ranks = np.full(1 << 16, -1, dtype=np.int32)
+        ranks[[c.id for c in self._connections]] = np.arange(len(self._connections), dtype=np.int32)
+
+        def check(bad: np.ndarray, text: Callable[[int], str], record: Callable[[int], str] | None = None) -> None:
+            if bad.any():
+                j = int(np.argmax(bad))
+                raise BagFormatError(text(j), path=self.path, offset=int(where[j]),
+                                     record=record(j) if record else "message index")
+
+        check(opcode != Opcode.MESSAGE_INDEX,
+              lambda j: "a record other than a message index lies among the chunk's message indexes",
+              lambda j: record_name(int(opcode[j])))
+        check(length > (room - RECORD_HEAD).astype(np.uint64),
+              lambda j: f"its length {int(length[j])} runs past the chunk's message indexes")
+        length = length.astype(np.int64)
+        check(length < 6, lambda j: f"its length {length[j]} is shorter than a message index's fixed fields")
+        check((nbytes > length - 6) | (nbytes % 16 != 0), lambda j: f"its entries claim {nbytes[j]} bytes")
+        check(ranks[channel] < 0, lambda j: f"it indexes channel {channel[j]}, which the summary does not list")
+        check(channel != listed, lambda j: f"it indexes channel {channel[j]}, which its chunk index lists at "
+                                           f"another offset")
+        start = at + RECORD_HEAD + 6
+        entries = np.concatenate([raw[a:a + b] for a, b in zip(start.tolist(), nbytes.tolist())]) if at.size \
+            else np.zeros(0, dtype=np.uint8)
+        entries = entries.view("<u8").reshape(-1, 2)
+        per_record = nbytes // 16
+        first = np.zeros(at.size + 1, dtype=np.int64)  # each record's first entry
+        np.cumsum(per_record, out=first[1:])
+        filled = per_record > 0
+        offsets = entries[:, 1]
+        if entries.size and entries.max() >= np.uint64(1 << 63):
+            j = int(np.searchsorted(first, np.argmax((entries >= np.uint64(1 << 63)).any(axis=1)), side="right")) - 1
+            raise BagFormatError("an entry's log_time or offset is beyond 2**63", path=self.path,
+                                 offset=int(where[j]), record="message index")
+        if filled.any():
+            # (offsets are below 2**63 now: they are never negative) Each must leave room for a message head.
+            furthest = np.zeros(at.size, dtype=np.uint64)
+            furthest[filled] = np.maximum.reduceat(offsets, first[:-1][filled])
+            room = self._chunks.size[k] - MESSAGE_HEAD
+            bad = filled & ((room < 0) | (furthest > np.maximum(room, 0).astype(np.uint64)))
+            if bad.any():
+                j = int(np.argmax(bad))
+                raise BagFormatError(f"a message index entry points at offset {int(furthest[j])} of a chunk holding "
+                                     f"{int(self._chunks.size[k[j]])} bytes", path=self.path,
+                                     offset=int(self._chunks.position[k[j]]), record="message index")
+        falling = offsets[1:] <= offsets[:-1]
+        starts = first[1:-1]
+        falling[starts[(starts > 0) & (starts < offsets.size)] - 1] = False  # (the next record starts over)
+        if falling.any():
+            # Two entries of one message: it would be read twice (another one of its channel and log_time,
+            # never), and the record checks cannot tell. Records out of order are checked one by one.
+            for j in np.unique(np.searchsorted(first, np.flatnonzero(falling), side="right") - 1).tolist():
+                mine = offsets[first[j]:first[j + 1]]
+                if np.unique(mine).size != mine.size:
+                    raise BagFormatError(f"it lists a message of channel {int(channel[j])} twice", path=self.path,
+                                         offset=int(where[j]), record="message index")
+        signed = entries.view("<i8")
+        return (signed[:, 0].copy(), signed[:, 1].copy(), np.repeat(k.astype(np.int32), per_record),
+                np.repeat(ranks[channel], per_record))
+
+    def _check_chunk_heads(self, raw: np.ndarray, head_at: np.ndarray, heads: np.ndarray) -> np.ndarray:
+        """Each chunk record's head agrees with its chunk index; returns their uncompressed CRC-32s (0: none)."""
+        indexes = self._chunk_indexes
+        opcode = raw[head_at] if head_at.size else np.zeros(0, dtype=np.uint8)
+        length = le_uint(raw, head_at + 1, 8)
+        size = le_uint(raw, head_at + RECORD_HEAD + 16, 8)
+        crc = le_uint(raw, head_at + RECORD_HEAD + 24, 4).astype(np.int64)
+        name_length = le_uint(raw, head_at + RECORD_HEAD + 28, 4).astype(np.int64)
+        bad = (opcode != Opcode.CHUNK) | (length != (indexes.chunk_length - RECORD_HEAD).astype(np.uint64)) | \
+            (size != indexes.uncompressed_size.astype(np.uint64)) | (name_length != heads - CHUNK_FIXED - 4)
+        if not bad.any():
+            names = [raw[a:b].tobytes() for a, b in zip((head_at + CHUNK_FIXED + 4).tolist(),
+                                                          (head_at + heads).tolist())]
+            bad = np.array([name != c.encode() for name, c in zip(names, indexes.compression)], dtype=bool)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise BagFormatError("the chunk record disagrees with its chunk index (opcode, length, size or "
+                                 "compression)", path=self.path, offset=int(indexes.chunk_offset[k]), record="chunk")
+        return crc
 
     def _warn(self, text: str) -> None:
         self._problems.append(text)
@@ -315,79 +426,10 @@ class McapReader(Container):
         # Entries come grouped by chunk, in chunk order: one reduceat per bound.
         starts = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1]])
         which = chunk[starts]
-        declared = np.array([(c.start_time, c.end_time) for c in self._chunk_indexes],
-                            dtype=np.uint64).astype(np.int64)[which]
-        bad = (np.minimum.reduceat(time, starts) != declared[:, 0]) | \
-            (np.maximum.reduceat(time, starts) != declared[:, 1])
-        return int(self._chunk_indexes[int(which[np.argmax(bad)])].chunk_offset) if bad.any() else None
-
-    def _check_chunk_head(self, ci: ChunkIndex, raw: bytes) -> int:
-        """The chunk record's head agrees with its chunk index; returns its uncompressed CRC-32 (0: none)."""
-        body = Body(raw[RECORD_HEAD:], path=self.path, offset=ci.chunk_offset, record="chunk")
-        try:
-            fields = (raw[0], int.from_bytes(raw[1:9], "little"), body.u64("start"), body.u64("end"),
-                      body.u64("uncompressed_size"))
-            crc = body.u32("uncompressed_crc")
-            compression = body.string("compression")
-        except BagFormatError as exc:
-            raise BagFormatError(f"its chunk index points at a damaged chunk: {exc}", path=self.path,
-                                 offset=ci.chunk_offset, record="chunk") from None
-        if fields[0] != Opcode.CHUNK or fields[1] != ci.chunk_length - RECORD_HEAD or \
-                fields[4] != ci.uncompressed_size or compression != ci.compression:
-            raise BagFormatError("the chunk record disagrees with its chunk index (opcode, length, size or "
-                                 "compression)", path=self.path, offset=ci.chunk_offset, record="chunk")
-        return crc
-
-    def _message_indexes(self, region: np.ndarray, region_at: int, chunk: int, ranks: dict[int, int],
-                         listed: dict[int, int]) -> list[tuple[np.ndarray, int, int]]:
-        """The (log_time, offset) entries of one chunk's message-index records, one piece per channel;
-        each record where the chunk index lists it (``listed``: channel -> offset), and nothing else."""
-        pieces = []
-        found = set()
-        pos = 0
-        while pos < region.size:
-            if region.size - pos < RECORD_HEAD + 6:
-                raise BagFormatError("a message index record is cut short", path=self.path,
-                                     offset=region_at + pos, record="message index")
-            opcode = int(region[pos])
-            length = int(region[pos + 1:pos + 9].view("<u8")[0])
-            if length > region.size - pos - RECORD_HEAD:
-                raise BagFormatError(f"its length {length} runs past the chunk's message indexes", path=self.path,
-                                     offset=region_at + pos, record=record_name(opcode))
-            if opcode != Opcode.MESSAGE_INDEX:
-                raise BagFormatError("a record other than a message index lies among the chunk's message indexes",
-                                     path=self.path, offset=region_at + pos, record=record_name(opcode))
-            if length < 6:  # channel_id u16, entries' byte length u32
-                raise BagFormatError(f"its length {length} is shorter than a message index's fixed fields",
-                                     path=self.path, offset=region_at + pos, record="message index")
-            body = region[pos + RECORD_HEAD:pos + RECORD_HEAD + length]
-            channel = int(body[:2].view("<u2")[0])
-            nbytes = int(body[2:6].view("<u4")[0])
-            if nbytes > length - 6 or nbytes % 16:
-                raise BagFormatError(f"its entries claim {nbytes} bytes", path=self.path,
-                                     offset=region_at + pos, record="message index")
-            if channel not in ranks:
-                raise BagFormatError(f"it indexes channel {channel}, which the summary does not list",
-                                     path=self.path, offset=region_at + pos, record="message index")
-            if listed.get(channel) != region_at + pos or channel in found:
-                raise BagFormatError(f"it indexes channel {channel}, which its chunk index lists at offset "
-                                     f"{listed.get(channel)}", path=self.path, offset=region_at + pos,
-                                     record="message index")
-            found.add(channel)
-            entries = body[6:6 + nbytes].view("<u8").reshape(-1, 2)
-            offsets = entries[:, 1]
-            if offsets.size > 1 and not (offsets[1:] > offsets[:-1]).all() and \
-                    np.unique(offsets).size != offsets.size:
-                # Two entries of one message: it would be read twice (another one of its channel and
-                # log_time, never), and the record checks cannot tell.
-                raise BagFormatError(f"it lists a message of channel {channel} twice", path=self.path,
-                                     offset=region_at + pos, record="message index")
-            pieces.append((entries, chunk, ranks[channel]))
-            pos += RECORD_HEAD + length
-        if found != set(listed):
-            raise BagFormatError(f"the message indexes of channels {sorted(set(listed) - found)} are missing",
-                                 path=self.path, offset=region_at, record="message index")
-        return pieces
+        indexes = self._chunk_indexes
+        bad = (np.minimum.reduceat(time, starts) != indexes.start_time[which]) | \
+            (np.maximum.reduceat(time, starts) != indexes.end_time[which])
+        return int(indexes.chunk_offset[which[np.argmax(bad)]]) if bad.any() else None
 
     # -- recovery by scanning -------------------------------------------------------------------
     def _scan(self, reason: str) -> None:
@@ -401,7 +443,7 @@ class McapReader(Container):
                                  attachment_indexes=found.attachment_indexes,
                                  metadata_indexes=found.metadata_indexes)
         self._build_connections(found.schemas, found.channels)
-        self._chunk_indexes = []
+        self._chunk_indexes = ChunkIndexes.empty()
         self._chunks = ChunkTable.of(found.chunks)
         self._chunk_crc = np.array(found.chunk_crcs, dtype=np.int64)
         ranks = {c.id: k for k, c in enumerate(self._connections)}
@@ -523,7 +565,7 @@ class McapReader(Container):
 
     def _count_against_index(self, k: int, held: int, listed: int) -> None:
         if held > listed:
-            self._warn(f"the chunk at offset {int(self._chunk_indexes[k].chunk_offset)} holds {held} messages, its "
+            self._warn(f"the chunk at offset {int(self._chunk_indexes.chunk_offset[k])} holds {held} messages, its "
                        f"message indexes list {listed}: reading the listed ones")
 
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
@@ -557,6 +599,10 @@ def _in_read_order(version: str, connections: list[Connection], chunks: ChunkTab
                    conn: np.ndarray, chunk: np.ndarray, offset: np.ndarray, *, problems: list[str],
                    recovered: bool = False) -> BagIndex:
     """The index sorted by log_time, ties in file order (chunk position, then offset in the chunk)."""
+    step = np.diff(time)
+    if (step > 0).all():  # one channel recorded in order, the common case: nothing to sort
+        return BagIndex(version, connections, chunks, time, conn.astype(np.int32), chunk.astype(np.int32), offset,
+                        recovered=recovered, problems=problems)
     position = chunks.position[chunk] if chunk.size else np.zeros(0, dtype=np.int64)
     order = np.argsort(time, kind="stable")
     if (np.diff(time[order]) == 0).any():

@@ -17,6 +17,8 @@ import zlib
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+import numpy as np
+
 from ..errors import BagFormatError
 
 MAGIC = b"\x89MCAP0\r\n"
@@ -292,3 +294,110 @@ def parse_attachment(b: Body) -> Attachment:
 
 def parse_metadata(b: Body) -> Metadata:
     return Metadata(b.string("name"), b.string_map("metadata"), b.offset)
+
+
+def le_uint(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """The little-endian unsigned ints of ``width`` bytes at each position ``at`` of ``buf`` (uint64);
+    the caller has checked that every ``at + width`` lies inside ``buf``."""
+    if not at.size:
+        return np.zeros(0, dtype=np.uint64)
+    raw = buf[at[:, None] + np.arange(width)]
+    return np.ascontiguousarray(raw).view(f"<u{width}").ravel().astype(np.uint64)
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkIndexes:
+    """Every Chunk Index record of a summary, as columns (opening a file of thousands of chunks parses
+    them with a few NumPy gathers). Times and sizes are int64; the message-index offsets of chunk ``k``
+    are entries ``entry_start[k]:entry_start[k + 1]`` of ``entry_channel`` / ``entry_offset``."""
+
+    start_time: np.ndarray
+    end_time: np.ndarray
+    chunk_offset: np.ndarray
+    chunk_length: np.ndarray
+    message_index_length: np.ndarray
+    compressed_size: np.ndarray
+    uncompressed_size: np.ndarray
+    compression: tuple[str, ...]
+    entry_start: np.ndarray
+    entry_channel: np.ndarray
+    entry_offset: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.compression)
+
+    def take(self, order: np.ndarray) -> ChunkIndexes:
+        """The records in ``order`` (their message-index entries follow them)."""
+        counts = np.diff(self.entry_start)[order]
+        starts = np.zeros(order.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=starts[1:])
+        pick = (np.repeat(self.entry_start[:-1][order] - starts[:-1], counts) + np.arange(int(starts[-1]))
+                if order.size else np.zeros(0, dtype=np.int64))
+        return ChunkIndexes(self.start_time[order], self.end_time[order], self.chunk_offset[order],
+                            self.chunk_length[order], self.message_index_length[order], self.compressed_size[order],
+                            self.uncompressed_size[order], tuple(self.compression[k] for k in order.tolist()),
+                            starts, self.entry_channel[pick], self.entry_offset[pick])
+
+    @staticmethod
+    def empty() -> ChunkIndexes:
+        z = np.zeros(0, dtype=np.int64)
+        return ChunkIndexes(z, z, z, z, z, z, z, (), np.zeros(1, dtype=np.int64), z, z)
+
+
+def parse_chunk_indexes(buf: np.ndarray, body_at: np.ndarray, body_length: np.ndarray, record_at: np.ndarray, *,
+                        path: str) -> ChunkIndexes:
+    """Chunk Index records whose bodies lie at ``body_at`` (``body_length`` bytes each) in ``buf``;
+    ``record_at`` are their offsets in the file, for errors. Every field is checked against its body."""
+    body_at = np.asarray(body_at, dtype=np.int64)
+    end = body_at + np.asarray(body_length, dtype=np.int64)
+
+    def fail(bad: np.ndarray, what: str) -> BagFormatError:
+        k = int(np.argmax(bad))
+        return BagFormatError(f"{what} runs past the end of the record's {int(end[k] - body_at[k])} bytes",
+                              path=path, offset=int(record_at[k]), record="chunk index")
+
+    if (end - body_at < 36).any():
+        raise fail(end - body_at < 36, "message_index_offsets")
+    fixed = [le_uint(buf, body_at + 8 * j, 8) for j in range(4)]
+    map_length = le_uint(buf, body_at + 32, 4).astype(np.int64)
+    after_map = body_at + 36 + map_length
+    if (after_map + 12 > end).any():
+        raise fail(after_map + 12 > end, "message_index_length")
+    if (map_length % 10).any():
+        k = int(np.argmax(map_length % 10 != 0))
+        raise BagFormatError(f"message_index_offsets holds {int(map_length[k])} bytes, not a whole number of "
+                             "10-byte entries", path=path, offset=int(record_at[k]), record="chunk index")
+    mi_length = le_uint(buf, after_map, 8)
+    name_length = le_uint(buf, after_map + 8, 4).astype(np.int64)
+    after_name = after_map + 12 + name_length
+    if (after_name + 16 > end).any():
+        raise fail(after_name + 16 > end, "compression")
+    compressed, uncompressed = le_uint(buf, after_name, 8), le_uint(buf, after_name + 8, 8)
+    names: dict[bytes, str] = {}
+    compression = []
+    for at, n in zip((after_map + 12).tolist(), name_length.tolist()):
+        raw = buf[at:at + n].tobytes()
+        name = names.get(raw)
+        if name is None:
+            try:
+                name = names[raw] = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BagFormatError(f"compression is not UTF-8: {exc}", path=path,
+                                     offset=int(record_at[len(compression)]), record="chunk index") from None
+        compression.append(name)
+    counts = map_length // 10
+    entry_start = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=entry_start[1:])
+    total = int(entry_start[-1])
+    entry_at = np.repeat(body_at + 36 - 10 * entry_start[:-1], counts) + 10 * np.arange(total)
+    # Beyond 2**63 no offset, time or size fits the int64 tables: such a value is damage.
+    columns = [*fixed, mi_length, compressed, uncompressed, le_uint(buf, entry_at + 2, 8)]
+    for column in columns:
+        if (column >= np.uint64(1 << 63)).any():
+            k = int(np.argmax(column >= np.uint64(1 << 63)))
+            k = int(np.searchsorted(entry_start, k, side="right")) - 1 if column is columns[-1] else k
+            raise BagFormatError("a time, offset or size beyond 2**63", path=path, offset=int(record_at[k]),
+                                 record="chunk index")
+    as_int = [c.astype(np.int64) for c in columns]
+    return ChunkIndexes(*as_int[:5], as_int[5], as_int[6], tuple(compression), entry_start,
+                        le_uint(buf, entry_at, 2).astype(np.int64), as_int[7])
