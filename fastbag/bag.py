@@ -418,8 +418,9 @@ class Bag:
                     continue
                 while c not in live:
                     got, payload = next(payloads)
-                    pos = np.concatenate([np.arange(x, y) for x, y in groups[got]])
-                    zero = np.zeros(pos.size, dtype=np.int64)
+                    runs = groups[got]
+                    pos = slice(*runs[0]) if len(runs) == 1 else np.concatenate([np.arange(x, y) for x, y in runs])
+                    zero = np.zeros(runs[0][1] - runs[0][0] if len(runs) == 1 else pos.size, dtype=np.int64)
                     # The kernel locates a chunk's few dozen records in microseconds, where NumPy's
                     # fixed cost per call is ~0.3 ms; a decompressed chunk is worth loading Numba for.
                     starts[pos], lengths[pos] = self._container.payload_spans(

@@ -111,7 +111,7 @@ class McapReader(Container):
     @staticmethod
     def _chunk_heads(indexes: ChunkIndexes) -> np.ndarray:
         """Bytes of each Chunk record before its records' u64 length: fixed fields and compression."""
-        return CHUNK_FIXED + 4 + np.array([len(c.encode()) for c in indexes.compression], dtype=np.int64)
+        return CHUNK_FIXED + 4 + indexes.compression_length
 
     def _record_at(self, offset: int, end: int) -> tuple[int, int, int]:
         """(opcode, body offset, body length) of the record at ``offset``, which must end by ``end``."""
@@ -155,33 +155,34 @@ class McapReader(Container):
                    Opcode.ATTACHMENT_INDEX: parse_attachment_index, Opcode.METADATA_INDEX: parse_metadata_index}
         section = src.view(footer.summary_start, summary_end - footer.summary_start, "summary")
         raw = section.tobytes()  # one copy: the record walk reads it with struct, not the mapping
-        chunk_index_at: list[int] = []  # bodies of the chunk index records, parsed together (there are thousands)
-        chunk_index_length: list[int] = []
-        pos = 0
+        chunk_index_at: list[int] = []  # chunk index records, parsed together (there are thousands)
+        others: list[int] = []
+        pos, end, unpack, chunk_index = 0, len(raw), _U64.unpack_from, int(Opcode.CHUNK_INDEX)
         try:
-            while pos < len(raw):
-                if len(raw) - pos < RECORD_HEAD:
-                    raise BagFormatError(f"a record head needs {RECORD_HEAD} bytes, {len(raw) - pos} are left",
+            # The walk is the tight loop of opening a file of many chunks: one test and one append a record.
+            while pos < end:
+                if end - pos < RECORD_HEAD:
+                    raise BagFormatError(f"a record head needs {RECORD_HEAD} bytes, {end - pos} are left",
                                          path=self.path, offset=footer.summary_start + pos, record="record")
-                opcode = raw[pos]
-                length = _U64.unpack_from(raw, pos + 1)[0]
-                if length > len(raw) - pos - RECORD_HEAD:
+                length = unpack(raw, pos + 1)[0]
+                if length > end - pos - RECORD_HEAD:
                     raise BagFormatError(f"its length {length} runs past the end of its section ({summary_end})",
-                                         path=self.path, offset=footer.summary_start + pos, record=record_name(opcode))
-                at = pos + RECORD_HEAD
-                if opcode == Opcode.CHUNK_INDEX:
-                    chunk_index_at.append(at)
-                    chunk_index_length.append(length)
-                else:
-                    parse = parsers.get(opcode)  # type: ignore[call-overload]
-                    if parse is not None:
-                        self._add(summary, opcode, parse(Body(raw[at:at + length], path=self.path,
-                                                              offset=footer.summary_start + pos,
-                                                              record=record_name(opcode))))
-                pos = at + length
+                                         path=self.path, offset=footer.summary_start + pos,
+                                         record=record_name(raw[pos]))
+                (chunk_index_at if raw[pos] == chunk_index else others).append(pos)
+                pos += RECORD_HEAD + length
+            for pos in others:
+                opcode, at = raw[pos], pos + RECORD_HEAD
+                parse = parsers.get(opcode)  # type: ignore[call-overload]
+                if parse is not None:
+                    length = unpack(raw, pos + 1)[0]
+                    self._add(summary, opcode, parse(Body(raw[at:at + length], path=self.path,
+                                                          offset=footer.summary_start + pos,
+                                                          record=record_name(opcode))))
             at_ = np.array(chunk_index_at, dtype=np.int64)
-            summary.chunk_indexes = parse_chunk_indexes(section, at_, np.array(chunk_index_length, dtype=np.int64),
-                                                        footer.summary_start + at_ - RECORD_HEAD, path=self.path)
+            summary.chunk_indexes = parse_chunk_indexes(section, at_ + RECORD_HEAD,
+                                                        le_uint(section, at_ + 1, 8).astype(np.int64),
+                                                        footer.summary_start + at_, path=self.path)
         except BagFormatError as exc:
             raise _Damaged(f"its summary is damaged: {exc}") from None
         indexes = summary.chunk_indexes
@@ -570,9 +571,18 @@ class McapReader(Container):
 
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
                       conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Message records located and checked with NumPy gathers: opcode, length, channel and log_time."""
+        """Message records located and checked: opcode, length, channel and log_time. With ``kernel`` a Numba
+        loop does it (microseconds for a chunk's records, where each NumPy call costs ~10 us); NumPy gathers
+        otherwise, and to explain a record the kernel rejects."""
         at = np.asarray(at, dtype=np.int64)
         lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+        if kernel:
+            from .kernels import locate_messages
+
+            starts, lengths = np.empty(at.size, dtype=np.int64), np.empty(at.size, dtype=np.int64)
+            if locate_messages(buf, at, lo, hi, np.asarray(conn, dtype=np.int64), np.asarray(time, dtype=np.int64),
+                               starts, lengths) < 0:
+                return starts, lengths
         inside = (at >= lo) & (at <= hi - MESSAGE_HEAD) & (at <= buf.size - MESSAGE_HEAD)
         heads = np.lib.stride_tricks.sliding_window_view(buf, MESSAGE_HEAD)[np.where(inside, at, 0)] if at.size and \
             buf.size >= MESSAGE_HEAD else np.zeros((at.size, MESSAGE_HEAD), dtype=np.uint8)

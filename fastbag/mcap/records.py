@@ -319,6 +319,7 @@ class ChunkIndexes:
     compressed_size: np.ndarray
     uncompressed_size: np.ndarray
     compression: tuple[str, ...]
+    compression_length: np.ndarray  # bytes of each compression name
     entry_start: np.ndarray
     entry_channel: np.ndarray
     entry_offset: np.ndarray
@@ -336,12 +337,35 @@ class ChunkIndexes:
         return ChunkIndexes(self.start_time[order], self.end_time[order], self.chunk_offset[order],
                             self.chunk_length[order], self.message_index_length[order], self.compressed_size[order],
                             self.uncompressed_size[order], tuple(self.compression[k] for k in order.tolist()),
-                            starts, self.entry_channel[pick], self.entry_offset[pick])
+                            self.compression_length[order], starts, self.entry_channel[pick], self.entry_offset[pick])
 
     @staticmethod
     def empty() -> ChunkIndexes:
         z = np.zeros(0, dtype=np.int64)
-        return ChunkIndexes(z, z, z, z, z, z, z, (), np.zeros(1, dtype=np.int64), z, z)
+        return ChunkIndexes(z, z, z, z, z, z, z, (), z, np.zeros(1, dtype=np.int64), z, z)
+
+
+def _strings(buf: np.ndarray, at: np.ndarray, length: np.ndarray, record_at: np.ndarray, *, path: str
+             ) -> tuple[str, ...]:
+    """The strings ``buf[at[i]:at[i] + length[i]]`` (compression names: a few distinct ones, thousands of
+    times), each distinct one decoded once."""
+    if length.size and length.max() <= 8:  # every name fits a u64 key: group them without a Python loop
+        held = np.arange(8) < length[:, None]
+        keys = np.ascontiguousarray(np.where(held, buf[np.where(held, at[:, None] + np.arange(8), 0)], 0)
+                                    .astype(np.uint8)).view("<u8").ravel()
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        picks = first
+    else:
+        picks = np.arange(length.size)
+        inverse = picks
+    names = []
+    for k in picks.tolist():
+        try:
+            names.append(buf[at[k]:at[k] + length[k]].tobytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise BagFormatError(f"compression is not UTF-8: {exc}", path=path, offset=int(record_at[k]),
+                                 record="chunk index") from None
+    return tuple(names[k] for k in inverse.ravel().tolist())
 
 
 def parse_chunk_indexes(buf: np.ndarray, body_at: np.ndarray, body_length: np.ndarray, record_at: np.ndarray, *,
@@ -373,18 +397,7 @@ def parse_chunk_indexes(buf: np.ndarray, body_at: np.ndarray, body_length: np.nd
     if (after_name + 16 > end).any():
         raise fail(after_name + 16 > end, "compression")
     compressed, uncompressed = le_uint(buf, after_name, 8), le_uint(buf, after_name + 8, 8)
-    names: dict[bytes, str] = {}
-    compression = []
-    for at, n in zip((after_map + 12).tolist(), name_length.tolist()):
-        raw = buf[at:at + n].tobytes()
-        name = names.get(raw)
-        if name is None:
-            try:
-                name = names[raw] = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise BagFormatError(f"compression is not UTF-8: {exc}", path=path,
-                                     offset=int(record_at[len(compression)]), record="chunk index") from None
-        compression.append(name)
+    compression = _strings(buf, after_map + 12, name_length, record_at, path=path)
     counts = map_length // 10
     entry_start = np.zeros(counts.size + 1, dtype=np.int64)
     np.cumsum(counts, out=entry_start[1:])
@@ -399,5 +412,5 @@ def parse_chunk_indexes(buf: np.ndarray, body_at: np.ndarray, body_length: np.nd
             raise BagFormatError("a time, offset or size beyond 2**63", path=path, offset=int(record_at[k]),
                                  record="chunk index")
     as_int = [c.astype(np.int64) for c in columns]
-    return ChunkIndexes(*as_int[:5], as_int[5], as_int[6], tuple(compression), entry_start,
+    return ChunkIndexes(*as_int[:5], as_int[5], as_int[6], compression, name_length, entry_start,
                         le_uint(buf, entry_at, 2).astype(np.int64), as_int[7])
