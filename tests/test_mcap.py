@@ -613,6 +613,30 @@ def test_regression_shortened_message_index_without_statistics_is_said(tmp_path,
         assert got == written
 
 
+def test_regression_damaged_uncompressed_chunk_leaves_the_others_readable_without_statistics(tmp_path):
+    """Fuzz case 1713 (seed 20261123): counting the Message records of uncompressed chunks (files without
+    statistics) read each at index load, so one chunk whose stored size disagrees with its uncompressed
+    size made every read fail. That chunk's error now waits for a read that needs it."""
+    path = tmp_path / "nostats-none.mcap"
+    written = write_mcap(path, compression=CompressionType.NONE, messages=40, statistics=False, chunk_size=256)
+    data = bytearray(path.read_bytes())
+    chunk = find(data, 0x06)
+    ci = find(data, 0x08, find(data, 0x0F))  # chunk 0's index in the summary
+    compressed_at = ci + 9 + struct.unpack_from("<Q", data, ci + 1)[0] - 16  # compressed_size
+    struct.pack_into("<Q", data, compressed_at, struct.unpack_from("<Q", data, compressed_at)[0] - 8)
+    struct.pack_into("<I", data, len(data) - 8 - 4, 0)  # the footer's summary CRC: 0, not computed
+    path.write_bytes(data)
+    with fastbag.open(path) as bag:
+        first_chunk = struct.unpack_from("<Q", data, chunk + 9 + 8)[0]  # message_end_time of chunk 0
+        later = [w for w in written if w[1] > first_chunk]
+        assert 0 < len(later) < len(written)
+        got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True, start=first_chunk + 1)]
+        assert got == later
+        with pytest.raises(fastbag.BagFormatError, match="uncompressed chunk holds") as info:
+            list(bag.messages(raw=True))
+        assert info.value.offset == chunk
+
+
 def test_regression_scan_reads_data_records_in_the_summary(tmp_path):
     """A summary's schema record turned into a message record (opcode 0x03 -> 0x05) made the summary
     unusable, and the scan that followed yielded that record as a message the file never held. The summary

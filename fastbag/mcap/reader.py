@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from ..container import BagIndex, Connection, Container
-from ..errors import BagFormatError, FastbagWarning, UnsupportedError
+from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, decompress
 from ..io.source import Source
 from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndexes,
@@ -416,7 +416,11 @@ class McapReader(Container):
         for k, c in enumerate(self._chunks):
             if c.in_place:
                 self._counted.add(k)
-                self._count_against_index(k, count_messages(decompress(self.source, c)), int(listed[k]))
+                try:
+                    payload = decompress(self.source, c)
+                except FastbagError:  # a damaged chunk: reading it says what is wrong, the others stay readable
+                    continue
+                self._count_against_index(k, count_messages(payload), int(listed[k]))
         return listed
 
     def _outside_time_bounds(self, time: np.ndarray, chunk: np.ndarray) -> int | None:
