@@ -747,6 +747,23 @@ def test_regression_chunk_index_uncompressed_size_past_int64(tmp_path):
             assert [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)] == written
 
 
+def test_regression_chunk_index_offset_near_int64_max(tmp_path):
+    """Fuzz case 7608 (seed 20261124): a chunk index's chunk_start_offset of 2**63-1 passed the vectorized
+    bounds check (offset + length wrapped around int64) and failed later with an error naming no offset. The
+    check now compares without sums that can wrap: the summary is distrusted and the file scanned."""
+    path = tmp_path / "offset.mcap"
+    written = write_mcap(path, compression=CompressionType.LZ4, messages=10)
+    data = bytearray(path.read_bytes())
+    ci = find(data, 0x08, find(data, 0x0F))
+    struct.pack_into("<Q", data, ci + 9 + 16, 2**63 - 1)  # chunk_start_offset
+    struct.pack_into("<I", data, len(data) - 8 - 4, 0)  # no summary CRC: the index itself must be judged
+    path.write_bytes(data)
+    with pytest.warns(fastbag.FastbagWarning, match="a chunk index points at bytes no chunk can hold"):
+        with fastbag.open(path) as bag:
+            assert bag.recovered
+            assert [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)] == written
+
+
 def test_cdr_channel_without_a_schema_or_with_an_unknown_schema_encoding(tmp_path):
     """Found by the campaign once CDR decoded: a cdr channel without a schema reads raw and read() says how to
     supply a definition, naming the topic; an unknown schema encoding's error names the file and the topic."""

@@ -197,10 +197,11 @@ class McapReader(Container):
             raise _Damaged("its summary does not repeat every channel (they are defined in the data section)")
         if not {c.schema_id for c in summary.channels.values()} - {0} <= set(summary.schemas):
             raise _Damaged("its summary does not repeat every schema (they are defined in the data section)")
-        # (the parse left every offset, length and size below 2**63: these sums cannot overflow)
+        # (every offset, length and size parsed is below 2**63, so each side here stays in int64; a sum of
+        # two of them could wrap)
         fits = (self._data_start <= indexes.chunk_offset) & \
-            (indexes.chunk_offset + indexes.chunk_length <= footer.summary_start) & \
-            (self._chunk_heads(indexes) + 8 + indexes.compressed_size <= indexes.chunk_length)
+            (indexes.chunk_offset <= footer.summary_start - indexes.chunk_length) & \
+            (indexes.compressed_size <= indexes.chunk_length - self._chunk_heads(indexes) - 8)
         if not fits.all():
             k = int(np.argmax(~fits))
             raise _Damaged(f"a chunk index points at bytes no chunk can hold (chunk offset {indexes.chunk_offset[k]})")

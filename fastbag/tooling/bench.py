@@ -140,7 +140,8 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
                 log: Callable[[str], None] = print, keys: Iterable[str] | None = None) -> dict[str, Path]:
     """Generate (once) and return the benchmark recordings (those of ``keys``, default all): the ROS1 bags
     imu-1m, mixed-none, mixed-lz4, mixed-bz2, and the same recordings as rosbag2 directories of one MCAP file
-    (mcap-imu-1m, mcap-mixed: zstd chunks; mcap-mixed-none: uncompressed chunks)."""
+    (mcap-imu-1m, mcap-mixed: zstd chunks; mcap-imu-1m-lz4: lz4 chunks; mcap-imu-1m-none, mcap-mixed-none:
+    uncompressed chunks)."""
     from .synth_mcap import write_rosbag2_mcap
 
     folder = folder or bench_dir()
@@ -154,6 +155,8 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
                       lambda p: write_bag(p, MIXED_STREAMS, seconds=bz2_seconds, compression="bz2")),
     }
     mcap_specs = {"mcap-imu-1m": ("imu-1000000-zstd.rosbag2", "imu-1m", "zstd"),
+                  "mcap-imu-1m-lz4": ("imu-1000000-lz4.rosbag2", "imu-1m", "lz4"),
+                  "mcap-imu-1m-none": ("imu-1000000-none.rosbag2", "imu-1m", "none"),
                   "mcap-mixed": (f"mixed-{seconds:g}s-zstd.rosbag2", "mixed-none", "zstd"),
                   "mcap-mixed-none": (f"mixed-{seconds:g}s-none.rosbag2", "mixed-none", "none")}
     wanted = set(keys) if keys is not None else set(specs) | set(mcap_specs)
@@ -522,6 +525,10 @@ JOBS += [
         _imu_arrays_rosbags, _check_columns, 100, "/imu", **_ROSBAGS2),
     Job("imu-1m-mcap-py", "1 M Imu messages (CDR, MCAP zstd) into arrays", "mcap-imu-1m", _imu_arrays_fastbag,
         _imu_arrays_mcap, _check_columns, 100, "/imu", **_mcap_peer()),
+    Job("imu-1m-mcap-lz4", "1 M Imu messages (CDR, MCAP lz4) into arrays", "mcap-imu-1m-lz4", _imu_arrays_fastbag,
+        _imu_arrays_rosbags, _check_columns, 100, "/imu", **_ROSBAGS2),
+    Job("imu-1m-mcap-none", "1 M Imu messages (CDR, MCAP uncompressed chunks) into arrays", "mcap-imu-1m-none",
+        _imu_arrays_fastbag, _imu_arrays_rosbags, _check_columns, 100, "/imu", **_ROSBAGS2),
     Job("livox-mcap", "Livox CustomMsg (CDR, MCAP zstd) into per-message point arrays", "mcap-mixed",
         _livox_fastbag, _livox_rosbags, _check_fields, 300, "/livox/lidar", views=True, **_ROSBAGS2),
     Job("livox-mcap-py", "Livox CustomMsg (CDR, MCAP zstd) into per-message point arrays", "mcap-mixed",
