@@ -30,27 +30,56 @@ def count_messages(buf):
     return count
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _message_span(buf, pos, lo, hi, channel, log_time):
+    """(data start, data length) of the Message record at ``buf[pos:]`` inside ``[lo, hi)``, checked: opcode,
+    a length that fits, and the channel id and log_time the index promised. (-1, -1) when anything differs."""
+    if pos < lo or pos > hi - _HEAD or pos > buf.size - _HEAD or buf[pos] != _MESSAGE:
+        return -1, -1
+    length = np.uint64(0)
+    for k in range(8):
+        length |= np.uint64(buf[pos + 1 + k]) << np.uint64(8 * k)
+    if length < np.uint64(MESSAGE_FIXED) or length > np.uint64(hi - pos - RECORD_HEAD):
+        return -1, -1
+    got_channel = np.int64(buf[pos + 9]) | (np.int64(buf[pos + 10]) << 8)
+    got_time = np.uint64(0)
+    for k in range(8):
+        got_time |= np.uint64(buf[pos + 15 + k]) << np.uint64(8 * k)
+    if got_channel != channel or got_time != np.uint64(log_time):
+        return -1, -1
+    return pos + _HEAD, np.int64(length) - MESSAGE_FIXED
+
+
 @njit(cache=True, nogil=True)
 def locate_messages(buf, at, lo, hi, channel, log_time, starts, lengths):
-    """Message data spans of the records at ``buf[at[i]:]``, each inside ``[lo[i], hi[i])``: checks the
-    opcode, that the length fits, and the channel id and log_time the index promised; fills ``starts``
-    and ``lengths`` (of the message data). Returns the first row that fails (the caller explains it
-    with the NumPy checks), or -1."""
+    """Message data spans of the records at ``buf[at[i]:]``, each inside ``[lo[i], hi[i])`` (see
+    _message_span); fills ``starts`` and ``lengths``. Returns the first row that fails (the caller explains
+    it with the NumPy checks), or -1."""
     for i in range(at.size):
-        pos = at[i]
-        if pos < lo[i] or pos > hi[i] - _HEAD or pos > buf.size - _HEAD or buf[pos] != _MESSAGE:
+        start, length = _message_span(buf, at[i], lo[i], hi[i], channel[i], log_time[i])
+        if start < 0:
             return i
-        length = np.uint64(0)
-        for k in range(8):
-            length |= np.uint64(buf[pos + 1 + k]) << np.uint64(8 * k)
-        if length < np.uint64(MESSAGE_FIXED) or length > np.uint64(hi[i] - pos - RECORD_HEAD):
+        starts[i] = start
+        lengths[i] = length
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def file_spans(buf, selected, chunk, offset, time, conn, conn_ids, data_offset, size, data_len,
+               starts, lengths, verified):
+    """Message data spans for messages of uncompressed chunks, straight from the index arrays: message
+    ``selected[i]`` lies in chunk ``chunk[m]`` at ``offset[m]`` of its records, which start at
+    ``data_offset[c]`` in the file, and holds channel ``conn_ids[conn[m]]`` and log_time ``time[m]``.
+    Marks what it verified; returns -1, or the first ``i`` whose chunk holds other than ``size`` bytes."""
+    for i in range(selected.size):
+        m = selected[i]
+        c = chunk[m]
+        if size[c] != data_len[c]:
             return i
-        got_channel = np.int64(buf[pos + 9]) | (np.int64(buf[pos + 10]) << 8)
-        got_time = np.uint64(0)
-        for k in range(8):
-            got_time |= np.uint64(buf[pos + 15 + k]) << np.uint64(8 * k)
-        if got_channel != channel[i] or got_time != np.uint64(log_time[i]):
-            return i
-        starts[i] = pos + _HEAD
-        lengths[i] = np.int64(length) - MESSAGE_FIXED
+        lo = data_offset[c]
+        start, length = _message_span(buf, lo + offset[m], lo, lo + size[c], conn_ids[conn[m]], time[m])
+        verified[i] = start >= 0
+        if start >= 0:
+            starts[i] = start
+            lengths[i] = length
     return -1

@@ -574,6 +574,16 @@ class McapReader(Container):
             self._warn(f"the chunk at offset {int(self._chunk_indexes.chunk_offset[k])} holds {held} messages, its "
                        f"message indexes list {listed}: reading the listed ones")
 
+    def file_spans(self, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                   verified: np.ndarray) -> int:
+        """One Numba pass from the index arrays over messages of uncompressed chunks."""
+        from .kernels import file_spans
+
+        index, table = self.index, self._chunks
+        conn_ids = np.array([c.id for c in index.connections], dtype=np.int64)
+        return file_spans(self.source.array, selected, index.chunk, index.offset, index.time, index.conn, conn_ids,
+                          table.data_offset, table.size, table.data_len, starts, lengths, verified)
+
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
                       conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Message records located and checked: opcode, length, channel and log_time. With ``kernel`` a Numba
