@@ -265,10 +265,11 @@ class McapReader(Container):
         has = counts > 0
         entry_chunk = np.repeat(np.arange(n), counts)
         # The message indexes of a chunk lie together after it: one range per chunk, read with its head.
-        region_start = np.where(has, np.minimum.reduceat(indexes.entry_offset, indexes.entry_start[:-1][has])
-                                [np.cumsum(has) - 1] if has.any() else 0, indexes.chunk_offset + indexes.chunk_length)
-        region_length = np.where(has, indexes.message_index_length, 0)
         chunk_end = indexes.chunk_offset + indexes.chunk_length
+        region_start = chunk_end.copy()
+        if has.any():
+            region_start[has] = np.minimum.reduceat(indexes.entry_offset, indexes.entry_start[:-1][has])
+        region_length = np.where(has, indexes.message_index_length, 0)
         bad = (region_start < chunk_end) | (region_start > src.size - region_length)
         if bad.any():
             k = int(np.argmax(bad))
