@@ -9,7 +9,7 @@ warm-up run, and the best of a few runs counts. rosbags does what its user
 would write: deserialize each message, then build the arrays with NumPy.
 
 The machine's limits are measured in the same run: memory copy bandwidth
-(the ceiling for uncompressed data) and single-thread lz4 and bz2
+(the ceiling for uncompressed data) and single-thread lz4, bz2 and zstd
 decompression speed times the cores (the ceiling for compressed data).
 rosbags is imported only here, and only when a job runs it.
 """
@@ -46,6 +46,7 @@ class Limits:
     memcpy: float
     lz4: float  # decompressed bytes per second, one thread
     bz2: float
+    zstd: float
 
     def ceiling(self, compression: str) -> float:
         """The fastest a bag of this compression could be read: copy bandwidth, or decompression on every core."""
@@ -53,6 +54,8 @@ class Limits:
             return self.lz4 * self.cores
         if compression == "bz2":
             return self.bz2 * self.cores
+        if compression == "zstd":
+            return self.zstd * self.cores
         return self.memcpy
 
 
@@ -101,10 +104,11 @@ def sample_payload(nbytes: int = 32 << 20, seed: int = 0) -> bytes:
 
 
 def measure_limits() -> Limits:
-    """Memory copy bandwidth and single-thread lz4 and bz2 decompression speed, measured now."""
+    """Memory copy bandwidth and single-thread lz4, bz2 and zstd decompression speed, measured now."""
     import bz2
 
     import lz4.frame
+    import zstandard
 
     source = np.frombuffer(sample_payload(), dtype=np.uint8)
     target = np.empty_like(source)
@@ -115,7 +119,10 @@ def measure_limits() -> Limits:
     small = payload[:8 << 20]
     packed_bz2 = bz2.compress(small, 9)
     bz2_time, _ = _best(lambda: bz2.decompress(packed_bz2), 1)
-    return Limits(os.cpu_count() or 1, source.nbytes / copy_time, len(payload) / lz4_time, len(small) / bz2_time)
+    packed_zstd = zstandard.ZstdCompressor(level=3).compress(payload)  # zstd's default level, as ROS2 writes
+    zstd_time, _ = _best(lambda: zstandard.ZstdDecompressor().decompress(packed_zstd), 3)
+    return Limits(os.cpu_count() or 1, source.nbytes / copy_time, len(payload) / lz4_time, len(small) / bz2_time,
+                  len(payload) / zstd_time)
 
 
 # -- the bags ----------------------------------------------------------------------------
@@ -715,7 +722,8 @@ def machine(limits: Limits) -> dict[str, Any]:
         platform.processor()
     return {"cpu": cpu, "cores": limits.cores, "python": platform.python_version(), "numpy": np.__version__,
             "numba": numba.__version__, "memcpy_GBps": round(limits.memcpy / 1e9, 2),
-            "lz4_MBps_per_core": round(limits.lz4 / 1e6), "bz2_MBps_per_core": round(limits.bz2 / 1e6)}
+            "lz4_MBps_per_core": round(limits.lz4 / 1e6), "bz2_MBps_per_core": round(limits.bz2 / 1e6),
+            "zstd_MBps_per_core": round(limits.zstd / 1e6)}
 
 
 # -- the user's bags -------------------------------------------------------------------------
@@ -784,8 +792,8 @@ def format_suite(report: dict[str, Any]) -> str:
     m = report["machine"]
     lines = [f"machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}, NumPy {m['numpy']}, "
              f"Numba {m['numba']}",
-             f"limits measured in this run: memcpy {m['memcpy_GBps']} GB/s, lz4 {m['lz4_MBps_per_core']} MB/s "
-             f"and bz2 {m['bz2_MBps_per_core']} MB/s per core", "",
+             f"limits measured in this run: memcpy {m['memcpy_GBps']} GB/s, lz4 {m['lz4_MBps_per_core']} MB/s, "
+             f"bz2 {m['bz2_MBps_per_core']} MB/s and zstd {m['zstd_MBps_per_core']} MB/s per core", "",
              "| job | fastbag | peer | ratio | fresh handle: fastbag | peer | ratio | target | messages | "
              "MB/s | of limit | notes |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
