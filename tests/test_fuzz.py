@@ -744,14 +744,15 @@ def test_regression_definition_parse_is_quadratic():
     def parse_seconds(n: int) -> float:
         text = "p/T0 f\n" + "".join(f"===\nMSG: p/T{i}\nQ{i} f\n" for i in range(n))
         best = float("inf")
-        for _ in range(3):
+        for _ in range(5):
             start = time.perf_counter()
             with pytest.raises(fastbag.DefinitionError):
                 parse_definition("p/Main", text)
             best = min(best, time.perf_counter() - start)
         return best
     small, large = parse_seconds(1000), parse_seconds(4000)
-    assert large < 8 * small, f"4x the blocks took {large / small:.1f}x the time ({small:.3f} s -> {large:.3f} s)"
+    # Linear work takes ~4x, quadratic 16x; 11x leaves room for a loaded machine (9x was seen under load 6).
+    assert large < 11 * small, f"4x the blocks took {large / small:.1f}x the time ({small:.3f} s -> {large:.3f} s)"
 
 
 def test_regression_v12_bag_cut_in_its_index_loses_topics_silently(tmp_path):
