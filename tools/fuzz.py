@@ -756,8 +756,9 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
+# Errors about a type, not a message: they name the topic and type, and no message index.
 _DEFINITION_LEVEL = ("definition cannot be parsed", "different message formats", "can only be read raw",
-                     "supplied definitions cannot describe")
+                     "supplied definitions cannot describe", "protobuf schema cannot be loaded")
 
 
 class Runner:
