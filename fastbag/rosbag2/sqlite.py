@@ -226,6 +226,23 @@ class Db3:
         rows = self.query("SELECT metadata FROM metadata ORDER BY id DESC LIMIT 1", what="metadata table")
         return self._text(rows[0][0]) if rows else None
 
+    def timestamp_indexed(self) -> bool:
+        """Whether SQLite answers ``max(timestamp)`` from an index (rosbag2's ``timestamp_idx``), not a scan."""
+        plan = self.query("EXPLAIN QUERY PLAN SELECT max(timestamp) FROM messages", what="query plan")
+        return any("INDEX" in self._text(row[-1]) for row in plan)
+
+    def totals(self) -> tuple[int, int | None, int | None]:
+        """(row count, least timestamp, greatest timestamp) without reading a row: with an index on
+        ``timestamp`` (see :meth:`timestamp_indexed`) each is a walk of index pages. One query per
+        aggregate: SQLite takes the index's shortcut for a lone ``min`` or ``max`` only."""
+        count = self.query("SELECT count(*) FROM messages", what="messages table")[0][0]
+        low = self.query("SELECT min(timestamp) FROM messages", what="messages table")[0][0]
+        high = self.query("SELECT max(timestamp) FROM messages", what="messages table")[0][0]
+        if not all(type(v) is int or (v is None and not count) for v in (count, low, high)):
+            raise BagFormatError("messages table holds timestamps that are not integers", path=self.path,
+                                 record="sqlite3")
+        return count, low, high
+
     def rows(self) -> Rows:
         """Every message's id, topic id, timestamp and length, without reading a blob.
 
