@@ -697,6 +697,36 @@ def test_metadata_yaml_is_parsed_once(tmp_path, monkeypatch):
     assert parsed == [str(tmp_path / "metadata.yaml")]
 
 
+def test_sparse_topics_are_fetched_by_id_and_large_rows_one_by_one(tmp_path, monkeypatch):
+    """A topic of a few large rows among many small ones: its rows are looked up by id (the rows between
+    are never read) and fetched one by one; the dense topic's rows as a range, joined by group_concat."""
+    from fastbag.rosbag2.sqlite import Db3
+
+    statements: list[str] = []
+    connect = Db3.connection
+
+    def traced(self):
+        con = connect(self)
+        con.set_trace_callback(statements.append)
+        return con
+
+    monkeypatch.setattr(Db3, "connection", traced)
+    rng = np.random.default_rng(3)
+    rows = [(2, 10**18 + k, b"\0\1\0\0" + rng.bytes(20_000)) if k % 50 == 7 else
+            (1, 10**18 + k, cdr_string(f"m{k}")) for k in range(2000)]
+    write_db3(tmp_path / "r.db3", rows)
+    with fastbag.open(tmp_path / "r.db3") as bag:
+        for topic, topic_id in (("/b", 2), ("/a", 1)):
+            statements.clear()
+            got = [(m.time, bytes(m.data)) for m in bag.messages(topic, raw=True)]
+            assert got == [(t, d) for i, t, d in rows if i == topic_id]
+            fetches = [s for s in statements if "data" in s.replace("length(data)", "")]
+            if topic == "/b":
+                assert fetches and all("SELECT id, data" in s and "id IN (" in s for s in fetches), fetches
+            else:
+                assert fetches and all("group_concat(data" in s and "BETWEEN" in s for s in fetches), fetches
+
+
 def test_without_a_timestamp_index_opening_scans_the_rows(tmp_path):
     write_db3(tmp_path / "r.db3", sample_rows(30))
     con = sqlite3.connect(tmp_path / "r.db3")

@@ -421,7 +421,7 @@ class Rosbag2Reader(Container):
         first, count = int(c.first[k]), int(c.count[k])
         ids, lengths = c.ids[first:first + count], c.lengths[first:first + count]
         db = self.files[int(c.file[k])]
-        data = db.blobs(int(c.topic_id[k]), int(c.first_id[k]), int(c.last_id[k]), ids)
+        data = db.blobs(int(c.topic_id[k]), int(c.first_id[k]), int(c.last_id[k]), ids, int(lengths.sum()))
         if len(data) != int(lengths.sum()):
             raise BagFormatError(f"sqlite3 rows of topic id {int(c.topic_id[k])} (ids {int(c.first_id[k])} to "
                                  f"{int(c.last_id[k])}) hold {len(data)} bytes where {int(lengths.sum())} were "
