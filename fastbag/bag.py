@@ -188,7 +188,7 @@ class Bag:
     @property
     def version(self) -> str:
         """Format version, e.g. ``"2.0"``."""
-        return self._index.version
+        return self._container.version
 
     @property
     def size(self) -> int:
@@ -865,11 +865,13 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def _rosbag2_directory(path: str) -> tuple[str | None, Any]:
-    """``(mcap, metadata)`` of a rosbag2 directory: the MCAP file when its storage is one uncompressed
-    ``.mcap`` file (else None), and its metadata.yaml parsed (None when absent or malformed: the rosbag2
-    reader reads it then, and says what is wrong). The file is read once, here."""
+def _rosbag2_directory(path: str) -> tuple[str | None, list[str] | None, Any]:
+    """``(mcap, mcap_files, metadata)`` of a rosbag2 directory: the MCAP file when its storage is one
+    uncompressed ``.mcap`` file (else None); its MCAP storage files otherwise (several, or compressed; None
+    for sqlite3 storage); its metadata.yaml parsed (None when absent or malformed: the rosbag2 reader
+    reads it then, and says what is wrong). The file is read once, here."""
     from .errors import FastbagError
+    from .rosbag2.mcap_storage import mcap_storage_files
     from .rosbag2.metadata import read_metadata
 
     yaml_path = os.path.join(path, "metadata.yaml")
@@ -878,16 +880,20 @@ def _rosbag2_directory(path: str) -> tuple[str | None, Any]:
         try:
             meta = read_metadata(yaml_path)
         except FastbagError:
-            return None, None
-        names = list(meta.relative_file_paths) if meta.storage_identifier == "mcap" and not meta.compression_mode \
-            else []
+            return None, None, None
+        mcap = meta.storage_identifier == "mcap" or any(n.endswith((".mcap", ".mcap.zstd"))
+                                                         for n in meta.relative_file_paths)
     else:
         present = os.listdir(path)
-        names = [] if any(n.endswith((".db3", ".db3.zstd")) for n in present) else \
-            [n for n in present if n.endswith(".mcap")]
-    if len(names) == 1 and names[0].endswith(".mcap") and os.path.isfile(os.path.join(path, names[0])):
-        return os.path.join(path, names[0]), meta
-    return None, meta
+        mcap = not any(n.endswith((".db3", ".db3.zstd")) for n in present) and \
+            any(n.endswith((".mcap", ".mcap.zstd")) for n in present)
+    if not mcap:
+        return None, None, meta
+    files = mcap_storage_files(path, meta)
+    if len(files) == 1 and files[0].endswith(".mcap") and os.path.isfile(files[0]) and \
+            (meta is None or not meta.compression_mode):
+        return files[0], None, meta
+    return None, files, meta
 
 
 def open_container(path: str, *, definitions: Mapping[str, str] | None = None, **options: Any) -> Container:
@@ -910,10 +916,13 @@ def open_container(path: str, *, definitions: Mapping[str, str] | None = None, *
         from .rosbag2.reader import Rosbag2Reader
 
         no_options("rosbag2 recordings")
-        single, metadata = _rosbag2_directory(path)
+        single, mcap_files, metadata = _rosbag2_directory(path)
         if single is not None:  # a rosbag2 directory of one MCAP file: that file holds everything
             from .mcap.reader import McapReader
             return McapReader(single)
+        if mcap_files is not None:  # MCAP storage split into several files, or compressed per file
+            from .rosbag2.mcap_storage import McapStorage
+            return McapStorage(path, mcap_files, metadata=metadata)
         return Rosbag2Reader(path, definitions=definitions, metadata=metadata)
     try:
         with io.open(path, "rb") as file:  # io.open: ``open`` in this module is fastbag.open
@@ -925,6 +934,11 @@ def open_container(path: str, *, definitions: Mapping[str, str] | None = None, *
 
         no_options("rosbag2 recordings")
         return Rosbag2Reader(path, definitions=definitions)
+    if head.startswith(ZSTD_MAGIC) and path.endswith(".mcap.zstd"):  # an MCAP file compressed whole (rosbag2)
+        from .rosbag2.mcap_storage import McapStorage
+
+        no_options("MCAP files")
+        return McapStorage(path, [path])
     if head.startswith(MCAP_MAGIC[:5]):  # "\x89MCAP": a later major version is named by the MCAP reader
         from .mcap.reader import McapReader
 

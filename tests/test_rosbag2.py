@@ -425,7 +425,7 @@ def test_a_recording_in_progress_reads_what_is_committed(tmp_path):
     ("rosbag2_bagfile_information:\n  version: x\n", BagFormatError, "version is 'x', not a 64-bit integer"),
     ("- 1\n- 2\n", BagFormatError, "is list, not a mapping"),
     ("rosbag2_bagfile_information:\n  version: 5\n  storage_identifier: mcap\n  relative_file_paths: [a.mcap]\n",
-     UnsupportedError, "MCAP storage .* open each .mcap file"),
+     BagFormatError, r"absent \(.*a\.mcap\)"),  # MCAP storage: read by fastbag.rosbag2.mcap_storage
     ("rosbag2_bagfile_information:\n  version: 5\n  storage_identifier: sqlite3\n  relative_file_paths: [r.db3]\n"
      "  compression_mode: FILE\n  compression_format: lz4\n", UnsupportedError, "compression format 'lz4'"),
 ])
