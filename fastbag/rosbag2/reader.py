@@ -45,7 +45,7 @@ from .sqlite import Db3
 
 #: Blob bytes per chunk: large enough that a query's fixed cost vanishes, small enough that chunks
 #: fetch in parallel and the cache holds several.
-CHUNK_BYTES = 16 << 20
+CHUNK_BYTES = 4 << 20
 #: The chunk compression names rosbag2 chunks report (Bag.compression counts them).
 PLAIN, ZSTD_MESSAGES = "sqlite3", "sqlite3+zstd"
 #: The md5sum rosbag2 connections report: ROS2 has none (definitions are matched by text instead).
