@@ -727,6 +727,22 @@ def test_sparse_topics_are_fetched_by_id_and_large_rows_one_by_one(tmp_path, mon
                 assert fetches and all("group_concat(data" in s and "BETWEEN" in s for s in fetches), fetches
 
 
+def test_an_index_that_counts_other_rows_than_the_table_is_said(tmp_path, monkeypatch):
+    """Found by tools/fuzz_rosbag2 (seed 5, case 659: table pages swapped): SQLite scans fewer rows than
+    its timestamp index counts, silently. Opening said the index's count; the read says what it found."""
+    from fastbag.rosbag2.sqlite import Db3
+
+    write_db3(tmp_path / "r.db3", sample_rows(30))
+    totals = Db3.totals
+    monkeypatch.setattr(Db3, "totals", lambda self: (lambda c, lo, hi: (c + 5, lo, hi))(*totals(self)))
+    with fastbag.open(tmp_path / "r.db3") as bag:
+        assert bag.message_count == 35
+        with pytest.warns(FastbagWarning, match=r"r\.db3: the messages table is damaged: its timestamp index "
+                                                r"counts 35 rows, the table yields 30"):
+            got = list(bag.messages(raw=True))
+        assert len(got) == bag.message_count == 30
+
+
 def test_without_a_timestamp_index_opening_scans_the_rows(tmp_path):
     write_db3(tmp_path / "r.db3", sample_rows(30))
     con = sqlite3.connect(tmp_path / "r.db3")

@@ -110,6 +110,7 @@ class Rosbag2Reader(Container):
         self._index_lock = threading.Lock()
         self._opened = False
         self._problems: list[str] = []
+        self._counted: dict[int, int] = {}  # rows per file as opening counted them (see _cheap_totals)
         try:
             storage = self._storage_files(path, self._problems)
             self._open_files(storage, self._problems)
@@ -278,6 +279,7 @@ class Rosbag2Reader(Container):
                 count, low, high = db.totals()
             except FastbagError:
                 return None
+            self._counted[k] = count
             total += count
             first += [low] if low is not None else []
             last += [high] if high is not None else []
@@ -311,6 +313,12 @@ class Rosbag2Reader(Container):
                 self._problems.append(str(exc))
                 continue
             self._problems.extend(p for p in db.problems if p not in self._problems)
+            counted = self._counted.get(k)
+            if counted is not None and counted != rows.id.size and not db.problems:
+                # The timestamp index and the table disagree: one of them is damaged (pages swapped, say),
+                # though SQLite reported nothing.
+                self._problems.append(f"{os.path.basename(db.path)}: the messages table is damaged: its timestamp "
+                                      f"index counts {counted} rows, the table yields {rows.id.size}; reading those")
             per_file.append((k, topics, ranks, rows))
         if failed and not per_file:
             raise failed[0]
