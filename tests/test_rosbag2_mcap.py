@@ -161,3 +161,14 @@ def test_without_metadata_the_mcap_files_present_are_read_in_name_order():
         assert [Path(p.path).name for p in bag._container.parts] == [f"multiple_files_{k}.mcap" for k in range(3)]
         assert bag.version == "unknown"
         assert np.all(np.diff(bag.times("/chatter")) >= 0)
+
+
+def test_a_storage_file_that_is_no_mcap_is_named(tmp_path):
+    """Found by tools/fuzz_rosbag2 (seed 6, case 2891): metadata.yaml says mcap, the file is empty."""
+    need(WBAG)
+    folder = tmp_path / "wbag"
+    shutil.copytree(WBAG, folder)
+    for k in range(5):
+        (folder / f"wbag_{k}.mcap").write_bytes(b"" if k % 2 else b"SQLite format 3\0" + bytes(100))
+    with pytest.raises(BagFormatError, match=r"neither an MCAP file nor zstd-compressed.*wbag_0\.mcap"):
+        fastbag.open(folder)

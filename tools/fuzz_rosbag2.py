@@ -8,7 +8,8 @@ Run (from a checkout)::
 Every case is a damaged copy of a *seed recording*: the rosbag2 directories
 of ``../shared/data/db3`` whose storage files are present (skipped when the
 folder is absent) and recordings generated at start-up (plain, per-message
-zstd, per-file zstd, split in two files, WAL mode, no metadata.yaml). A case
+zstd, per-file zstd, split in two files, WAL mode, no metadata.yaml; MCAP
+storage split in five files, plain and zstd-compressed per file). A case
 is drawn from ``(seed, case number)`` alone, so it replays anywhere.
 
 Mutations (one to three per case): ``metadata.yaml`` bytes and fields (values
@@ -164,6 +165,22 @@ def build_seeds(root: Path, data: Path) -> list[Path]:
     _write_db3(new("wal") / "w_0.db3", 200, wal=True)
     _write_metadata(root / "wal", ["w_0.db3"], version=4)
     _write_db3(new("recording") / "r_0.db3", 120)
+    # MCAP storage split into several files, plain and zstd-compressed per file (fastbag.rosbag2.mcap_storage).
+    split = data / "mcap" / "ros2__rosbag2__rosbag2_py__test__resources__mcap__wbag"
+    if split.is_dir():
+        for name, compress in (("mcap_split", False), ("mcap_split_zstd", True)):
+            folder = new(name)
+            text = (split / "metadata.yaml").read_text()
+            for f in sorted(split.glob("*.mcap")):
+                if compress:
+                    (folder / (f.name + ".zstd")).write_bytes(zstandard.ZstdCompressor().compress(f.read_bytes()))
+                    text = text.replace(f"- {f.name}", f"- {f.name}.zstd")
+                else:
+                    shutil.copyfile(f, folder / f.name)
+            if compress:
+                text = text.replace("compression_format: ''", "compression_format: zstd").replace(
+                    "compression_mode: ''", "compression_mode: FILE")
+            (folder / "metadata.yaml").write_text(text)
     db3 = data / "db3"
     if db3.is_dir():
         for folder in sorted(p for p in db3.iterdir() if p.is_dir() and (p / "metadata.yaml").exists()):
@@ -354,7 +371,7 @@ def make_case(seeds: list[Path], seed: int, case: int, work: Path) -> tuple[Path
         done.append(mutate(folder, rng))
     target = folder
     if rng.random() < 0.15:  # open one storage file alone
-        files = [p for p in _files(folder) if p.name.endswith((".db3", ".db3.zstd"))]
+        files = [p for p in _files(folder) if p.name.endswith((".db3", ".db3.zstd", ".mcap.zstd"))]
         if files:
             target = rng.choice(files)
             done.append(f"open {target.name} alone")

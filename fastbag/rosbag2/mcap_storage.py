@@ -89,7 +89,14 @@ class McapStorage(Container):
         try:
             if not os.path.exists(full):
                 raise BagFormatError("storage file named in metadata.yaml is absent", path=full)
-            self.parts.append(self._decompressed(full) if _starts_with_zstd(full) else McapReader(full))
+            head = _head(full)
+            if head.startswith(ZSTD_MAGIC):
+                self.parts.append(self._decompressed(full))
+            elif head.startswith(MAGIC[:5]):  # a later major version is named by the MCAP reader
+                self.parts.append(McapReader(full))
+            else:
+                raise BagFormatError(f"storage file is neither an MCAP file nor zstd-compressed (it starts "
+                                     f"{head!r})", path=full, offset=0, record="magic")
         except FastbagError as exc:
             self._problems.append(str(exc))
             return exc
@@ -276,9 +283,13 @@ class _PartStore(ChunkStore):
         super().close()
 
 
-def _starts_with_zstd(path: str) -> bool:
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _head(path: str) -> bytes:
+    """The first bytes of a storage file (BagFormatError naming it when it cannot be read)."""
     try:
         with open(path, "rb") as file:
-            return file.read(4) == b"\x28\xb5\x2f\xfd"
-    except OSError:
-        return path.endswith(".zstd")
+            return file.read(len(MAGIC))
+    except OSError as exc:
+        raise BagFormatError(f"storage file cannot be read: {exc.strerror or exc}", path=path) from None
