@@ -165,22 +165,6 @@ def build_seeds(root: Path, data: Path) -> list[Path]:
     _write_db3(new("wal") / "w_0.db3", 200, wal=True)
     _write_metadata(root / "wal", ["w_0.db3"], version=4)
     _write_db3(new("recording") / "r_0.db3", 120)
-    # MCAP storage split into several files, plain and zstd-compressed per file (fastbag.rosbag2.mcap_storage).
-    split = data / "mcap" / "ros2__rosbag2__rosbag2_py__test__resources__mcap__wbag"
-    if split.is_dir():
-        for name, compress in (("mcap_split", False), ("mcap_split_zstd", True)):
-            folder = new(name)
-            text = (split / "metadata.yaml").read_text()
-            for f in sorted(split.glob("*.mcap")):
-                if compress:
-                    (folder / (f.name + ".zstd")).write_bytes(zstandard.ZstdCompressor().compress(f.read_bytes()))
-                    text = text.replace(f"- {f.name}", f"- {f.name}.zstd")
-                else:
-                    shutil.copyfile(f, folder / f.name)
-            if compress:
-                text = text.replace("compression_format: ''", "compression_format: zstd").replace(
-                    "compression_mode: ''", "compression_mode: FILE")
-            (folder / "metadata.yaml").write_text(text)
     db3 = data / "db3"
     if db3.is_dir():
         for folder in sorted(p for p in db3.iterdir() if p.is_dir() and (p / "metadata.yaml").exists()):
@@ -197,7 +181,27 @@ def build_seeds(root: Path, data: Path) -> list[Path]:
             copy = root / folder.name
             shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
             seeds.append(copy)
+    # Last, so the cases drawn from the seeds above (ORIGINAL_SEEDS) replay unchanged: MCAP storage split into several files, plain and zstd-compressed per file (fastbag.rosbag2.mcap_storage).
+    split = data / "mcap" / "ros2__rosbag2__rosbag2_py__test__resources__mcap__wbag"
+    if split.is_dir():
+        for name, compress in (("mcap_split", False), ("mcap_split_zstd", True)):
+            folder = new(name)
+            text = (split / "metadata.yaml").read_text()
+            for f in sorted(split.glob("*.mcap")):
+                if compress:
+                    (folder / (f.name + ".zstd")).write_bytes(zstandard.ZstdCompressor().compress(f.read_bytes()))
+                    text = text.replace(f"- {f.name}", f"- {f.name}.zstd")
+                else:
+                    shutil.copyfile(f, folder / f.name)
+            if compress:
+                text = text.replace("compression_format: ''", "compression_format: zstd").replace(
+                    "compression_mode: ''", "compression_mode: FILE")
+            (folder / "metadata.yaml").write_text(text)
     return seeds
+
+
+#: The seeds before the MCAP storage ones were added (regression cases were drawn from these).
+ORIGINAL_SEEDS = 28
 
 
 # -- mutations ---------------------------------------------------------------------------------------
