@@ -1,19 +1,21 @@
-"""rosbag2 sqlite3 storage: open and raw reads, fastbag beside rosbags, on a generated recording.
+"""rosbag2 sqlite3 storage: what SQLite and Python's sqlite3 module cost per message, beside fastbag and rosbags.
 
-    PYTHONPATH=. python benchmarks/rosbag2_sqlite.py [--count 1000000] [--clouds 400]
+    PYTHONPATH=. python benchmarks/rosbag2_sqlite.py
 
-Writes (once, cached in ``$FASTBAG_BENCH_DIR``, default ``~/.cache/fastbag/bench``)
-a rosbag2 directory with rosbags' rosbag2 writer: ``count`` sensor_msgs/Imu
-on ``/imu`` and ``clouds`` sensor_msgs/PointCloud2 of 10 000 points on
-``/points``. Then, in one run, checks that both readers yield the same
-(topic, time, bytes) and times: opening, the raw bytes of every message, the
-whole ``/imu`` topic's payload fetch, and two floors: Python's sqlite3 module
-fetching the same rows one by one, and copying the blobs' bytes once.
+Uses the bench recording (generated once by ``fastbag bench``'s
+``db3-imu-clouds`` with rosbags' rosbag2 writer, cached in
+``$FASTBAG_BENCH_DIR``): 1 M sensor_msgs/Imu on ``/imu`` and 400
+PointCloud2 on ``/points``. Checks that fastbag and rosbags yield the same
+(topic, time, bytes), then times, each 3 times (min and max printed, with
+the load average): opening; the ``/imu`` rows fetched by Python's sqlite3
+module (``fetchall``, cursor iteration, ``group_concat`` in 4 MiB id ranges
+as fastbag does); the payload fetch fastbag's read does (its chunk store, on
+the worker threads); scanning the rows without their blobs; and copying the
+same bytes once into fresh memory.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import sqlite3
@@ -23,45 +25,17 @@ from pathlib import Path
 import numpy as np
 
 import fastbag
+from fastbag.tooling.bench import DB3_BAGS, _ensure_db3, bench_dir
 
 
-def best(fn, repeats: int = 3) -> tuple[float, object]:
+def timed(fn, repeats: int = 3) -> tuple[float, float, object]:
+    """(min, max) seconds over ``repeats`` runs, and the last result."""
     out, times = None, []
     for _ in range(repeats):
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
-    return min(times), out
-
-
-def write_recording(path: Path, count: int, clouds: int) -> None:
-    from rosbags.rosbag2 import StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
-
-    store = get_typestore(Stores.ROS2_HUMBLE)
-    Imu, Header, Time = (store.types[t] for t in ("sensor_msgs/msg/Imu", "std_msgs/msg/Header",
-                                                   "builtin_interfaces/msg/Time"))
-    Quaternion, Vector3 = store.types["geometry_msgs/msg/Quaternion"], store.types["geometry_msgs/msg/Vector3"]
-    Cloud, Field = store.types["sensor_msgs/msg/PointCloud2"], store.types["sensor_msgs/msg/PointField"]
-    rng = np.random.default_rng(0)
-    values = rng.standard_normal((count, 10))
-    start = 1_700_000_000 * 10**9
-    with Writer(path, version=8, storage_plugin=StoragePlugin.SQLITE3) as writer:
-        imu = writer.add_connection("/imu", Imu.__msgtype__, typestore=store)
-        points = writer.add_connection("/points", Cloud.__msgtype__, typestore=store)
-        cloud_every = max(1, count // max(clouds, 1))
-        for k in range(count):
-            t = start + k * 2_500_000
-            v = values[k]
-            msg = Imu(Header(Time(t // 10**9, t % 10**9), "imu_link"), Quaternion(*v[:4]), np.zeros(9),
-                      Vector3(*v[4:7]), np.zeros(9), Vector3(*v[7:10]), np.zeros(9))
-            writer.write(imu, t, store.serialize_cdr(msg, Imu.__msgtype__))
-            if clouds and k % cloud_every == 0 and k // cloud_every < clouds:
-                data = rng.standard_normal(10_000 * 4).astype(np.float32).view(np.uint8)
-                fields = [Field(n, 4 * i, 7, 1) for i, n in enumerate("xyzi")]
-                cloud = Cloud(Header(Time(t // 10**9, t % 10**9), "lidar"), 1, 10_000, fields, False, 16,
-                              160_000, data, True)
-                writer.write(points, t, store.serialize_cdr(cloud, Cloud.__msgtype__))
+    return min(times), max(times), out
 
 
 def digest(messages) -> str:
@@ -76,92 +50,83 @@ def digest(messages) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--count", type=int, default=1_000_000)
-    parser.add_argument("--clouds", type=int, default=400)
-    args = parser.parse_args()
-    folder = Path(os.environ.get("FASTBAG_BENCH_DIR", Path.home() / ".cache" / "fastbag" / "bench"))
-    path = folder / f"rosbag2-imu{args.count}-clouds{args.clouds}"
-    if not (path / "metadata.yaml").exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
-        write_recording(path, args.count, args.clouds)
-        print(f"wrote {path} in {time.perf_counter() - t0:.1f} s")
-    db = next(path.glob("*.db3"))
-    size = db.stat().st_size
+    key = "db3-imu-clouds"
+    path = _ensure_db3(bench_dir(), {key}, print)[key]
+    db = path / f"{DB3_BAGS[key][0]}.db3"
     from rosbags.rosbag2 import Reader
 
-    # Same answer first: every message's topic, time and bytes.
     with fastbag.open(path) as bag, Reader(path) as reader:
         ours = digest((m.topic, m.time, m.data) for m in bag.messages(raw=True))
         theirs = digest((c.topic, t, d) for c, t, d in reader.messages())
     assert ours == theirs, (ours, theirs)
-    n = int(ours.split(":")[0])
-    print(f"{path.name}: {n} messages, {size / 1e6:.0f} MB; fastbag and rosbags yield the same bytes")
+    print(f"{path.name}: {ours.split(':')[0]} messages, {db.stat().st_size / 1e6:.0f} MB; "
+          "fastbag and rosbags yield the same bytes")
 
-    def open_fastbag():
-        with fastbag.open(path) as bag:
-            return bag.message_count
+    def connect() -> sqlite3.Connection:
+        con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+        con.execute("PRAGMA mmap_size = 1099511627776")
+        return con
 
-    def open_rosbags():
-        with Reader(path) as reader:
-            return reader.message_count
+    con = connect()
+    imu_id = con.execute("SELECT id FROM topics WHERE name = '/imu'").fetchone()[0]
+    imu_count = con.execute("SELECT count(*) FROM messages WHERE topic_id = ?", (imu_id,)).fetchone()[0]
+    query = "SELECT data FROM messages WHERE topic_id = ? ORDER BY timestamp"
 
-    def raw_fastbag():
-        with fastbag.open(path) as bag:
-            return sum(len(m.data) for m in bag.messages(raw=True))
+    def fetchall() -> int:
+        return sum(len(d) for (d,) in con.execute(query, (imu_id,)).fetchall())
 
-    def raw_rosbags():
-        with Reader(path) as reader:
-            return sum(len(d) for _, _, d in reader.messages())
+    def iterate() -> int:
+        return sum(len(d) for (d,) in con.execute(query, (imu_id,)))
+
+    def group_concat() -> int:
+        con.text_factory = bytes
+        low, high = con.execute("SELECT min(id), max(id) FROM messages").fetchone()
+        step = (4 << 20) // 324
+        total = sum(len(con.execute("SELECT group_concat(data, '') FROM messages WHERE id BETWEEN ? AND ? AND "
+                                    "topic_id = ?", (a, a + step - 1, imu_id)).fetchone()[0] or b"")
+                    for a in range(low, high + 1, step))
+        con.text_factory = str
+        return total
+
+    def scan() -> int:
+        return con.execute("SELECT sum(length(data)) FROM messages WHERE topic_id = ?", (imu_id,)).fetchone()[0]
 
     opened = fastbag.open(path)
     imu_chunks = sorted(set(opened._index.chunk[opened._select("/imu", None, None)].tolist()))
 
-    def imu_payloads():
-        # The payloads as read() gets them (one query per chunk, on the worker threads), without decoding:
-        # a fresh store each time, so nothing comes from a cache.
-        store = opened._container.chunk_store()
+    def fastbag_fetch() -> int:
+        store = opened._container.chunk_store()  # a fresh store: nothing from a cache
         try:
             return sum(p.size for _, p in store.iter_chunks(imu_chunks))
         finally:
             store.close()
 
-    def imu_rows_python():
-        con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
-        try:
-            cur = con.execute("SELECT m.data FROM messages m JOIN topics t ON m.topic_id = t.id "
-                              "WHERE t.name = '/imu' ORDER BY m.id")
-            total = 0
-            while rows := cur.fetchmany(65536):
-                total += sum(len(r[0]) for r in rows)
-            return total
-        finally:
-            con.close()
+    def open_fastbag() -> int:
+        with fastbag.open(path) as bag:
+            return bag.message_count
+
+    def open_rosbags() -> int:
+        with Reader(path) as reader:
+            return reader.message_count
 
     rows = []
-    for name, fast, slow in (("open", open_fastbag, open_rosbags), ("raw bytes of every message", raw_fastbag,
-                                                                    raw_rosbags)):
-        tf, a = best(fast)
-        ts, b = best(slow, 1 if "raw" in name else 3)
-        assert a == b
-        rows.append((name, tf, ts))
-    t_payload, nbytes = best(imu_payloads)
-    t_rows, nbytes2 = best(imu_rows_python)
-    assert nbytes == nbytes2
+    for name, fn, per in (("open (fastbag)", open_fastbag, None), ("open (rosbags rosbag2 Reader)", open_rosbags, None),
+                          ("/imu rows: fetchall()", fetchall, imu_count),
+                          ("/imu rows: cursor iteration", iterate, imu_count),
+                          ("/imu rows: group_concat per 4 MiB id range", group_concat, imu_count),
+                          ("/imu payloads: fastbag's chunk store (worker threads)", fastbag_fetch, imu_count),
+                          ("/imu rows scanned, no blob (sum(length(data)))", scan, imu_count)):
+        low, high, _ = timed(fn)
+        rows.append((name, low, high, per))
+    nbytes = scan()
     blob = np.random.default_rng(1).integers(0, 255, nbytes, dtype=np.uint8)
-    t_copy, _ = best(lambda: blob.copy())
-    imu_count = opened.topics["/imu"].message_count
+    low, high, _ = timed(lambda: blob.copy())
+    rows.append((f"copying the same {nbytes / 1e6:.0f} MB once", low, high, imu_count))
     opened.close()
     print(f"load average {open('/proc/loadavg').read().split()[0]} on {os.cpu_count()} cores")
-    for name, tf, ts in rows:
-        print(f"{name:<30} fastbag {tf * 1e3:9.1f} ms ({tf / n * 1e9:5.0f} ns/message)   rosbags {ts * 1e3:9.1f} ms"
-              f"   {ts / tf:6.1f}x")
-    print(f"{'/imu payloads (one query per chunk)':<40} {t_payload * 1e3:9.1f} ms  "
-          f"{t_payload / imu_count * 1e9:6.0f} ns/message  ({nbytes / 1e6:.0f} MB)")
-    print(f"{'/imu rows one by one (sqlite3 module)':<40} {t_rows * 1e3:9.1f} ms  "
-          f"{t_rows / imu_count * 1e9:6.0f} ns/message")
-    print(f"{'copying the same bytes once':<40} {t_copy * 1e3:9.1f} ms  {t_copy / imu_count * 1e9:6.0f} ns/message")
+    for name, low, high, per in rows:
+        unit = f"   {low / per * 1e9:6.0f} ns/message" if per else ""
+        print(f"{name:<56} {low * 1e3:8.1f} ms (max {high * 1e3:8.1f}){unit}")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def test_job(benchmark, paths, job, side):
     with fastbag.open(path) as bag:
         target = bag if job.opened else path
         if job.check is None:
-            bench._check_raw(path)  # whole-bag jobs: the full (topic, time, bytes) sequences agree
+            job.check_raw(path)  # whole-bag jobs: the full (topic, time, bytes) sequences agree
         else:
             job.check(job.fastbag(target), _rosbags_results[job.name])
         benchmark.pedantic(job.fastbag, args=(target,), rounds=job.repeats, iterations=1, warmup_rounds=1)

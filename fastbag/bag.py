@@ -27,7 +27,7 @@ import numpy as np
 
 from .container import BagIndex, Connection, Container, Encryption
 from .errors import BagFormatError, DecodeError, FastbagWarning, UnsupportedError
-from .io.chunks import DEFAULT_CACHE_BYTES, ordered_map, size_mismatch
+from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
 from .msg.msgdef import EMPTY_MD5
 from .msg.objects import ARRAY_ENCODINGS
 
@@ -155,11 +155,19 @@ class Bag:
         self._layouts: dict[tuple, Layout] = {}  # by (type, definition); object decoders, message types too
         self._sizes: np.ndarray | None = None            # bytes of each index row's record, on first use
         self._topic_rows: dict[str, np.ndarray] = {}    # index rows of each topic, on first use
-        self._chunks = container.chunks
-        # Where a chunk's messages are read in place: uncompressed, and not cut off by the end of the file.
-        self._in_file = self._chunks.uncompressed.copy()
-        self._in_file[list(container.salvaged)] = False
         self._connection_ids = np.array([c.id for c in container.connections], dtype=np.int64)
+
+    @property
+    def _chunks(self) -> ChunkTable:
+        """The container's chunks (a container may know them only once its index is built: rosbag2)."""
+        return self._container.chunks
+
+    @functools.cached_property
+    def _in_file(self) -> np.ndarray:
+        """Where a chunk's messages are read in place: uncompressed, and not cut off by the end of the file."""
+        in_file = self._chunks.uncompressed.copy()
+        in_file[list(self._container.salvaged)] = False
+        return in_file
 
     @property
     def _index(self) -> BagIndex:
@@ -180,7 +188,7 @@ class Bag:
     @property
     def version(self) -> str:
         """Format version, e.g. ``"2.0"``."""
-        return self._index.version
+        return self._container.version
 
     @property
     def size(self) -> int:
@@ -866,26 +874,35 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def _single_mcap_storage(path: str) -> str | None:
-    """The MCAP file of a rosbag2 directory whose storage is one uncompressed ``.mcap`` file, else None."""
+def _rosbag2_directory(path: str) -> tuple[str | None, list[str] | None, Any]:
+    """``(mcap, mcap_files, metadata)`` of a rosbag2 directory: the MCAP file when its storage is one
+    uncompressed ``.mcap`` file (else None); its MCAP storage files otherwise (several, or compressed; None
+    for sqlite3 storage); its metadata.yaml parsed (None when absent or malformed: the rosbag2 reader
+    reads it then, and says what is wrong). The file is read once, here."""
     from .errors import FastbagError
+    from .rosbag2.mcap_storage import mcap_storage_files
     from .rosbag2.metadata import read_metadata
 
     yaml_path = os.path.join(path, "metadata.yaml")
+    meta = None
     if os.path.exists(yaml_path):
         try:
             meta = read_metadata(yaml_path)
         except FastbagError:
-            return None  # the rosbag2 reader says what is wrong with it
-        names = list(meta.relative_file_paths) if meta.storage_identifier == "mcap" and not meta.compression_mode \
-            else []
+            return None, None, None
+        mcap = meta.storage_identifier == "mcap" or any(n.endswith((".mcap", ".mcap.zstd"))
+                                                         for n in meta.relative_file_paths)
     else:
         present = os.listdir(path)
-        names = [] if any(n.endswith((".db3", ".db3.zstd")) for n in present) else \
-            [n for n in present if n.endswith(".mcap")]
-    if len(names) == 1 and names[0].endswith(".mcap") and os.path.isfile(os.path.join(path, names[0])):
-        return os.path.join(path, names[0])
-    return None
+        mcap = not any(n.endswith((".db3", ".db3.zstd")) for n in present) and \
+            any(n.endswith((".mcap", ".mcap.zstd")) for n in present)
+    if not mcap:
+        return None, None, meta
+    files = mcap_storage_files(path, meta)
+    if len(files) == 1 and files[0].endswith(".mcap") and os.path.isfile(files[0]) and \
+            (meta is None or not meta.compression_mode):
+        return files[0], None, meta
+    return None, files, meta
 
 
 def open_container(path: str, *, definitions: Mapping[str, str] | None = None, **options: Any) -> Container:
@@ -908,11 +925,14 @@ def open_container(path: str, *, definitions: Mapping[str, str] | None = None, *
         from .rosbag2.reader import Rosbag2Reader
 
         no_options("rosbag2 recordings")
-        single = _single_mcap_storage(path)
+        single, mcap_files, metadata = _rosbag2_directory(path)
         if single is not None:  # a rosbag2 directory of one MCAP file: that file holds everything
             from .mcap.reader import McapReader
             return McapReader(single)
-        return Rosbag2Reader(path, definitions=definitions)
+        if mcap_files is not None:  # MCAP storage split into several files, or compressed per file
+            from .rosbag2.mcap_storage import McapStorage
+            return McapStorage(path, mcap_files, metadata=metadata)
+        return Rosbag2Reader(path, definitions=definitions, metadata=metadata)
     try:
         with io.open(path, "rb") as file:  # io.open: ``open`` in this module is fastbag.open
             head = file.read(len(SQLITE_MAGIC))
@@ -923,6 +943,11 @@ def open_container(path: str, *, definitions: Mapping[str, str] | None = None, *
 
         no_options("rosbag2 recordings")
         return Rosbag2Reader(path, definitions=definitions)
+    if head.startswith(ZSTD_MAGIC) and path.endswith(".mcap.zstd"):  # an MCAP file compressed whole (rosbag2)
+        from .rosbag2.mcap_storage import McapStorage
+
+        no_options("MCAP files")
+        return McapStorage(path, [path])
     if head.startswith(MCAP_MAGIC[:5]):  # "\x89MCAP": a later major version is named by the MCAP reader
         from .mcap.reader import McapReader
 

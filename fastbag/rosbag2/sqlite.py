@@ -11,8 +11,9 @@ Reading whole columns costs one query, not one Python object per row:
 SQLite's ``group_concat`` joins a column into one text (the numbers as
 decimal text, parsed by NumPy in C; the blobs as their bytes, for which the
 connection's ``text_factory`` is ``bytes``). Message rows are fetched in
-batches of one topic's rows in id order (a "chunk"); the ids come back beside
-the blobs, so the order is checked, not assumed.
+batches of one topic's rows in id order (a "chunk", see :meth:`Db3.blobs`):
+a range of ids, or a list of them where the topic is sparse; the count and
+bytes that come back are checked against the index.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ from .compression import decompress_file
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Damaged stretches of a messages table read past before giving up on the rest of it.
 MAX_RESUMES = 64
+#: A chunk's rows are looked up by id when they are fewer than 1 in SPARSE of their id range (and at most
+#: MAX_LISTED: the list is SQL text to parse).
+SPARSE, MAX_LISTED = 4, 20_000
+#: Rows of at least this many bytes on average are fetched one by one rather than joined by group_concat,
+#: whose doubling buffer copies large blobs several times (3x slower for 160 kB rows).
+LARGE_ROW = 4096
 
 
 @dataclass(frozen=True)
@@ -226,6 +233,23 @@ class Db3:
         rows = self.query("SELECT metadata FROM metadata ORDER BY id DESC LIMIT 1", what="metadata table")
         return self._text(rows[0][0]) if rows else None
 
+    def timestamp_indexed(self) -> bool:
+        """Whether SQLite answers ``max(timestamp)`` from an index (rosbag2's ``timestamp_idx``), not a scan."""
+        plan = self.query("EXPLAIN QUERY PLAN SELECT max(timestamp) FROM messages", what="query plan")
+        return any("INDEX" in self._text(row[-1]) for row in plan)
+
+    def totals(self) -> tuple[int, int | None, int | None]:
+        """(row count, least timestamp, greatest timestamp) without reading a row: with an index on
+        ``timestamp`` (see :meth:`timestamp_indexed`) each is a walk of index pages. One query per
+        aggregate: SQLite takes the index's shortcut for a lone ``min`` or ``max`` only."""
+        count = self.query("SELECT count(*) FROM messages", what="messages table")[0][0]
+        low = self.query("SELECT min(timestamp) FROM messages", what="messages table")[0][0]
+        high = self.query("SELECT max(timestamp) FROM messages", what="messages table")[0][0]
+        if not all(type(v) is int or (v is None and not count) for v in (count, low, high)):
+            raise BagFormatError("messages table holds timestamps that are not integers", path=self.path,
+                                 record="sqlite3")
+        return count, low, high
+
     def rows(self) -> Rows:
         """Every message's id, topic id, timestamp and length, without reading a blob.
 
@@ -313,30 +337,40 @@ class Db3:
             return probe
         return None
 
-    def blobs(self, topic_id: int, first_id: int, last_id: int, ids: np.ndarray) -> bytes:
-        """The blobs of ``topic_id``'s rows with ids in ``[first_id, last_id]``, concatenated in id order.
+    def blobs(self, topic_id: int, first_id: int, last_id: int, ids: np.ndarray, nbytes: int) -> bytes:
+        """The blobs of ``topic_id``'s rows ``ids`` (ascending, from ``first_id`` to ``last_id``, ``nbytes`` in
+        all), concatenated in id order, with one query.
 
-        ``ids`` are the rows expected (ascending); a file whose rows differ
-        (changed since it was opened, or damaged) raises BagFormatError
-        naming the file and the rows.
+        Rows that are most of their id range are scanned as a range; a few
+        rows spread over a long range (a sparse topic among a dense one) are
+        looked up by id instead, so the rows between are never read. A file
+        whose rows differ from ``ids`` (changed since it was opened, or
+        damaged) raises BagFormatError naming the file and the rows.
         """
         where = {"topic id": topic_id, "rows with ids": f"{first_id} to {last_id}"}
+        if ids.size * SPARSE < last_id - first_id + 1 and ids.size <= MAX_LISTED:
+            rows_sql, params = f"id IN ({','.join(map(str, ids.tolist()))})", (topic_id,)  # our own int64s
+        else:
+            rows_sql, params = "id BETWEEN ? AND ?", (first_id, last_id, topic_id)
         try:
-            if self.utf8:
-                # No ORDER BY: a subquery to sort would copy every blob once more (3x slower). A rowid
-                # range is scanned in id order; the ids that come back beside the blobs prove it.
-                data, got = self.connection().execute(
-                    "SELECT group_concat(data, ''), group_concat(id) FROM messages "
-                    "WHERE id BETWEEN ? AND ? AND topic_id = ?", (first_id, last_id, topic_id)).fetchone()
-                got_ids = _numbers(got, "id")
+            if self.utf8 and nbytes < LARGE_ROW * ids.size:
+                # Small rows: one aggregate joins them in C (no Python object per row), its count checks
+                # them. No ORDER BY: a rowid range or an id list is read in id order, and a sort would copy
+                # every blob once more.
+                data, count = self.connection().execute(
+                    f"SELECT group_concat(data, ''), count(*) FROM messages WHERE {rows_sql} AND topic_id = ?",
+                    params).fetchone()
                 data = data or b""
+                got_ids = ids if count == ids.size else np.zeros(count, dtype=np.int64)
             else:
+                # Large rows (or UTF-16 text): group_concat's growing buffer would copy each blob several
+                # times; a few rows fetched one by one cost nothing per row, and their ids are checked.
                 rows = self.connection().execute(
-                    "SELECT id, data FROM messages WHERE id BETWEEN ? AND ? AND topic_id = ? ORDER BY id",
-                    (first_id, last_id, topic_id)).fetchall()
+                    f"SELECT id, data FROM messages WHERE {rows_sql} AND topic_id = ? ORDER BY id",
+                    params).fetchall()
                 got_ids = np.array([r[0] for r in rows], dtype=np.int64)
                 data = b"".join(r[1] for r in rows)
-        except (sqlite3.Error, ValueError) as exc:
+        except (sqlite3.Error, ValueError, TypeError) as exc:  # TypeError: a blob that is not bytes
             raise self._error(exc, "messages table", **where) from exc
         if not np.array_equal(got_ids, ids):
             raise BagFormatError(f"sqlite3 storage holds {got_ids.size} rows where {ids.size} were indexed "

@@ -1,0 +1,295 @@
+"""A rosbag2 recording whose storage is MCAP split into several files, or zstd-compressed per file, as one bag.
+
+Each storage file is an MCAP file read by :class:`~fastbag.mcap.reader.McapReader`
+(a ``.mcap.zstd`` is decompressed first, once, to memory-bounded temporary
+storage, see :mod:`fastbag.rosbag2.compression`). This container joins them:
+
+- connections are matched across files by topic, type, encoding and
+  definition (a rosbag2 split repeats its channels in every file, each
+  file numbering them anew); a connection's ``id`` is its position;
+- chunks are every file's chunks in file order; a chunk's ``position`` is
+  its offset plus the sizes of the files before it, so positions stay
+  unique and name the file (errors subtract it again);
+- the index (built on first use, as each file's is) is every file's index,
+  merged by time, ties in file order, as rosbag2 and rosbags read them.
+
+No chunk is read in place from one mapping (there is one per file): the
+chunk table marks none as in place, and the store hands out each file's
+payloads (an uncompressed chunk is still a view of its file's mapping).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..container import BagIndex, Connection, Container
+from ..errors import BagFormatError, FastbagError, UnsupportedError
+from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
+from ..mcap.reader import McapReader
+from ..mcap.records import MAGIC
+from .compression import decompress_file
+from .metadata import BagMetadata
+from .reader import StorageSource, _natural_order
+
+
+def mcap_storage_files(path: str, metadata: BagMetadata | None) -> list[str]:
+    """The storage files of the rosbag2 directory ``path``, in order (metadata.yaml's, else by name)."""
+    if metadata is None:
+        return [os.path.join(path, n) for n in _natural_order(
+            [n for n in os.listdir(path) if n.endswith((".mcap", ".mcap.zstd"))])]
+    files = []
+    for relative in metadata.relative_file_paths:
+        full = os.path.normpath(os.path.join(path, relative))
+        if not os.path.exists(full) and os.path.exists(full + ".zstd"):
+            full += ".zstd"  # older writers list the name before compression
+        files.append(full)
+    return files
+
+
+class McapStorage(Container):
+    """Several MCAP storage files (``files``, in order; ``.zstd`` ones decompressed) read as one recording."""
+
+    format = "rosbag2"
+
+    def __init__(self, path: str | os.PathLike[str], files: list[str], *, metadata: BagMetadata | None = None
+                 ) -> None:
+        self.bag_metadata = metadata
+        self.parts: list[McapReader] = []
+        self._temp_dir: str | None = None
+        self._problems: list[str] = []
+        self._index: BagIndex | None = None
+        path = os.fspath(path)
+        self.format = "rosbag2" if os.path.isdir(path) else "MCAP"  # a lone .mcap.zstd is an MCAP file
+        self._version = str(metadata.version) if metadata is not None else "0" if self.format == "MCAP" else \
+            "unknown"
+        if metadata is not None and metadata.compression_mode == "MESSAGE":
+            raise UnsupportedError(f"rosbag2 MCAP storage compressed per message is not supported ({path})")
+        try:
+            errors = [error for error in map(self._open_part, files) if error is not None]
+            if not self.parts:  # nothing intact to read: the first file's error says why
+                raise errors[0] if errors else BagFormatError("the recording lists no storage file", path=path)
+            self._join_connections()
+            self._join_chunks()
+        except BaseException:
+            self.close()
+            raise
+        self.source = StorageSource(path, sum(p.source.size for p in self.parts))
+
+    # -- opening ---------------------------------------------------------------------
+    def _open_part(self, full: str) -> FastbagError | None:
+        """Open one storage file; one that is absent or damaged is left out with a problem (its error is
+        returned: the caller raises the first when no file is left)."""
+        try:
+            if not os.path.exists(full):
+                raise BagFormatError("storage file named in metadata.yaml is absent", path=full)
+            head = _head(full)
+            if head.startswith(ZSTD_MAGIC):
+                self.parts.append(self._decompressed(full))
+            elif head.startswith(MAGIC[:5]):  # a later major version is named by the MCAP reader
+                self.parts.append(McapReader(full))
+            else:
+                raise BagFormatError(f"storage file is neither an MCAP file nor zstd-compressed (it starts "
+                                     f"{head!r})", path=full, offset=0, record="magic")
+        except FastbagError as exc:
+            self._problems.append(str(exc))
+            return exc
+        return None
+
+    def _decompressed(self, full: str) -> McapReader:
+        """A ``.mcap.zstd`` decompressed (bounded) to a temporary file, opened; errors name ``full``."""
+        if self._temp_dir is None:
+            self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
+        # Named after the user's file: errors met while reading (which name the file read) still say which.
+        spill = os.path.join(self._temp_dir, f"{len(self.parts)}-{os.path.basename(full).removesuffix('.zstd')}")
+        memory = decompress_file(full, spill)
+        if memory is not None:  # small: written out all the same, the MCAP reader maps a file
+            with open(spill, "wb") as out:
+                out.write(memory)
+        with open(spill, "rb") as check:
+            head = check.read(len(MAGIC))
+        if head != MAGIC:
+            raise BagFormatError(f"zstd-compressed storage file does not hold an MCAP file (it decompresses to "
+                                 f"{os.path.getsize(spill)} bytes starting {head!r})", path=full,
+                                 record="decompressed")
+        try:
+            reader = McapReader(spill)
+        except FastbagError as exc:
+            raise type(exc)(str(exc).replace(spill, f"{full} (decompressed)")) from None
+        return reader
+
+    def _join_connections(self) -> None:
+        """One connection per (topic, type, encoding, definition) over all files, in order of appearance."""
+        merged: list[Connection] = []
+        by_key: dict[tuple[str, str, str, str, bytes], int] = {}
+        self._rank_of: list[np.ndarray] = []     # per file: its connection rank -> merged rank
+        self._channel_of: list[np.ndarray] = []  # per file: merged rank -> its channel id (-1: none)
+        for part in self.parts:
+            ranks = []
+            for c in part.connections:
+                key = (c.topic, c.msgtype, c.encoding, c.definition, c.schema_data)
+                if key not in by_key:
+                    by_key[key] = len(merged)
+                    merged.append(replace(c, id=len(merged)))
+                ranks.append(by_key[key])
+            self._rank_of.append(np.array(ranks, dtype=np.int32))
+        for part, ranks in zip(self.parts, self._rank_of):
+            channel = np.full(len(merged), -1, dtype=np.int64)
+            channel[ranks] = [c.id for c in part.connections]
+            self._channel_of.append(channel)
+        self._connections = merged
+
+    def _join_chunks(self) -> None:
+        tables = [p.chunks for p in self.parts]
+        self._file_base = np.cumsum([0] + [p.source.size for p in self.parts])[:-1].astype(np.int64)
+        self._chunk_base = np.cumsum([0] + [len(t) for t in tables])[:-1].astype(np.int64)
+        cat = (lambda name: np.concatenate([getattr(t, name) + (base if name in ("position", "data_offset") else 0)
+                                            for t, base in zip(tables, self._file_base)]).astype(np.int64))
+        compression = tuple(c for t in tables for c in t.compression)
+        self._chunks = ChunkTable.from_columns(cat("position"), cat("data_offset"), cat("size"), cat("data_len"),
+                                               compression)
+        # Never read in place: each file has its own mapping (see the module docstring).
+        self._chunks.uncompressed[:] = False
+
+    # -- the index ---------------------------------------------------------------------
+    @property
+    def index(self) -> BagIndex:  # type: ignore[override]
+        if self._index is None:
+            times, conns, chunks, offsets = [], [], [], []
+            for k, part in enumerate(self.parts):
+                index = part.index
+                times.append(index.time)
+                conns.append(self._rank_of[k][index.conn] if index.conn.size else index.conn)
+                chunks.append(index.chunk.astype(np.int64) + self._chunk_base[k])
+                offsets.append(index.offset)
+                self._problems.extend(p for p in part.problems if p not in self._problems)
+            time = np.concatenate(times)
+            order = np.argsort(time, kind="stable")  # ties: file order, then each file's own order
+            self._index = BagIndex(self._version, self._connections, self._chunks, time[order],
+                                   np.concatenate(conns)[order].astype(np.int32),
+                                   np.concatenate(chunks)[order].astype(np.int32), np.concatenate(offsets)[order],
+                                   recovered=any(p.recovered for p in self.parts), problems=self._problems)
+        return self._index
+
+    # -- what the Bag asks -------------------------------------------------------------
+    @property
+    def connections(self) -> list[Connection]:
+        return self._connections
+
+    @connections.setter
+    def connections(self, value: list[Connection]) -> None:
+        self._connections = value
+        if self._index is not None:
+            self._index.connections = value
+
+    @property
+    def chunks(self) -> ChunkTable:
+        return self._chunks
+
+    @property
+    def problems(self) -> list[str]:
+        for part in self.parts:  # what each file found at open
+            self._problems.extend(p for p in part.problems if p not in self._problems)
+        return self._problems
+
+    @property
+    def salvaged(self) -> dict[int, np.ndarray]:
+        return {}
+
+    @property
+    def recovered(self) -> bool:
+        return any(p.recovered for p in self.parts)
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    @property
+    def message_count(self) -> int:
+        return sum(p.message_count for p in self.parts) if self._index is None else self._index.message_count
+
+    @property
+    def time_range(self) -> tuple[int | None, int | None]:
+        if self._index is not None:
+            return super().time_range
+        ranges = [p.time_range for p in self.parts if p.message_count]
+        return (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else (None, None)  # type: ignore
+
+    @property
+    def attachments(self) -> list[Any]:
+        return [a for p in self.parts for a in p.attachments]
+
+    @property
+    def metadata(self) -> list[Any]:
+        return [m for p in self.parts for m in p.metadata]
+
+    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
+        """A store handing out each file's payloads (decompressed and checked by that file's store)."""
+        stores = [p.chunk_store(cache_bytes=max(1, cache_bytes // len(self.parts)), workers=1) for p in self.parts]
+        return _PartStore(self, stores, cache_bytes=cache_bytes, workers=workers)
+
+    def part_of_position(self, position: np.ndarray) -> np.ndarray:
+        """The file of each chunk position (see the module docstring)."""
+        return np.searchsorted(self._file_base, position, side="right") - 1
+
+    def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
+                      conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Each file's reader locates its own records (its channel ids, its chunk positions)."""
+        chunk = np.asarray(chunk, dtype=np.int64)
+        conn = np.asarray(conn, dtype=np.int64)
+        part = self.part_of_position(chunk) if chunk.size else chunk
+        starts = np.zeros(at.size, dtype=np.int64)
+        lengths = np.zeros(at.size, dtype=np.int64)
+        for k in np.unique(part).tolist():
+            mine = part == k
+            channel = self._channel_of[k][conn[mine]]
+            starts[mine], lengths[mine] = self.parts[k].payload_spans(
+                buf, np.asarray(at)[mine], np.asarray(lo)[mine], np.asarray(hi)[mine],
+                chunk[mine] - self._file_base[k], channel, np.asarray(time)[mine], kernel=kernel)
+        return starts, lengths
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+        if getattr(self, "source", None) is not None:
+            self.source.close()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+
+class _PartStore(ChunkStore):
+    """Chunk payloads from the store of the file each chunk belongs to."""
+
+    def __init__(self, storage: McapStorage, stores: list[ChunkStore], *, cache_bytes: int,
+                 workers: int | None) -> None:
+        super().__init__(storage.source, storage.chunks, cache_bytes=cache_bytes, workers=workers)
+        self.storage, self.stores = storage, stores
+
+    def get(self, index: int, remember: bool = True) -> np.ndarray:
+        """Chunk ``index``'s payload, from its file's store (cached there)."""
+        k = int(np.searchsorted(self.storage._chunk_base, index, side="right") - 1)
+        return self.stores[k].get(index - int(self.storage._chunk_base[k]), remember)
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+        super().close()
+
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _head(path: str) -> bytes:
+    """The first bytes of a storage file (BagFormatError naming it when it cannot be read)."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(MAGIC))
+    except OSError as exc:
+        raise BagFormatError(f"storage file cannot be read: {exc.strerror or exc}", path=path) from None
