@@ -11,7 +11,7 @@ import pytest
 import fastbag
 from fastbag.bag import parse_step
 from fastbag.tooling.synth import POINTCLOUD2, IMU, imu, pointcloud2
-from tests.conftest import data_files
+from tests.conftest import data_files, real_bags
 from tests.test_convert_tables import plain, sample_of
 
 
@@ -33,12 +33,12 @@ def joined_equals_read(bag, topic, step):
 def chunk_aligned(bag, topic, parts):
     """Every cut between two parts falls where the chunk changes, or inside an uncompressed chunk."""
     chunks = bag._index.chunk[bag.topic_rows(topic)]
-    ends = np.cumsum([len(p) for p in parts])[:-1]
+    ends = np.cumsum([len(p) for p in parts], dtype=np.int64)[:-1]
     in_place = np.array([c == "none" for c in bag._index.chunks.compression], dtype=bool)
     assert ((chunks[ends] != chunks[ends - 1]) | in_place[chunks[ends - 1]]).all()
 
 
-@pytest.mark.parametrize("path", data_files("ros1v2"))
+@pytest.mark.parametrize("path", real_bags())
 def test_parts_join_into_read_on_real_bags(path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fastbag.FastbagWarning)

@@ -108,7 +108,7 @@ def _numpy_arrow(a: np.ndarray) -> "pyarrow.Array":
         if k == 0:  # Arrow has no fixed-size lists of 0 elements
             return _list(np.zeros(a.shape[0] + 1, dtype=np.int64), child)
         return pa.FixedSizeListArray.from_arrays(child, k)
-    if a.dtype.names:
+    if a.dtype.names is not None:  # () too: a type without fields (CDR pads it with one byte)
         names = list(a.dtype.names)
         if not names:
             return pa.StructArray.from_buffers(pa.struct([]), a.size, [None])
