@@ -203,6 +203,8 @@ def flat_columns(arr: StructArray) -> dict[str, Any]:
 
 
 def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
+    if isinstance(value, np.ndarray) and value.dtype.names == ():
+        return  # a type without fields (CDR pads it with a byte), or an array of them: no data, no column
     if isinstance(value, StructArray):
         for sub in value.fields:
             _flatten(f"{name}.{sub}", value[sub], value.node.fields[sub][0], out)
