@@ -242,3 +242,31 @@ def test_dataloader_with_two_workers_yields_what_one_process_does(bags):
         for a, b in zip(one["imu"], two["imu"]):
             np.testing.assert_array_equal(a, b)
     assert np.array_equal(single[0]["cloud"]["x"][0].numpy(), ds[0]["cloud"]["x"])
+
+
+def test_real_rosbag2_recording():
+    """A real rosbag2 sqlite3 recording: samples against a brute-force nearest search over every message's
+    receive time, values as ``read`` gives them (JointState varies in length: its dict)."""
+    from tests.conftest import data_file
+    from tests.test_convert_tables import plain  # (imports pyarrow, pandas...: skips this test without them)
+
+    path = data_file("db3/peterheim1__ros_bags__first_2")
+    topics = {"cmd": "/cmd_vel", "joints": "/joint_states", "serial": "/base_serial"}
+    ds = fastbag.SyncedDataset(path, topics, anchor="cmd", tolerance=0.05, windows={"serial": 0.5})
+    with fastbag.open(path) as bag:
+        cmd, joints, serial = (bag.read(t) for t in topics.values())
+    expected = []
+    for a, t in enumerate(cmd.time.tolist()):
+        d = np.abs(joints.time - t)
+        j = int(np.argmin(d))
+        if d[j] <= 50_000_000:
+            expected.append((a, j, np.flatnonzero((serial.time > t - 500_000_000) & (serial.time <= t))))
+    assert 100 < len(ds) == len(expected) <= len(cmd)
+    for i in np.linspace(0, len(ds) - 1, 40).astype(int).tolist():
+        a, j, inside = expected[i]
+        sample = ds[i]
+        assert sample["time"] == cmd.time[a] and sample["times"]["joints"] == joints.time[j]
+        assert sample["cmd"] == cmd.to_numpy()[a]
+        assert plain(sample["joints"]) == plain(joints[j].to_dict())
+        assert sample["times"]["serial"].tolist() == serial.time[inside].tolist()
+        assert plain(list(sample["serial"]["data"])) == plain(list(serial["data"][inside]))
