@@ -241,10 +241,11 @@ def job_dataset(paths):
     def epochs(dataset):
         loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=2, collate_fn=fastbag.collate,
                                              persistent_workers=True)
-        count = lambda: sum(len(batch["time"]) for batch in loader)  # noqa: E731
+        def count():
+            return sum(len(batch["time"]) for batch in loader)
+
         count()
         runs = [once(count) for _ in range(3)]
-        del loader
         return sorted(t for t, _ in runs), runs[0][1]
 
     # The floor: the same 8 samples, already made (plain arrays), through the same loader and collate.
@@ -256,7 +257,9 @@ def job_dataset(paths):
     theirs_t, m = epochs(theirs)
     floor_t, _ = epochs(floor)
     assert n == m == len(ds)
-    spread = lambda ts: f"{n / ts[-1]:,.0f}-{n / ts[0]:,.0f}"  # noqa: E731
+    def spread(times):
+        return f"{n / times[-1]:,.0f}-{n / times[0]:,.0f}"
+
     report("dataset", ours[0], theirs_t[0], f"{n} samples (130k-point cloud + 640x480 image + 0.1 s Imu), "
            f"DataLoader 2 persistent workers, batch 8, best of 3 epochs after a warm-up: samples/s fastbag "
            f"{spread(ours)}, rosbags {spread(theirs_t)}, ready-made samples (the loader's floor) {spread(floor_t)}")

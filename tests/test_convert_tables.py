@@ -19,7 +19,7 @@ import pytest
 import fastbag
 from fastbag.convert.export import parquet_ready
 from fastbag.msg.arrays import Nested, Ragged, StructArray
-from tests.conftest import data_files, real_bags
+from tests.conftest import real_bags
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

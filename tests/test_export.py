@@ -14,7 +14,7 @@ from fastbag.convert.export import topic_filename
 from fastbag.convert.tables import nested_child
 from fastbag.msg.arrays import Nested, Ragged, offsets_of
 from fastbag.tooling.synth import IMU, write_demo_bag
-from tests.conftest import data_files, real_bags
+from tests.conftest import real_bags
 from tests.test_convert_tables import check_arrow, plain, sample_of
 
 pa = pytest.importorskip("pyarrow")
