@@ -260,3 +260,24 @@ def test_cli_export(tmp_path, capsys):
     assert main(["export", str(path), str(out), "--topics", "/nope"]) == 1
     assert "no topic '/nope'" in capsys.readouterr().err
     assert main(["export", str(path), str(out), "--topics", "/broken"]) == 1  # nothing could be written
+
+
+def test_parquet_ready_strips_field_less_structs_inside_lists(tmp_path):
+    """Lists of structs lose their field-less members (fixed and variable lists, sliced ones too); a list of
+    nothing goes whole; what remains writes to Parquet and reads back equal."""
+    from fastbag.convert.export import parquet_ready
+
+    empty = pa.StructArray.from_buffers(pa.struct([]), 6, [None])
+    inner = pa.StructArray.from_arrays([pa.array(np.arange(6, dtype=np.int32)), empty], names=["a", "e"])
+    ragged = pa.LargeListArray.from_arrays(pa.array([0, 1, 1, 4, 6], type=pa.int64()), inner)[1:]  # sliced
+    fixed = pa.FixedSizeListArray.from_arrays(inner, 1)[3:]  # sliced
+    nothing = pa.FixedSizeListArray.from_arrays(empty, 2)
+    table = pa.table({"ragged": ragged, "fixed": fixed, "nothing": nothing, "n": pa.array([7, 8, 9])})
+    ready = parquet_ready(table)
+    assert ready.column_names == ["ragged", "fixed", "n"]
+    assert set(ready.schema.metadata[b"fastbag.dropped"].decode().split(",")) == {"ragged.e", "fixed.e", "nothing"}
+    assert ready.column("ragged").to_pylist() == [[], [{"a": 1}, {"a": 2}, {"a": 3}], [{"a": 4}, {"a": 5}]]
+    assert ready.column("fixed").to_pylist() == [[{"a": 3}], [{"a": 4}], [{"a": 5}]]
+    assert ready.column("n").to_pylist() == [7, 8, 9]
+    pq.write_table(ready, tmp_path / "t.parquet")
+    assert pq.read_table(tmp_path / "t.parquet").to_pylist() == ready.to_pylist()
