@@ -28,3 +28,27 @@ def data_file(relative: str) -> Path:
     if not path.exists():
         pytest.skip(NO_DATA if not DATA.is_dir() else f"{path} is absent")
     return path
+
+
+def ros2_bags() -> list:
+    """``pytest.param`` per ROS2 recording in ``DATA``: every MCAP file under ``mcap/`` and ``db3/`` (but the
+    conformance corpus, which holds no ROS types), every rosbag2 directory and lone ``.db3`` file under
+    ``db3/``, and the rosbag2 directories under ``mcap/`` that open as their one MCAP file."""
+    if not DATA.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=NO_DATA), id="no-data")]
+    mcap, db3 = DATA / "mcap", DATA / "db3"
+    files = [p for p in sorted(mcap.glob("**/*.mcap")) if "conformance" not in str(p)] if mcap.is_dir() else []
+    files += sorted(db3.glob("**/*.mcap")) if db3.is_dir() else []
+    # (reindex_test_bags/target_metadata: a reindexer's expected metadata.yaml, without the files it names)
+    files += sorted(p for p in db3.iterdir() if (p.is_dir() or p.suffix == ".db3") and "target_metadata" not in p.name) \
+        if db3.is_dir() else []
+    if mcap.is_dir():
+        files += [p for p in sorted(mcap.iterdir()) if p.is_dir() and len(list(p.glob("*.mcap"))) == 1
+                  and (p / "metadata.yaml").exists()]
+    return [pytest.param(f, id=str(f.relative_to(DATA))[:80]) for f in files]
+
+
+def real_bags() -> list:
+    """Every real recording fastbag reads, of every format: ROS1 (2.0 and 1.2), MCAP, rosbag2."""
+    found = [p for p in data_files("ros1v2") + data_files("ros1legacy") + ros2_bags() if p.values[0] is not None]
+    return found or [pytest.param(None, marks=pytest.mark.skip(reason=NO_DATA), id="no-data")]

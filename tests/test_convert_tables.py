@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import fastbag
+from fastbag.convert.export import parquet_ready
 from fastbag.msg.arrays import Nested, Ragged, StructArray
-from tests.conftest import data_files
+from tests.conftest import real_bags
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -37,7 +38,7 @@ def plain(v):
     if isinstance(v, StructArray):
         return [plain(r.to_dict()) for r in v]
     if isinstance(v, np.ndarray):
-        return [plain(x) for x in v] if v.dtype.names or v.dtype.kind == "O" else plain(v.tolist())
+        return [plain(x) for x in v] if v.dtype.names is not None or v.dtype.kind == "O" else plain(v.tolist())
     if isinstance(v, (list, tuple)):
         return [plain(x) for x in v]
     if isinstance(v, np.void):
@@ -63,7 +64,8 @@ def walk(arr, column: str):
     for part in path.split("."):
         value = value[part]
     if element is not None:
-        value = np.asarray(value).reshape(len(arr), -1)[:, int(element)]
+        value = np.asarray(value)
+        value = value.reshape(len(arr), int(np.prod(value.shape[1:])))[:, int(element)]  # (-1: not for 0 rows)
     return value
 
 
@@ -84,7 +86,9 @@ def check_arrow(arr, table, rows):
     assert table.column(time_name(arr)).cast(pa.int64()).to_numpy().tolist() == arr.time.tolist()
     assert table.schema.metadata[b"ros.msgtype"].decode() == arr.msgtype
     assert table.column_names == [time_name(arr)] + arr.fields
-    got = table.drop_columns([time_name(arr)]).take(pa.array(rows)).to_pylist()
+    fields = table.drop_columns([time_name(arr)])
+    # (a table without columns lists no rows: a type without fields, ROS2's std_msgs/Empty, has only the time)
+    got = fields.take(pa.array(rows)).to_pylist() if fields.num_columns else [{} for _ in rows]
     want = [arr[int(i)].to_dict() for i in rows]
     assert plain(got) == plain(want)
 
@@ -94,8 +98,9 @@ def check_pandas(arr, frame, rows):
     assert frame.index.name == time_name(arr) and frame.index.asi8.tolist() == arr.time.tolist()
     for field in arr.fields:
         value = arr[field]
-        if isinstance(value, StructArray) and not value.fields:
-            continue  # a field of a type without fields: nothing to show
+        if (isinstance(value, StructArray) and not value.fields) or \
+                (isinstance(value, np.ndarray) and value.dtype.names == ()):
+            continue  # a field of a type without fields (or an array of them): nothing to show
         assert any(c == field or c.startswith((field + ".", field + "[")) for c in frame.columns), field
     for column in frame.columns:
         want = walk(arr, column)
@@ -110,7 +115,7 @@ def check_pandas(arr, frame, rows):
             np.testing.assert_array_equal(got.to_numpy(), np.asarray(want), err_msg=column)
 
 
-@pytest.mark.parametrize("path", data_files("ros1v2"))
+@pytest.mark.parametrize("path", real_bags())
 def test_conversions_equal_read_on_real_bags(path, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fastbag.FastbagWarning)
@@ -138,7 +143,7 @@ def test_conversions_equal_read_on_real_bags(path, tmp_path):
             assert plain([{k: v for k, v in r.items() if k != time_name(arr)} for r in got]) == \
                 plain([arr[int(i)].to_dict() for i in rows])
 
-            if any(pa.types.is_struct(f.type) and f.type.num_fields == 0 for f in table.schema):
+            if parquet_ready(table) is not table:
                 continue  # Parquet cannot hold a struct without fields; the export drops them (tested there)
             file = tmp_path / "topic.parquet"
             pq.write_table(table, file)

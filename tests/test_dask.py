@@ -113,3 +113,67 @@ def test_overlapping_bags_give_unknown_divisions(fleet, tmp_path):
     same_frame(ddf.compute(scheduler="sync"), expected(paths))
     with pytest.raises(KeyError):
         fastbag.dask.read_topic(paths, "/nope")
+
+
+@pytest.fixture(scope="module")
+def ros2_fleet(fleet, tmp_path_factory):
+    """The fleet as ROS2 writes it: MCAP files (zstd chunks) and rosbag2 sqlite3 directories, one per bag."""
+    synth_mcap = pytest.importorskip("fastbag.tooling.synth_mcap")
+    pytest.importorskip("mcap", reason="the mcap package writes the MCAP recordings")
+    folder = tmp_path_factory.mktemp("fleet-ros2")
+    mcaps, sqlites = [], []
+    for path in sorted(fleet.glob("run*.bag")):
+        mcaps.append(synth_mcap.write_rosbag2_mcap(path, folder / f"{path.stem}-mcap", compression="zstd"))
+        sqlites.append(synth_mcap.write_rosbag2_sqlite(path, folder / f"{path.stem}-db3"))
+    return {"mcap": mcaps, "rosbag2-sqlite": sqlites}
+
+
+@pytest.mark.parametrize("form", ["mcap", "rosbag2-sqlite"])
+def test_read_topic_and_array_on_other_formats(fleet, ros2_fleet, client, form):
+    """MCAP files and rosbag2 directories: the frames equal single-bag reads, on worker processes, and hold
+    the ROS1 fleet's values (CDR's Header has no seq)."""
+    paths = ros2_fleet[form]
+    ddf = fastbag.dask.read_topic(paths, "/imu", step=1000)
+    # A part never cuts a chunk: MCAP's are 768 KiB, a rosbag2 sqlite3 bag's 16 MB of one topic's blobs.
+    parts = []
+    for path in paths:
+        with fastbag.open(path) as bag:
+            parts.append(len(bag.part_bounds("/imu", 1000)))
+    assert ddf.known_divisions and ddf.npartitions == sum(parts)
+    assert (parts == [1, 1, 1]) if form == "rosbag2-sqlite" else (min(parts) > 1)
+    want = expected(paths)
+    same_frame(client.compute(ddf).result(), want)
+    ros1 = expected(sorted(fleet.glob("run*.bag")))
+    assert want.index.equals(ros1.index)
+    for column in want.columns:
+        if column.startswith(("orientation", "angular_velocity", "linear_acceleration")):
+            np.testing.assert_array_equal(want[column].to_numpy(), ros1[column].to_numpy(), err_msg=column)
+    arr = fastbag.dask.read_array(paths, "/imu", "linear_acceleration.z", step=1000)
+    assert arr.numblocks[0] == ddf.npartitions
+    np.testing.assert_array_equal(client.compute(arr).result(), ros1["linear_acceleration.z"].to_numpy())
+
+
+def test_read_topic_on_real_ros2_recordings(monkeypatch):
+    """A real split recording (five MCAP files of one rosbag2 run) and a real sqlite3 rosbag2 directory."""
+    from tests.conftest import DATA, data_file
+
+    data_file("mcap")
+    split = sorted((DATA / "mcap" / "ros2__rosbag2__rosbag2_py__test__resources__mcap__wbag").glob("*.mcap"))
+    assert len(split) == 5
+    ddf = fastbag.dask.read_topic(split, "AAA", step=50)
+    assert ddf.npartitions >= len(split)
+    frames = []
+    for path in split:
+        with fastbag.open(path) as bag:
+            frames.append(bag.read("AAA").to_pandas())
+    want = pd.concat(frames)
+    same_frame(ddf.compute(scheduler="sync"), want)
+    assert want["data"].str.len().min() > 0 and len(want) == 804  # as the sqlite3 copy of the run holds
+    sqlite = data_file("db3/peterheim1__ros_bags__first_2")
+    from fastbag.rosbag2 import reader as rosbag2_reader
+
+    monkeypatch.setattr(rosbag2_reader, "CHUNK_BYTES", 64 * 1024)  # chunks small enough to cut into parts
+    ddf = fastbag.dask.read_topic(sqlite, "/joint_states", step=500)
+    assert ddf.npartitions > 3
+    with fastbag.open(sqlite) as bag:
+        same_frame(ddf.compute(scheduler="sync"), bag.read("/joint_states").to_pandas())

@@ -71,9 +71,8 @@ def brute_force(written, stamp, tolerance, window, match):
     return samples
 
 
-@pytest.mark.parametrize("stamp", ["receive", "header"])
-@pytest.mark.parametrize("match", ["nearest", "asof"])
-def test_samples_equal_brute_force(bags, stamp, match):
+def check_brute_force(bags, stamp, match):
+    """The dataset over ``bags`` [(path, written)] has the brute-force samples, values as ``read`` gives them."""
     topics = {name: s[0] for name, s in STREAMS.items()}
     ds = fastbag.SyncedDataset([p for p, _ in bags], topics, anchor="cloud", tolerance=0.02, stamp=stamp,
                                windows={"imu": 0.1}, match=match)
@@ -98,10 +97,69 @@ def test_samples_equal_brute_force(bags, stamp, match):
         for field in ("linear_acceleration", "angular_velocity", "orientation"):
             np.testing.assert_array_equal(sample["imu"][field], want[field])
         assert sorted(sample["times"]["imu"].tolist()) == sorted(written["imu"][which][inside].tolist())
-    assert ds.sample_bag(len(ds) - 1) == str(bags[1][0])
+    assert ds.sample_bag(len(ds) - 1) == str(bags[-1][0])
     with pytest.raises(IndexError):
         ds[len(ds)]
     assert ds[-1]["time"] == ds[len(ds) - 1]["time"]
+    return ds
+
+
+@pytest.mark.parametrize("stamp", ["receive", "header"])
+@pytest.mark.parametrize("match", ["nearest", "asof"])
+def test_samples_equal_brute_force(bags, stamp, match):
+    check_brute_force(bags, stamp, match)
+
+
+#: The same recordings as ROS2 writes them: an MCAP file (lz4 chunks), a rosbag2 directory of one
+#: uncompressed MCAP file, a rosbag2 directory of sqlite3 storage (written by rosbags).
+ROS2_FORMATS = ["mcap-lz4", "rosbag2-mcap", "rosbag2-sqlite"]
+
+
+@pytest.fixture(scope="module")
+def ros2_bags(bags, tmp_path_factory):
+    synth_mcap = pytest.importorskip("fastbag.tooling.synth_mcap")
+    pytest.importorskip("mcap", reason="the mcap package writes the MCAP recordings")
+    folder = tmp_path_factory.mktemp("synced-ros2")
+    made = {name: [] for name in ROS2_FORMATS}
+    for path, written in bags:
+        stem = path.stem
+        made["mcap-lz4"].append((synth_mcap.write_rosbag2_mcap(path, folder / f"{stem}-lz4", compression="lz4"),
+                                 written))
+        directory = folder / f"{stem}-none"
+        synth_mcap.write_rosbag2_mcap(path, directory, compression="none")
+        made["rosbag2-mcap"].append((directory, written))
+        made["rosbag2-sqlite"].append((synth_mcap.write_rosbag2_sqlite(path, folder / f"{stem}-db3"), written))
+    return made
+
+
+@pytest.mark.parametrize("stamp", ["receive", "header"])
+@pytest.mark.parametrize("form", ROS2_FORMATS)
+def test_other_formats_give_the_same_samples(bags, ros2_bags, form, stamp):
+    """On MCAP and rosbag2 (CDR: sec/nanosec stamps, no seq) the samples equal the brute force, and the ROS1
+    recording's samples: the same points, pixels and Imu values."""
+    ds = check_brute_force(ros2_bags[form], stamp, "nearest")
+    ros1 = fastbag.SyncedDataset([p for p, _ in bags], {name: s[0] for name, s in STREAMS.items()}, anchor="cloud",
+                                 tolerance=0.02, stamp=stamp, windows={"imu": 0.1})
+    assert len(ds) == len(ros1)
+    for i in range(len(ds)):
+        ours, theirs = ds[i], ros1[i]
+        assert ours["time"] == theirs["time"] and ours["times"]["image"] == theirs["times"]["image"]
+        np.testing.assert_array_equal(ours["cloud"], theirs["cloud"])
+        np.testing.assert_array_equal(ours["image"], theirs["image"])
+        for field in ("linear_acceleration", "angular_velocity", "orientation", "orientation_covariance"):
+            np.testing.assert_array_equal(ours["imu"][field], theirs["imu"][field])
+        assert ours["imu"]["header"]["frame_id"].tolist() == theirs["imu"]["header"]["frame_id"].tolist()
+        np.testing.assert_array_equal(ours["times"]["imu"], theirs["times"]["imu"])
+
+
+def test_rosbag2_sqlite_dataset_works_in_worker_processes(ros2_bags):
+    """The sqlite connection stays in the process that opened it: a forked worker opens its own."""
+    topics = {name: s[0] for name, s in STREAMS.items()}
+    ds = fastbag.SyncedDataset([p for p, _ in ros2_bags["rosbag2-sqlite"]], topics, anchor="cloud",
+                               windows={"imu": 0.1})
+    want = [_sample_times((ds, i)) for i in range(len(ds))]
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        assert pool.map(_sample_times, [(ds, i) for i in range(len(ds))]) == want
 
 
 def test_bad_arguments(bags):
@@ -184,3 +242,31 @@ def test_dataloader_with_two_workers_yields_what_one_process_does(bags):
         for a, b in zip(one["imu"], two["imu"]):
             np.testing.assert_array_equal(a, b)
     assert np.array_equal(single[0]["cloud"]["x"][0].numpy(), ds[0]["cloud"]["x"])
+
+
+def test_real_rosbag2_recording():
+    """A real rosbag2 sqlite3 recording: samples against a brute-force nearest search over every message's
+    receive time, values as ``read`` gives them (JointState varies in length: its dict)."""
+    from tests.conftest import data_file
+    from tests.test_convert_tables import plain  # (imports pyarrow, pandas...: skips this test without them)
+
+    path = data_file("db3/peterheim1__ros_bags__first_2")
+    topics = {"cmd": "/cmd_vel", "joints": "/joint_states", "serial": "/base_serial"}
+    ds = fastbag.SyncedDataset(path, topics, anchor="cmd", tolerance=0.05, windows={"serial": 0.5})
+    with fastbag.open(path) as bag:
+        cmd, joints, serial = (bag.read(t) for t in topics.values())
+    expected = []
+    for a, t in enumerate(cmd.time.tolist()):
+        d = np.abs(joints.time - t)
+        j = int(np.argmin(d))
+        if d[j] <= 50_000_000:
+            expected.append((a, j, np.flatnonzero((serial.time > t - 500_000_000) & (serial.time <= t))))
+    assert 100 < len(ds) == len(expected) <= len(cmd)
+    for i in np.linspace(0, len(ds) - 1, 40).astype(int).tolist():
+        a, j, inside = expected[i]
+        sample = ds[i]
+        assert sample["time"] == cmd.time[a] and sample["times"]["joints"] == joints.time[j]
+        assert sample["cmd"] == cmd.to_numpy()[a]
+        assert plain(sample["joints"]) == plain(joints[j].to_dict())
+        assert sample["times"]["serial"].tolist() == serial.time[inside].tolist()
+        assert plain(list(sample["serial"]["data"])) == plain(list(serial["data"][inside]))

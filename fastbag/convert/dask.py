@@ -6,7 +6,10 @@ divisions are the parts' first receive times, known when the bags' parts
 follow one another in time. Nothing is decoded until the collection is
 computed; each task opens its bag (in whichever worker process runs it),
 decodes its part and closes the bag, so the graph pickles as paths and
-positions and runs on ``dask.distributed`` worker processes.
+positions and runs on ``dask.distributed`` worker processes. A task decodes
+on one thread by default (``threads=1``): Dask's workers are the
+parallelism, and a task that also spread over every core would compete with
+the tasks beside it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from .tables import require
 
 #: Default partition size: a part of this many bytes of serialized messages.
 DEFAULT_STEP = "128 MB"
+#: Decoding threads per task (``Bag(workers=...)``): Dask runs the tasks side by side.
+DEFAULT_THREADS = 1
 
 
 def expand_paths(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -46,7 +51,7 @@ def _plan(paths: list[str], topic: str, step: int | str) -> tuple[list[tuple[str
     """Parts ``(path, a, b)`` of the topic in every bag holding it, with each part's first and last time."""
     parts, first, last = [], [], []
     for path in paths:
-        with open_bag(path) as bag:
+        with open_bag(path, workers=1) as bag:  # the index only: no decoding threads
             if topic not in bag.topics:
                 continue  # a fleet's bags need not all record every topic
             times = bag.topic_times(topic)
@@ -66,31 +71,33 @@ def _known_divisions(first: list[int], last: list[int]) -> list[int] | None:
     return None
 
 
-def _read_frame(part: tuple[str, int, int], topic: str) -> Any:
+def _read_frame(part: tuple[str, int, int], topic: str, threads: int = DEFAULT_THREADS) -> Any:
     path, a, b = part
-    with open_bag(path) as bag:
+    with open_bag(path, workers=threads) as bag:
         return bag.take(topic, slice(a, b)).to_pandas()
 
 
 def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str, *,
-               step: int | str = DEFAULT_STEP) -> Any:
+               step: int | str = DEFAULT_STEP, threads: int = DEFAULT_THREADS) -> Any:
     """A Dask DataFrame of ``topic`` over many bags: the columns of ``TopicArray.to_pandas()``.
 
     One partition per chunk-aligned part of ``step`` (messages or bytes, as
     :meth:`~fastbag.bag.Bag.iter_read`); bags in the order given (globs
     sorted); divisions are receive times when the parts follow each other
-    in time. Bags without the topic are passed over.
+    in time. Bags without the topic are passed over. ``threads`` is how
+    many threads a task decodes on (default 1: Dask's workers run tasks side
+    by side).
     """
     dd = require("dask.dataframe", "dask", "fastbag.dask")
     pd = require("pandas", "pandas", "fastbag.dask")
     paths = expand_paths(paths_or_glob)
     parts, first, last = _plan(paths, topic, step)
-    with open_bag(parts[0][0]) as bag:
+    with open_bag(parts[0][0], workers=1) as bag:
         meta = bag.take(topic, slice(0, 0)).to_pandas()  # decodes nothing: the columns and dtypes
     divisions = _known_divisions(first, last)
     if divisions is not None:
         divisions = [pd.Timestamp(t, unit="ns") for t in divisions]
-    return dd.from_map(_read_frame, parts, topic=topic, meta=meta, divisions=divisions,
+    return dd.from_map(_read_frame, parts, topic=topic, threads=threads, meta=meta, divisions=divisions,
                        label=f"fastbag-{topic.strip('/').replace('/', '.')}", enforce_metadata=False)
 
 
@@ -101,17 +108,17 @@ def _field(arr: StructArray, field: str) -> Any:
     return value
 
 
-def _read_field(part: tuple[str, int, int], topic: str, field: str) -> np.ndarray:
+def _read_field(part: tuple[str, int, int], topic: str, field: str, threads: int = DEFAULT_THREADS) -> np.ndarray:
     path, a, b = part
-    with open_bag(path) as bag:
+    with open_bag(path, workers=threads) as bag:
         return np.ascontiguousarray(_field(bag.take(topic, slice(a, b)), field))
 
 
 def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str, field: str, *,
-               step: int | str = DEFAULT_STEP) -> Any:
+               step: int | str = DEFAULT_STEP, threads: int = DEFAULT_THREADS) -> Any:
     """A Dask array of one fixed-size field (``"linear_acceleration"``, ``"pose.pose.position.x"``) over many bags.
 
-    One block per part, as :func:`read_topic`. Fixed structs give
+    One block per part, and ``threads`` per task, as :func:`read_topic`. Fixed structs give
     structured arrays; fields whose size varies per message (``T[]``,
     strings) raise ValueError: use :func:`read_topic`.
     """
@@ -119,7 +126,7 @@ def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     dask = require("dask", "dask", "fastbag.dask")
     paths = expand_paths(paths_or_glob)
     parts, _, _ = _plan(paths, topic, step)
-    with open_bag(parts[0][0]) as bag:
+    with open_bag(parts[0][0], workers=1) as bag:
         empty = bag.take(topic, slice(0, 0))
         parent = _field(empty, field.rpartition(".")[0]) if "." in field else empty
         kind = parent.node.fields.get(field.rpartition(".")[2], ("fixed",))[0] if isinstance(parent, StructArray) \
@@ -128,6 +135,6 @@ def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     if kind == "slot" or not isinstance(value, np.ndarray) or value.dtype.kind in "OU":
         raise ValueError(f"{topic} field {field!r} varies in size per message; read_array takes fixed-size fields "
                          "(use read_topic)")
-    blocks = [da.from_delayed(dask.delayed(_read_field)(part, topic, field), shape=(part[2] - part[1],) +
+    blocks = [da.from_delayed(dask.delayed(_read_field)(part, topic, field, threads), shape=(part[2] - part[1],) +
                               value.shape[1:], dtype=value.dtype) for part in parts]
     return da.concatenate(blocks, axis=0)

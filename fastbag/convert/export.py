@@ -182,16 +182,30 @@ def _write_parquet(bag: Bag, topic: str, path: Path, step: int | str, bar: Any, 
 
 
 def parquet_ready(table: Any) -> Any:
-    """The table without struct columns (at any depth of structs) that hold no fields: Parquet cannot store them.
+    """The table without struct columns (at any depth of structs and lists) that hold no fields: Parquet cannot
+    store them.
 
-    They carry no data (a field of type ``std_msgs/Empty``); the dropped
-    paths are listed in the schema metadata under ``fastbag.dropped``.
+    They carry no data (a field of type ``std_msgs/Empty``, or an array of a
+    type with constants only); the dropped paths are listed in the schema
+    metadata under ``fastbag.dropped``.
     """
+    import numpy as np
     import pyarrow as pa
 
     dropped: list[str] = []
 
+    def is_list(kind: Any) -> bool:
+        return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+
     def strip(name: str, column: Any) -> Any:
+        if is_list(column.type):  # the elements stripped; a list of nothing goes as a whole
+            values = strip(name, column.flatten())  # flatten: this array's elements only, slicing respected
+            if values is None:
+                return None
+            if pa.types.is_fixed_size_list(column.type):
+                return pa.FixedSizeListArray.from_arrays(values, column.type.list_size)
+            offsets = np.asarray(column.offsets)
+            return type(column).from_arrays(pa.array(offsets - offsets[0]), values)  # ROS arrays have no nulls
         if not pa.types.is_struct(column.type):
             return column
         kept, names = [], []
@@ -207,6 +221,8 @@ def parquet_ready(table: Any) -> Any:
         return column if len(names) == column.type.num_fields else pa.StructArray.from_arrays(kept, names=names)
 
     def has_empty_struct(kind: Any) -> bool:
+        if is_list(kind):
+            return has_empty_struct(kind.value_type)
         return pa.types.is_struct(kind) and (kind.num_fields == 0 or
                                              any(has_empty_struct(kind.field(i).type) for i in range(kind.num_fields)))
 

@@ -108,7 +108,7 @@ def _numpy_arrow(a: np.ndarray) -> "pyarrow.Array":
         if k == 0:  # Arrow has no fixed-size lists of 0 elements
             return _list(np.zeros(a.shape[0] + 1, dtype=np.int64), child)
         return pa.FixedSizeListArray.from_arrays(child, k)
-    if a.dtype.names:
+    if a.dtype.names is not None:  # () too: a type without fields (CDR pads it with one byte)
         names = list(a.dtype.names)
         if not names:
             return pa.StructArray.from_buffers(pa.struct([]), a.size, [None])
@@ -203,6 +203,8 @@ def flat_columns(arr: StructArray) -> dict[str, Any]:
 
 
 def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
+    if isinstance(value, np.ndarray) and value.dtype.names == ():
+        return  # a type without fields (CDR pads it with a byte), or an array of them: no data, no column
     if isinstance(value, StructArray):
         for sub in value.fields:
             _flatten(f"{name}.{sub}", value[sub], value.node.fields[sub][0], out)

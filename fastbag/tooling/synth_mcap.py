@@ -124,3 +124,24 @@ def _write_metadata(folder: Path, file: str, bag: Any, channels: dict[str, tuple
                                                       "message_count": sum(counts.values())}],
             "custom_data": None, "ros_distro": "fastbag-bench"}
     (folder / "metadata.yaml").write_text(yaml.safe_dump({"rosbag2_bagfile_information": info}, sort_keys=False))
+
+
+def write_rosbag2_sqlite(ros1_bag: Path, folder: Path) -> Path:
+    """The recording of ``ros1_bag`` as a rosbag2 directory of sqlite3 storage (``folder``, which must not exist),
+    written by rosbags' rosbag2 writer (metadata version 8, message definitions stored): the same messages,
+    rebuilt as their ROS2 types and serialized to CDR as :func:`write_rosbag2_mcap` does."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import get_types_from_msg
+
+    ros1, ros2 = _typestores()
+    with open_bag(ros1_bag) as bag, Writer(folder, version=8, storage_plugin=StoragePlugin.SQLITE3) as writer:
+        connections = {}
+        for info in bag.topics.values():
+            name = info.msgtype.replace("/", "/msg/", 1)
+            ros1.register(get_types_from_msg(info.definition, name))
+            connections[info.name] = (writer.add_connection(info.name, name, typestore=ros2), name)
+        for m in bag.messages(raw=True):
+            connection, name = connections[m.topic]
+            msg = ros1.deserialize_ros1(bytes(m.data), name)
+            writer.write(connection, m.time, bytes(ros2.serialize_cdr(_to_ros2(msg, ros2), name)))
+    return folder
