@@ -104,3 +104,22 @@ def test_an_uncompressed_topic_read_touches_only_its_chunks(tmp_path, monkeypatc
     inside = [next((r for r in ranges if r[0] <= s and s + n <= r[1]), None) for s, n in spans]
     assert None not in inside and set(inside) == set(ranges)
     assert set(decompressed) <= wanted  # an uncompressed chunk "decompressed" is a view of its own bytes
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_index_entries_read_a_record_at_a_time_or_row_by_row_agree(tmp_path, monkeypatch, compression) -> None:
+    """Opening gathers index entries one of two ways (by record when records hold many): same index."""
+    import fastbag.ros1.index as ros1_index
+
+    path = tmp_path / "two.bag"
+    write_two_topics(path, compression)
+    indexes = []
+    for slices_from in (0, 10**9):  # every bag by record; every bag row by row
+        monkeypatch.setattr(ros1_index, "SLICES_FROM", slices_from)
+        with fastbag.open(path) as bag:
+            index = bag._index
+            indexes.append((index.time.copy(), index.conn.copy(), index.chunk.copy(), index.offset.copy()))
+            assert bag.read("/slow")["data"].tolist() == [float(k) for k in range(50, 2000, 100)]
+    for a, b in zip(*indexes):
+        assert np.array_equal(a, b)
+    assert indexes[0][0].size == 2020 and (np.diff(indexes[0][0]) > 0).all()
