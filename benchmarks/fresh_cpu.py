@@ -39,7 +39,7 @@ def main(names: list[str]) -> dict[str, tuple[float, float]]:
         key, work = table[name]
         path = paths[key]
 
-        def run() -> Any:
+        def run(path: Any = path, work: Callable[[Any], Any] | None = work) -> Any:
             if work is None:
                 return bench._raw_fastbag(path)
             with fastbag.open(path) as bag:

@@ -48,8 +48,8 @@ def main() -> None:
                                                               content_checksum=content_checksum)
                     frame = compressor.begin(len(payload)) + compressor.compress(payload) + compressor.flush()
                     array = np.frombuffer(frame, dtype=np.uint8)
-                    sides = [lambda: lz4.frame.decompress(frame),
-                             lambda: lz4frame.decompress(array, len(payload), lambda n: out[:n])]
+                    sides = [lambda frame=frame: lz4.frame.decompress(frame),
+                             lambda array=array: lz4frame.decompress(array, len(payload), lambda n: out[:n])]
                     assert lz4.frame.decompress(frame) == payload == sides[1]().tobytes()
                     best = [float("inf"), float("inf")]
                     for _ in range(7):

@@ -79,7 +79,7 @@ def test_an_uncompressed_topic_read_touches_only_its_chunks(tmp_path, monkeypatc
 
     def recording(self, selected, **kw):
         for run in real(self, selected, **kw):
-            buf, base, a, b, starts, lengths = run
+            _, base, _, _, starts, lengths = run
             assert base == 0  # uncompressed: offsets into the file
             spans.extend(zip(starts.tolist(), lengths.tolist()))
             yield run
