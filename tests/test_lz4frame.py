@@ -176,3 +176,66 @@ def test_messages_kept_from_a_recycled_chunk_keep_their_bytes(tmp_path):
         for m in bag.messages(raw=True):  # read everything again: buffers are reused where free
             pass
         assert [bytes(d)[4:] for d in kept] == payloads[::7]
+
+
+# -- every frame shape, through the codec registry (the kernel, and lz4.frame for what it leaves) ----------
+
+
+@pytest.mark.parametrize("block_size", BLOCK_SIZES, ids=["64K", "256K", "1M", "4M"])
+@pytest.mark.parametrize("linked", [False, True], ids=["independent", "linked"])
+@pytest.mark.parametrize("checksums", [(False, False), (True, False), (False, True), (True, True)],
+                         ids=["no-checksums", "block-checksum", "content-checksum", "both"])
+def test_every_frame_shape_decodes_as_lz4_frame_does(block_size: int, linked: bool, checksums: tuple) -> None:
+    from fastbag.io.codecs import DECOMPRESSORS
+
+    rng = np.random.default_rng(block_size + linked)
+    # Blocks of every kind: compressible records, incompressible bytes (stored blocks), a tail not a multiple of 16.
+    data = (b"".join(rng.integers(0, 8, 64).astype(np.uint8).tobytes() * 3 for _ in range(40_000))
+            + rng.integers(0, 256, 3_000_001).astype(np.uint8).tobytes())
+    block_checksum, content_checksum = checksums
+    compressor = lz4.frame.LZ4FrameCompressor(block_size=block_size, block_linked=linked,
+                                              block_checksum=block_checksum, content_checksum=content_checksum)
+    frame = compressor.begin(len(data)) + compressor.compress(data) + compressor.flush()
+    expected = lz4.frame.decompress(frame)
+    assert expected == data
+    assert DECOMPRESSORS["lz4"](np.frombuffer(frame, dtype=np.uint8), len(data)).tobytes() == expected
+    if content_checksum:  # one flipped byte of content: the checksum, hashed block by block, must catch it
+        damaged = bytearray(frame)
+        damaged[-5] ^= 1  # the last byte of the last block's data (stored or literal)
+        with pytest.raises(ValueError):
+            DECOMPRESSORS["lz4"](np.frombuffer(bytes(damaged), dtype=np.uint8), len(data))
+
+
+def test_a_frame_the_kernel_leaves_alone_goes_to_lz4_frame() -> None:
+    from fastbag.io.codecs import DECOMPRESSORS
+
+    frame = struct.pack("<II", 0x184D2A50, 4) + b"skip"  # a skippable frame: the kernel hands it on
+    with pytest.raises(lz4frame.Unsupported):
+        kernel(frame, 100)
+    assert lz4.frame.decompress(frame) == b""
+    assert DECOMPRESSORS["lz4"](np.frombuffer(frame, dtype=np.uint8), 100).tobytes() == b""
+    with pytest.raises(ValueError, match="follow the end"):  # and lz4.frame's answer is checked as the kernel's is
+        DECOMPRESSORS["lz4"](np.frombuffer(frame + lz4.frame.compress(b"x"), dtype=np.uint8), 100)
+
+
+def test_a_bag_written_by_rosbags_with_lz4_reads_as_rosbags_reads_it(tmp_path) -> None:
+    """rosbags' rosbag1 writer frames lz4 chunks as python-lz4 does (linked 64 KiB blocks, the content size)."""
+    from rosbags.rosbag1 import Reader, Writer
+
+    path = tmp_path / "pylz4.bag"
+    rng = np.random.default_rng(0)
+    writer = Writer(path)
+    writer.set_compression(Writer.CompressionFormat.LZ4)
+    with writer:
+        conn = writer.add_connection("/blob", "std_msgs/msg/String", msgdef="string data\n",
+                                     md5sum="992ce8a1687cec8c8bd883ec73ca41d1")
+        for k in range(400):
+            body = rng.integers(0, 4 if k % 2 else 256, int(rng.integers(0, 20_000))).astype(np.uint8).tobytes()
+            writer.write(conn, 10**9 + k, len(body).to_bytes(4, "little") + body)
+    with Reader(path) as reader:
+        theirs = [(c.topic, t, bytes(raw)) for c, t, raw in reader.messages()]
+    with fastbag.open(path) as bag:
+        frames = {bytes(bag._source.view(c.data_offset, 6, "chunk"))[4:] for c in bag._index.chunks}
+        ours = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+    assert frames == {bytes([0x48, 0x40])}  # FLG: version 1, linked blocks (no 0x20), content size; BD: 64 KiB
+    assert len(ours) == 400 and ours == theirs

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import compilenotice  # noqa: F401  # says so on stderr while the kernels compile (a cold cache)
+
 
 @njit(cache=True, nogil=True, inline="always")
 def u32(buf, pos):

@@ -57,8 +57,12 @@ MESSAGES = {
 }
 
 # state[] slots: the kernel can stop between blocks (NEED_SPACE) and resume.
-S_IN, S_OUT, S_FLAGS, S_BLOCK_MAX, S_CONTENT_SIZE = 0, 1, 2, 3, 4
-STATE_SIZE = 5
+# The content checksum is computed block by block, while each block's output is still in the CPU's
+# caches (a second pass over a whole chunk afterwards ran at memory speed: 1.6 vs 2.2 GB/s for
+# lz4.frame): S_HASHED is how far the output was fed to xxHash32's lanes, S_LANES the four lanes.
+# S_SCRATCH: lanes for block checksums (no allocation per block).
+S_IN, S_OUT, S_FLAGS, S_BLOCK_MAX, S_CONTENT_SIZE, S_HASHED, S_LANES, S_SCRATCH = 0, 1, 2, 3, 4, 5, 6, 10
+STATE_SIZE = 14
 
 P1, P2, P3, P4, P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
 MASK = 0xFFFFFFFF
@@ -86,35 +90,48 @@ def _word(words, p):
 
 
 @njit(cache=True, nogil=True)
-def xxh32(buf, start, n):
-    """xxHash32 (seed 0) of ``buf[start:start+n]``, as the LZ4 frame format uses it.
+def _stripes(buf, lanes, start, end):
+    """Feed the 16-byte stripes of ``buf[start:end]`` (a multiple of 16 bytes) into xxHash32's four lanes."""
+    words = buf[start:end].view(np.uint32)
+    v1, v2, v3, v4 = lanes[0], lanes[1], lanes[2], lanes[3]
+    p = 0
+    while p + 4 <= words.size:
+        v1 = (_rotl((v1 + _word(words, p) * P2) & MASK, 13) * P1) & MASK
+        v2 = (_rotl((v2 + _word(words, p + 1) * P2) & MASK, 13) * P1) & MASK
+        v3 = (_rotl((v3 + _word(words, p + 2) * P2) & MASK, 13) * P1) & MASK
+        v4 = (_rotl((v4 + _word(words, p + 3) * P2) & MASK, 13) * P1) & MASK
+        p += 4
+    lanes[0], lanes[1], lanes[2], lanes[3] = v1, v2, v3, v4
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _start_lanes(lanes):
+    lanes[0] = (P1 + P2) & MASK
+    lanes[1] = P2
+    lanes[2] = 0
+    lanes[3] = (-P1) & MASK
+
+
+@njit(cache=True, nogil=True)
+def _digest(buf, n, lanes, hashed):
+    """xxHash32 (seed 0) of ``buf[:n]`` whose stripes below ``hashed`` are already in ``lanes``.
 
     In int64: every value is masked to 32 bits before it is shifted or
     multiplied, and products wrap, so the low 32 bits come out right. Words
     are read through a uint32 view (little-endian hosts, as x86 and ARM are).
     """
-    words = buf[start:start + (n >> 2 << 2)].view(np.uint32)
-    count = words.size
-    p = 0
+    full = n >> 4 << 4
+    if hashed < full:
+        _stripes(buf, lanes, hashed, full)
     if n >= 16:
-        v1 = np.int64((P1 + P2) & MASK)
-        v2 = np.int64(P2)
-        v3 = np.int64(0)
-        v4 = np.int64((-P1) & MASK)
-        while p + 4 <= count:
-            v1 = (_rotl((v1 + _word(words, p) * P2) & MASK, 13) * P1) & MASK
-            v2 = (_rotl((v2 + _word(words, p + 1) * P2) & MASK, 13) * P1) & MASK
-            v3 = (_rotl((v3 + _word(words, p + 2) * P2) & MASK, 13) * P1) & MASK
-            v4 = (_rotl((v4 + _word(words, p + 3) * P2) & MASK, 13) * P1) & MASK
-            p += 4
-        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & MASK
+        h = (_rotl(lanes[0], 1) + _rotl(lanes[1], 7) + _rotl(lanes[2], 12) + _rotl(lanes[3], 18)) & MASK
     else:
         h = np.int64(P5)
     h = (h + (n & MASK)) & MASK
-    while p < count:
+    words = buf[full:n >> 2 << 2].view(np.uint32)
+    for p in range(words.size):
         h = (_rotl((h + _word(words, p) * P3) & MASK, 17) * P4) & MASK
-        p += 1
-    for q in range(start + 4 * p, start + n):
+    for q in range(n >> 2 << 2, n):
         h = (_rotl((h + _word(buf, q) * P5) & MASK, 11) * P1) & MASK
     h ^= h >> 15
     h = (h * P2) & MASK
@@ -122,6 +139,18 @@ def xxh32(buf, start, n):
     h = (h * P3) & MASK
     h ^= h >> 16
     return h
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hash(buf, start, n, lanes):
+    _start_lanes(lanes)
+    return _digest(buf[start:start + n], n, lanes, 0)
+
+
+@njit(cache=True, nogil=True)
+def xxh32(buf, start, n):
+    """xxHash32 (seed 0) of ``buf[start:start+n]``, as the LZ4 frame format uses it."""
+    return _hash(buf, start, n, np.empty(4, dtype=np.int64))
 
 
 @njit(cache=True, nogil=True)
@@ -164,6 +193,8 @@ def _header(src, state):
     state[S_FLAGS] = flags
     state[S_BLOCK_MAX] = np.int64(1) << (8 + 2 * size_id)
     state[S_CONTENT_SIZE] = content_size
+    state[S_HASHED] = 0
+    _start_lanes(state[S_LANES:S_LANES + 4])
     return DONE
 
 
@@ -261,7 +292,7 @@ def decode(src, out, limit, state):
             return NEED_SPACE
         cap = min(out.size, limit, op + block_max)
         start = ip + 4
-        if check and xxh32(src, start, size) != _u32(src, start + size):
+        if check and _hash(src, start, size, state[S_SCRATCH:S_SCRATCH + 4]) != _u32(src, start + size):
             return BAD_BLOCK_CHECKSUM
         if stored:
             if size > cap - op:
@@ -277,11 +308,15 @@ def decode(src, out, limit, state):
                 return BAD_BLOCK
             op = new
         ip = start + size + check
+        if flags & 0x04 and op - state[S_HASHED] >= 16:  # hash this block's output while it is cached
+            full = op >> 4 << 4
+            _stripes(out, state[S_LANES:S_LANES + 4], state[S_HASHED], full)
+            state[S_HASHED] = full
     state[S_OUT] = op
     if flags & 0x04:
         if n - ip < 4:
             return TRUNCATED
-        if xxh32(out, 0, op) != _u32(src, ip):
+        if _digest(out, op, state[S_LANES:S_LANES + 4], state[S_HASHED]) != _u32(src, ip):
             return BAD_CONTENT_CHECKSUM
         ip += 4
     if state[S_CONTENT_SIZE] >= 0 and state[S_CONTENT_SIZE] != op:

@@ -93,8 +93,9 @@ class Source:
         return self._pread(offsets.tolist(), lengths.tolist(), np.empty(int(lengths.sum()), dtype=np.uint8))
 
     def read_into(self, offset: int, out: np.ndarray, record: str) -> np.ndarray:
-        """``out`` (uint8) filled with the file's bytes at ``offset``: a chunk's payload read into a
-        recycled buffer costs one copy, where the mapping would fault each page in, and keep it."""
+        """``out`` (uint8) filled with the file's bytes at ``offset``: an encrypted chunk's payload, read
+        into a recycled buffer to be decrypted there. (Compressed payloads decode straight from the
+        mapping: faulting its pages in cost less than this copy, see chunks.decompress.)"""
         self.check(offset, out.size, record)
         return self._pread([offset], [out.size], out)
 

@@ -143,6 +143,23 @@ def imu_bag(path: Path, count: int = 1_000_000, seed: int = 0) -> None:
             writer.write(conn, t, raw)
 
 
+def pylz4_bag(path: Path, source: Path) -> None:
+    """``source``'s messages rewritten by rosbags' rosbag1 writer with lz4 chunks: framed as python-lz4's
+    ``lz4.frame.compress(data, 0)`` frames them (linked 64 KiB blocks, the content size, no checksums),
+    where ``rosbag record --lz4`` writes roslz4 frames (independent 1 MiB blocks, a content checksum)."""
+    from rosbags.rosbag1 import Writer
+
+    path.unlink(missing_ok=True)  # a partial file left by an interrupted run: rosbags will not overwrite
+    writer = Writer(path)
+    writer.set_compression(Writer.CompressionFormat.LZ4)
+    with open_bag(source) as bag, writer:
+        out = {c.id: writer.add_connection(c.topic, c.msgtype.replace("/", "/msg/", 1), msgdef=c.definition,
+                                           md5sum=c.md5sum,
+                                           callerid=c.callerid) for c in bag.connections}
+        for m in bag.messages(raw=True):
+            writer.write(out[m.connection.id], m.time, m.data)
+
+
 def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | None = None,
                 log: Callable[[str], None] = print, keys: Iterable[str] | None = None) -> dict[str, Path]:
     """Generate (once) and return the benchmark recordings (those of ``keys``, default all): the ROS1 bags
@@ -160,6 +177,8 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
                       lambda p: write_bag(p, MIXED_STREAMS, seconds=seconds, compression="lz4")),
         "mixed-bz2": (f"mixed-{bz2_seconds:g}s-bz2.bag",
                       lambda p: write_bag(p, MIXED_STREAMS, seconds=bz2_seconds, compression="bz2")),
+        # after mixed-none, which it is made from
+        "mixed-lz4-py": (f"mixed-{seconds:g}s-pylz4.bag", lambda p: pylz4_bag(p, paths["mixed-none"])),
     }
     mcap_specs = {"mcap-imu-1m": ("imu-1000000-zstd.rosbag2", "imu-1m", "zstd"),
                   "mcap-imu-1m-lz4": ("imu-1000000-lz4.rosbag2", "imu-1m", "lz4"),
@@ -168,6 +187,7 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
                   "mcap-mixed-none": (f"mixed-{seconds:g}s-none.rosbag2", "mixed-none", "none")}
     wanted = set(keys) if keys is not None else set(specs) | set(mcap_specs) | set(DB3_BAGS)
     wanted |= {mcap_specs[k][1] for k in wanted if k in mcap_specs}  # an MCAP recording is made from its ROS1 bag
+    wanted |= {"mixed-none"} if "mixed-lz4-py" in wanted else set()
     paths = {}
     for key, (name, make) in specs.items():
         if key not in wanted:
@@ -528,6 +548,8 @@ JOBS: list[Job] = [
         _imu_arrays_fastbag, _imu_arrays_rosbags, _check_columns, 20, "/imu", rosbags_repeats=3),
     Job("raw-lz4", "all messages, raw, lz4 chunks", "mixed-lz4", _raw_fastbag, _raw_rosbags, None, 1.8,
         rosbags_repeats=3, opened=False),
+    Job("raw-lz4-py", "all messages, raw, lz4 chunks as rosbags' writer frames them (python-lz4: linked 64 KiB "
+        "blocks)", "mixed-lz4-py", _raw_fastbag, _raw_rosbags, None, 1.8, rosbags_repeats=3, opened=False),
     Job("raw-bz2", "all messages, raw, bz2 chunks", "mixed-bz2", _raw_fastbag, _raw_rosbags, None, 1.7,
         repeats=2, rosbags_repeats=2, opened=False),
     Job("open", "open the mixed bag", "mixed-none", _open_fastbag, _open_rosbags, _check_equal, 5,
@@ -755,6 +777,13 @@ def run_suite(jobs: list[str] | None = None, *, seconds: float = 40.0, bz2_secon
               against: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Every job (or those named) on the generated bags; a JSON-ready report."""
     selected = [job for job in JOBS if not jobs or job.name in jobs]
+    pylz4 = bench_dir() / f"mixed-{seconds:g}s-pylz4.bag"
+    if any(job.bag == "mixed-lz4-py" for job in selected) and not pylz4.exists():
+        import importlib.util
+
+        if importlib.util.find_spec("rosbags") is None:  # its bag is written by rosbags' writer
+            log("raw-lz4-py skipped: its bag is written by rosbags' writer (pip install rosbags)")
+            selected = [job for job in selected if job.bag != "mixed-lz4-py"]
     keys = {job.bag for job in selected} | ({"mixed-none"} if not jobs or "first-read" in jobs else set())
     paths = ensure_bags(seconds, bz2_seconds, log=log, keys=keys)
     limits = measure_limits()

@@ -1,0 +1,125 @@
+"""Reads touch only their chunks: reading one topic never decompresses, copies or reads the messages
+of chunks that hold none of its messages.
+
+A generated bag of two topics at very different rates, in small chunks, so
+that most chunks hold only the fast topic. Every decompression goes through
+``fastbag.io.chunks.decompress`` (wrapped here to record which chunk), and
+every message of an uncompressed chunk is read where ``Bag._runs`` says it
+lies (wrapped to record the spans); both are compared with the chunks the
+index lists for the topic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fastbag
+import fastbag.io.chunks as chunks_module
+from fastbag.bag import Bag
+
+FLOAT64 = ("std_msgs/Float64", "float64 data\n", "fdb28210bfa9d7c91146260178d9a584")
+
+
+def write_two_topics(path, compression: str) -> None:
+    """/slow: 1 message a second; /fast: 100 a second, 200 bytes each; chunks of 4 KiB."""
+    rng = np.random.default_rng(1)
+    with fastbag.Writer(path, compression=compression, chunk_size=4096) as w:
+        slow = w.add_connection("/slow", *FLOAT64)
+        fast = w.add_connection("/fast", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+        for k in range(2000):  # 20 s
+            t = 10**9 + k * 10_000_000
+            body = rng.integers(0, 256, 196).astype(np.uint8).tobytes()
+            w.write(fast, t, len(body).to_bytes(4, "little") + body)
+            if k % 100 == 50:
+                w.write(slow, t + 1, np.float64(k).tobytes())
+
+
+def topic_chunks(bag: fastbag.Bag, topic: str) -> set[int]:
+    """Positions of the chunks the index lists for ``topic``."""
+    index = bag._index
+    ids = [k for k, c in enumerate(index.connections) if c.topic == topic]
+    return {int(index.chunks.position[c]) for c in np.unique(index.chunk[np.isin(index.conn, ids)])}
+
+
+@pytest.mark.parametrize("compression", ["lz4", "bz2"])
+def test_a_compressed_topic_read_decompresses_only_its_chunks(tmp_path, monkeypatch, compression: str) -> None:
+    path = tmp_path / f"two-{compression}.bag"
+    write_two_topics(path, compression)
+    decompressed: list[int] = []
+    real = chunks_module.decompress
+
+    def recording(source, chunk, allocate=None):
+        decompressed.append(chunk.position)
+        return real(source, chunk, allocate)
+
+    monkeypatch.setattr(chunks_module, "decompress", recording)
+    with fastbag.open(path, workers=2) as bag:
+        wanted = topic_chunks(bag, "/slow")
+        every = set(bag._index.chunks.position.tolist())
+        assert len(wanted) == 20 and len(every) > 100  # most chunks hold none of /slow
+        assert not decompressed  # opening decompresses nothing
+        arr = bag.read("/slow")
+        assert arr["data"].tolist() == [float(k) for k in range(50, 2000, 100)]
+        assert sorted(decompressed) == sorted(wanted)  # each of its chunks once, no other
+        decompressed.clear()
+        assert [m.msg.data for m in bag.messages(topics="/slow")] == arr["data"].tolist()
+        assert set(decompressed) <= wanted  # cached since the read, or decompressed again: only its own
+    with fastbag.open(path) as bag:  # a fresh handle, messages only
+        decompressed.clear()
+        assert len(list(bag.messages(topics=["/slow"], raw=True))) == 20
+        assert sorted(decompressed) == sorted(wanted)
+
+
+def test_an_uncompressed_topic_read_touches_only_its_chunks(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "two-none.bag"
+    write_two_topics(path, "none")
+    spans: list[tuple[int, int]] = []
+    real = Bag._runs
+
+    def recording(self, selected, **kw):
+        for run in real(self, selected, **kw):
+            _, base, _, _, starts, lengths = run
+            assert base == 0  # uncompressed: offsets into the file
+            spans.extend(zip(starts.tolist(), lengths.tolist()))
+            yield run
+
+    decompressed: list[int] = []
+    real_decompress = chunks_module.decompress
+    monkeypatch.setattr(Bag, "_runs", recording)
+    monkeypatch.setattr(chunks_module, "decompress",
+                        lambda source, chunk, allocate=None: decompressed.append(chunk.position) or
+                        real_decompress(source, chunk, allocate))
+    with fastbag.open(path) as bag:
+        table = bag._index.chunks
+        wanted = topic_chunks(bag, "/slow")
+        ranges = [(int(table.data_offset[k]), int(table.data_offset[k] + table.size[k]))
+                  for k in range(len(table)) if int(table.position[k]) in wanted]
+        arr = bag.read("/slow")
+        raw = [bytes(m.data) for m in bag.messages(topics="/slow", raw=True)]
+    assert arr["data"].tolist() == [float(k) for k in range(50, 2000, 100)]
+    assert raw == [np.float64(k).tobytes() for k in range(50, 2000, 100)]
+    assert len(spans) == 40  # 20 messages, read twice
+    # every message read lies in a chunk the index lists for the topic, and each such chunk is read
+    inside = [next((r for r in ranges if r[0] <= s and s + n <= r[1]), None) for s, n in spans]
+    assert None not in inside and set(inside) == set(ranges)
+    assert set(decompressed) <= wanted  # an uncompressed chunk "decompressed" is a view of its own bytes
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_index_entries_read_a_record_at_a_time_or_row_by_row_agree(tmp_path, monkeypatch, compression) -> None:
+    """Opening gathers index entries one of two ways (by record when records hold many): same index."""
+    import fastbag.ros1.index as ros1_index
+
+    path = tmp_path / "two.bag"
+    write_two_topics(path, compression)
+    indexes = []
+    for slices_from in (0, 10**9):  # every bag by record; every bag row by row
+        monkeypatch.setattr(ros1_index, "SLICES_FROM", slices_from)
+        with fastbag.open(path) as bag:
+            index = bag._index
+            indexes.append((index.time.copy(), index.conn.copy(), index.chunk.copy(), index.offset.copy()))
+            assert bag.read("/slow")["data"].tolist() == [float(k) for k in range(50, 2000, 100)]
+    for a, b in zip(*indexes):
+        assert np.array_equal(a, b)
+    assert indexes[0][0].size == 2020 and (np.diff(indexes[0][0]) > 0).all()
