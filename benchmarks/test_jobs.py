@@ -39,17 +39,17 @@ def test_job(benchmark, paths, job, side):
     """Reading jobs get open handles (opening is its own job); the others the path."""
     path = paths[job.bag]
     benchmark.group = f"{job.name}: {job.what}"
-    if side == "rosbags":
-        reader = bench._rosbags_reader(path) if job.opened else None
+    if side == "rosbags":  # the job's peer: rosbags, or the mcap package for the MCAP "-py" jobs
+        reader = job.open_peer(path) if job.opened else None
         try:
             _rosbags_results[job.name] = benchmark.pedantic(job.rosbags, args=(reader if job.opened else path,),
                                                             rounds=job.rosbags_repeats, iterations=1)
         finally:
             if reader is not None:
-                reader.close()
+                job.close_peer(reader)
         return
-    with fastbag.open(path) as bag:
-        target = bag if job.opened else path
+    with fastbag.open(bench.fastbag_path(path)) as bag:
+        target = bag if job.opened else bench.fastbag_path(path)
         if job.check is None:
             job.check_raw(path)  # whole-bag jobs: the full (topic, time, bytes) sequences agree
         else:
