@@ -20,7 +20,6 @@ import hashlib
 import os
 import sqlite3
 import time
-from pathlib import Path
 
 import numpy as np
 

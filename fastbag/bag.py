@@ -11,7 +11,6 @@ on a thread pool.
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import functools
 import io
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .container import BagIndex, Connection, Container, Encryption
-from .errors import BagFormatError, DecodeError, FastbagWarning, UnsupportedError
+from .errors import DecodeError, FastbagWarning, UnsupportedError
 from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
 from .msg.msgdef import EMPTY_MD5
 from .msg.objects import ARRAY_ENCODINGS

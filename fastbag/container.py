@@ -252,3 +252,27 @@ class Container(ABC):
     def close(self) -> None:
         """Release the file."""
         self.source.close()
+
+
+class LazyIndexContainer(Container):
+    """A container that builds ``index`` on first use (MCAP from its message indexes, rosbag2 by a scan of
+    its rows): the connections and problems the Bag needs at open come from what the subclass read then,
+    kept in ``_connections`` and ``_problems``, with ``_index`` None until built."""
+
+    _connections: list[Connection]
+    _problems: list[str]
+    _index: BagIndex | None
+
+    @property
+    def connections(self) -> list[Connection]:
+        return self._connections
+
+    @connections.setter
+    def connections(self, value: list[Connection]) -> None:
+        self._connections = value
+        if self._index is not None:
+            self._index.connections = value
+
+    @property
+    def problems(self) -> list[str]:
+        return self._problems

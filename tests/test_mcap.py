@@ -14,11 +14,9 @@
 
 from __future__ import annotations
 
-import io
 import re
 import struct
 import warnings
-import zlib
 from pathlib import Path
 
 import numpy as np

@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..container import BagIndex, Connection, Container
+from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, decompress
 from ..io.source import Source
@@ -57,7 +57,7 @@ class _Summary:
     metadata_indexes: list[MetadataIndex] = field(default_factory=list)
 
 
-class McapReader(Container):
+class McapReader(LazyIndexContainer):
     """An open MCAP file (any profile; ROS2 ``cdr`` and ROS1 ``ros1`` messages decode into arrays)."""
 
     format = "MCAP"
@@ -470,22 +470,8 @@ class McapReader(Container):
 
     # -- what the Bag asks ----------------------------------------------------------------------
     @property
-    def connections(self) -> list[Connection]:
-        return self._connections
-
-    @connections.setter
-    def connections(self, value: list[Connection]) -> None:
-        self._connections = value
-        if self._index is not None:
-            self._index.connections = value
-
-    @property
     def chunks(self) -> ChunkTable:
         return self._chunks
-
-    @property
-    def problems(self) -> list[str]:
-        return self._problems
 
     @property
     def salvaged(self) -> dict[int, np.ndarray]:

@@ -23,13 +23,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ..container import BagIndex, Connection, Container
+from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..mcap.reader import McapReader
@@ -53,7 +52,7 @@ def mcap_storage_files(path: str, metadata: BagMetadata | None) -> list[str]:
     return files
 
 
-class McapStorage(Container):
+class McapStorage(LazyIndexContainer):
     """Several MCAP storage files (``files``, in order; ``.zstd`` ones decompressed) read as one recording."""
 
     format = "rosbag2"
@@ -178,16 +177,6 @@ class McapStorage(Container):
         return self._index
 
     # -- what the Bag asks -------------------------------------------------------------
-    @property
-    def connections(self) -> list[Connection]:
-        return self._connections
-
-    @connections.setter
-    def connections(self, value: list[Connection]) -> None:
-        self._connections = value
-        if self._index is not None:
-            self._index.connections = value
-
     @property
     def chunks(self) -> ChunkTable:
         return self._chunks

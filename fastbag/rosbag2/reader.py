@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..container import BagIndex, Connection, Container
+from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.source import Source
@@ -99,7 +99,7 @@ class _Chunks:
     lengths: np.ndarray
 
 
-class Rosbag2Reader(Container):
+class Rosbag2Reader(LazyIndexContainer):
     """An open rosbag2 recording: its metadata, its storage files and their index.
 
     ``definitions`` (``{"pkg/Type" or "pkg/msg/Type": text}``) are used for
@@ -137,21 +137,7 @@ class Rosbag2Reader(Container):
         self.source = StorageSource(path, sum(f.size for f in self.files))
         self._opened = True
 
-    # What the Bag needs at open, answered without the index (see Container).
-    @property
-    def connections(self) -> list[Connection]:
-        return self._connections
-
-    @connections.setter
-    def connections(self, value: list[Connection]) -> None:
-        self._connections = value
-        if self._index is not None:
-            self._index.connections = value
-
-    @property
-    def problems(self) -> list[str]:
-        return self._problems
-
+    # What the Bag needs at open, answered without the index (see LazyIndexContainer).
     @property
     def salvaged(self) -> dict[int, np.ndarray]:
         return {}
