@@ -335,7 +335,6 @@ class Bag:
         lo = 0 if start is None else int(np.searchsorted(index.time, start, side="left"))
         hi = index.message_count if end is None else int(np.searchsorted(index.time, end, side="left"))
         hi = max(lo, hi)
-        selected = np.arange(lo, hi)
         if topics is not None:
             if isinstance(topics, str):
                 topics = [topics]
@@ -345,9 +344,9 @@ class Bag:
                 raise KeyError(f"no topic {sorted(unknown)[0]!r} in {self.path}; topics: "
                                f"{', '.join(self._topic_connections)}")
             want = np.array([c.topic in wanted for c in index.connections], dtype=bool)  # by connection rank
-            if not want.all():
-                selected = selected[want[index.conn[lo:hi]]]
-        return selected
+            if not want.all():  # (one pass over the window's ranks; no arange of the whole window)
+                return lo + np.flatnonzero(want[index.conn[lo:hi]])
+        return np.arange(lo, hi)
 
     def messages(self, topics: Iterable[str] | str | None = None, start: int | None = None,
                  end: int | None = None, *, raw: bool = False) -> Iterator[Message]:
@@ -586,7 +585,8 @@ class Bag:
         definition, naming the topic and the message's index.
         """
         self._check_topic(topic)
-        return self._read_rows(topic, self._select([topic], start, end))
+        whole = start is None and end is None  # a whole topic's rows are kept (topic_rows), as take() keeps them
+        return self._read_rows(topic, self.topic_rows(topic) if whole else self._select([topic], start, end))
 
     def iter_read(self, topic: str, step: int | str = 10_000, start: int | None = None,
                   end: int | None = None) -> Iterator["TopicArray"]:
