@@ -631,8 +631,8 @@ def test_a_lone_compressed_db3_opens(tmp_path):
         assert [bytes(m.data) for m in bag.messages(raw=True)] == [r[2] for r in rows]
 
 
-def test_opening_reads_no_blob(tmp_path, monkeypatch):
-    """Every statement run while opening reads ids, topics, timestamps and lengths, never ``data`` itself."""
+def _traced_statements(monkeypatch) -> list[str]:
+    """Every SQL statement fastbag's sqlite3 connections run from now on, in order."""
     from fastbag.rosbag2.sqlite import Db3
 
     statements: list[str] = []
@@ -644,6 +644,12 @@ def test_opening_reads_no_blob(tmp_path, monkeypatch):
         return con
 
     monkeypatch.setattr(Db3, "connection", traced)
+    return statements
+
+
+def test_opening_reads_no_blob(tmp_path, monkeypatch):
+    """Every statement run while opening reads ids, topics, timestamps and lengths, never ``data`` itself."""
+    statements = _traced_statements(monkeypatch)
     write_db3(tmp_path / "r.db3", sample_rows(100))
     with fastbag.open(tmp_path / "r.db3") as bag:
         assert bag.message_count == 100
@@ -656,17 +662,7 @@ def test_opening_reads_no_blob(tmp_path, monkeypatch):
 def test_opening_reads_no_message_row(tmp_path, monkeypatch):
     """Opening runs indexed aggregates only (count, min and max of the timestamp index); the per-message
     index is built by one scan of the rows on first use, and agrees with what opening said."""
-    from fastbag.rosbag2.sqlite import Db3
-
-    statements: list[str] = []
-    connect = Db3.connection
-
-    def traced(self):
-        con = connect(self)
-        con.set_trace_callback(statements.append)
-        return con
-
-    monkeypatch.setattr(Db3, "connection", traced)
+    statements = _traced_statements(monkeypatch)
     for k in range(2):
         write_db3(tmp_path / f"r_{k}.db3", sample_rows(100, start=10**18 + k * 10**6))
     write_metadata(tmp_path, ["r_0.db3", "r_1.db3"])
@@ -700,17 +696,7 @@ def test_metadata_yaml_is_parsed_once(tmp_path, monkeypatch):
 def test_sparse_topics_are_fetched_by_id_and_large_rows_one_by_one(tmp_path, monkeypatch):
     """A topic of a few large rows among many small ones: its rows are looked up by id (the rows between
     are never read) and fetched one by one; the dense topic's rows as a range, joined by group_concat."""
-    from fastbag.rosbag2.sqlite import Db3
-
-    statements: list[str] = []
-    connect = Db3.connection
-
-    def traced(self):
-        con = connect(self)
-        con.set_trace_callback(statements.append)
-        return con
-
-    monkeypatch.setattr(Db3, "connection", traced)
+    statements = _traced_statements(monkeypatch)
     rng = np.random.default_rng(3)
     rows = [(2, 10**18 + k, b"\0\1\0\0" + rng.bytes(20_000)) if k % 50 == 7 else
             (1, 10**18 + k, cdr_string(f"m{k}")) for k in range(2000)]
