@@ -1,7 +1,8 @@
 """Compare fastbag's decoded ROS2 values with what a CDR peer decodes (rosbags dataclasses, mcap_ros2 objects).
 
 Values are reached the way users reach them: ``record.name`` for message
-objects, ``value[name]`` for fixed structs (NumPy records). Floats are
+objects (checked to be what ``record["name"]`` gives), ``value[name]`` for
+fixed structs (NumPy records). Floats are
 compared by their bytes (NaN payloads kept, -0.0 differs from 0.0).
 """
 
@@ -11,6 +12,8 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+
+from fastbag.tooling.compare import same_access
 
 #: rosbags gives types without fields this placeholder (the byte CDR writes for them).
 PLACEHOLDER = "structure_needs_at_least_one_member"
@@ -36,8 +39,13 @@ def assert_same_cdr(ours: Any, theirs: Any, path: str = "msg") -> None:
             fields, constants = list(ours._fields), dict(ours._constants)  # names no field can shadow
         assert sorted(fields) == sorted(names), f"{path}: fields {fields} != {names}"
         for name in names:
-            # by attribute, as users write it (a field always means the field: PointCloud2.fields too)
-            mine = ours[name] if isinstance(ours, np.void) else getattr(ours, name)
+            # by attribute, as users write it (a field always means the field: PointCloud2.fields too),
+            # and the same value by [name]
+            if isinstance(ours, np.void):
+                mine = ours[name]
+            else:
+                mine = getattr(ours, name)
+                assert same_access(mine, ours[name]), f"{path}.{name}: by attribute != by [name]"
             assert_same_cdr(mine, getattr(theirs, name), f"{path}.{name}")
         for name, value in constants.items():  # where the peer knows the type's constants (rosbags) too
             if hasattr(theirs, name):

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 from fastbag.msg.messages import Record, Time
-from fastbag.tooling.compare import _same_access
+from fastbag.tooling.compare import same_access
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 MAGIC_V12 = b"#ROSRECORD V1.2\n"
@@ -250,7 +250,7 @@ def assert_same_genpy(ours: Any, theirs: Any, path: str = "msg", slot_type: str 
                 assert getattr(ours, name) == value, f"{path}.{name}: constant {value!r}"
             for name, kind in zip(names, theirs._slot_types):
                 value = getattr(ours, name)
-                assert _same_access(value, ours[name]), f"{path}.{name}: by attribute != by [name]"
+                assert same_access(value, ours[name]), f"{path}.{name}: by attribute != by [name]"
                 assert_same_genpy(value, getattr(theirs, name), f"{path}.{name}", kind)
             return
         constants = getattr(ours, "constants", None)

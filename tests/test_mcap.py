@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import fastbag
+from cdr_oracle import assert_same_cdr
 from fastbag.cli import format_info
 from conftest import DATA, data_files
 
@@ -444,30 +445,6 @@ def test_unknown_encoding_reads_raw_and_says_so():
 # -- CDR messages into arrays and messages, through the container -----------------------------------------
 
 
-def _same(ours, theirs, path: str) -> None:
-    """``ours`` (a fastbag value) equals an mcap_ros2 decoded value, reached by ``[name]`` and by attribute."""
-    slots = getattr(type(theirs), "__slots__", None)
-    if slots is not None and not isinstance(theirs, (str, bytes, np.ndarray)):
-        for name in slots:
-            _same(ours[name], getattr(theirs, name), f"{path}.{name}")
-            _same(getattr(ours, name), getattr(theirs, name), f"{path}.{name} (attribute)")
-        return
-    if isinstance(theirs, (bytes, bytearray)):
-        assert np.asarray(ours).tobytes() == bytes(theirs), path
-    elif isinstance(theirs, (list, tuple)) or isinstance(theirs, np.ndarray) and theirs.dtype == object:
-        assert len(ours) == len(theirs), f"{path}: {len(ours)} != {len(theirs)}"
-        for i, (a, b) in enumerate(zip(ours, theirs)):
-            _same(a, b, f"{path}[{i}]")
-    elif isinstance(theirs, np.ndarray):
-        assert np.asarray(ours).tobytes() == theirs.tobytes() and np.asarray(ours).shape == theirs.shape, path
-    elif isinstance(theirs, float):
-        assert np.float64(ours).tobytes() == np.float64(theirs).tobytes(), f"{path}: {ours!r} != {theirs!r}"
-    elif isinstance(theirs, str):
-        assert ours == theirs, f"{path}: {ours!r} != {theirs!r}"
-    else:
-        assert int(ours) == int(theirs), f"{path}: {ours!r} != {theirs!r}"
-
-
 def cdr_mcaps() -> list:
     return [p for p in real_mcaps() if p.values[0] is None or channel_encodings(p.values[0]) & {"cdr"}]
 
@@ -501,11 +478,11 @@ def test_cdr_topics_decode_as_mcap_ros2_decodes_them(path):
             arr = bag.read(topic)
             assert len(arr) == len(theirs)
             for i, msg in enumerate(theirs):
-                _same(arr[i], msg, f"{topic}[{i}]")
+                assert_same_cdr(arr[i], msg, f"{topic}[{i}]")
         with fastbag.open(path) as bag:
             got = [m.msg for m in bag.messages(topics=topic)]
         for i, (ours, msg) in enumerate(zip(got, theirs)):
-            _same(ours, msg, f"{topic} message {i}")
+            assert_same_cdr(ours, msg, f"{topic} message {i}")
 
 
 # -- regressions: defects the fuzz campaign (python -m tools.fuzz --formats mcap) found ------------------

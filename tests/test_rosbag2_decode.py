@@ -13,15 +13,14 @@ CDR decoding is the message layer's ``layout_for(..., encoding="cdr")``.
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 import warnings
 
-import numpy as np
 import pytest
 
 import fastbag
 from conftest import DATA, NO_DATA
+from cdr_oracle import assert_same_cdr
 from fastbag.errors import FastbagWarning
 
 #: Recordings rosbags deserializes whole (see MANIFEST.tsv), and the topics to compare.
@@ -51,34 +50,6 @@ def open_quietly(path, **options):
         return fastbag.open(path, **options)
 
 
-def assert_same(ours, theirs, path="msg"):
-    """Our message object (attributes) equals rosbags' dataclass, bit for bit."""
-    if dataclasses.is_dataclass(theirs):
-        for field in dataclasses.fields(theirs):
-            if field.name in ("__msgtype__", "structure_needs_at_least_one_member") or (
-                    field.default is not dataclasses.MISSING and field.name.isupper()):
-                continue  # constants, and rosbags' placeholder for a struct without fields (its CDR byte)
-            assert_same(getattr(ours, field.name), getattr(theirs, field.name), f"{path}.{field.name}")
-        return
-    if isinstance(theirs, np.ndarray):
-        got = np.asarray(ours)
-        # ROS2's byte is an octet: uint8 here (as rosidl and mcap_ros2 have it), int8 in rosbags
-        kinds = {got.dtype.kind, theirs.dtype.kind}
-        assert got.shape == theirs.shape and (len(kinds) == 1 or kinds == {"i", "u"} and got.dtype.itemsize == 1), \
-            f"{path}: {got!r} != {theirs!r}"
-        assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(theirs).tobytes(), path
-        return
-    if isinstance(theirs, (list, tuple)):
-        assert len(ours) == len(theirs), path
-        for k, (a, b) in enumerate(zip(ours, theirs)):
-            assert_same(a, b, f"{path}[{k}]")
-        return
-    if isinstance(theirs, float):
-        assert np.float64(ours).tobytes() == np.float64(theirs).tobytes(), f"{path}: {ours!r} != {theirs!r}"
-        return
-    assert ours == theirs, f"{path}: {ours!r} != {theirs!r}"
-
-
 @pytest.mark.parametrize("name", ROSBAGS_READS)
 def test_decoded_messages_equal_rosbags(name):
     from rosbags.highlevel import AnyReader
@@ -93,7 +64,7 @@ def test_decoded_messages_equal_rosbags(name):
     assert len(ours) == len(theirs) > 0
     for m, (topic, t, msg) in zip(ours, theirs):
         assert (m.topic, m.time) == (topic, t)
-        assert_same(m.msg, msg, f"{topic}@{t}")
+        assert_same_cdr(m.msg, msg, f"{topic}@{t}")
 
 
 @pytest.mark.parametrize("name", ROSBAGS_READS)
@@ -113,7 +84,7 @@ def test_read_whole_topics_equals_rosbags(name):
             assert len(arrays) == len(expected)
             assert arrays.time.tolist() == [t for t, _ in expected]
             for k in (0, len(expected) // 2, len(expected) - 1):
-                assert_same(arrays[k], expected[k][1], f"{topic}[{k}]")
+                assert_same_cdr(arrays[k], expected[k][1], f"{topic}[{k}]")
 
 
 @pytest.mark.parametrize("name", [
@@ -143,4 +114,4 @@ def test_values_rosbags_cannot_read_are_proved_from_the_raw_cdr(name):
         supplied.setdefault(header.removeprefix("MSG: "), body)
     with open_quietly(path, definitions=supplied) as bag:
         for m in bag.messages():
-            assert_same(m.msg, store.deserialize_cdr(bytes(m.data), m.connection.msgtype), m.topic)
+            assert_same_cdr(m.msg, store.deserialize_cdr(bytes(m.data), m.connection.msgtype), m.topic)

@@ -39,7 +39,7 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
         (b.__array_interface__["data"][0], b.shape, b.strides, b.dtype)
 
 
-def _same_access(by_attribute: Any, by_name: Any) -> bool:
+def same_access(by_attribute: Any, by_name: Any) -> bool:
     """``msg.name`` and ``msg["name"]`` give the same value (shallow: the recursion goes by attribute)."""
     if by_attribute is by_name:  # numbers and strings: the same object from the same column
         return True
@@ -92,7 +92,7 @@ def assert_same(ours: Any, theirs: Any, path: str = "msg") -> None:
                         getattr(type(ours), name) == want, f"{path}.{name}: constant differs"
                     continue
                 value = getattr(ours, name)
-                assert _same_access(value, ours[name]), f"{path}.{name}: by attribute != by [name]"
+                assert same_access(value, ours[name]), f"{path}.{name}: by attribute != by [name]"
                 assert_same(value, getattr(theirs, name), f"{path}.{name}")
             return
         if hasattr(ours, "constants"):  # (to_numpy rows have no constants: theirs are taken as given)
