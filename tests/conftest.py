@@ -6,9 +6,12 @@ without it, every test that needs them is skipped with that reason.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
+
+import fastbag
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 NO_DATA = f"real bags not found: {DATA} (../shared/data beside the repository) is absent"
@@ -52,3 +55,11 @@ def real_bags() -> list:
     """Every real recording fastbag reads, of every format: ROS1 (2.0 and 1.2), MCAP, rosbag2."""
     found = [p for p in data_files("ros1v2") + data_files("ros1legacy") + ros2_bags() if p.values[0] is not None]
     return found or [pytest.param(None, marks=pytest.mark.skip(reason=NO_DATA), id="no-data")]
+
+
+def open_quietly(path, **options) -> "fastbag.Bag":
+    """``fastbag.open`` for a recording whose damage or oddities a test does not judge: its
+    FastbagWarnings are silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        return fastbag.open(path, **options)

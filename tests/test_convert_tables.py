@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ import pytest
 import fastbag
 from fastbag.convert.export import parquet_ready
 from fastbag.msg.arrays import Nested, Ragged, StructArray
-from tests.conftest import real_bags
+from conftest import open_quietly, real_bags
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -117,10 +116,7 @@ def check_pandas(arr, frame, rows):
 
 @pytest.mark.parametrize("path", real_bags())
 def test_conversions_equal_read_on_real_bags(path, tmp_path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", fastbag.FastbagWarning)
-        bag = fastbag.open(path)
-    with bag:
+    with open_quietly(path) as bag:
         for arr in readable_topics(bag):
             rows = sample_of(len(arr))
             table = arr.to_arrow()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import warnings
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from fastbag.convert.export import topic_filename
 from fastbag.convert.tables import nested_child
 from fastbag.msg.arrays import Nested, Ragged, offsets_of
 from fastbag.tooling.synth import IMU, write_demo_bag
-from tests.conftest import real_bags
+from conftest import open_quietly, real_bags
 from tests.test_convert_tables import check_arrow, plain, sample_of
 
 pa = pytest.importorskip("pyarrow")
@@ -93,10 +92,7 @@ def without(value, path):
 
 @pytest.mark.parametrize("path", real_bags())
 def test_export_equals_read_on_real_bags(path, tmp_path):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", fastbag.FastbagWarning)
-        bag = fastbag.open(path)
-    with bag:
+    with open_quietly(path) as bag:
         results = {fmt: fastbag.export(bag, tmp_path / fmt, fmt, step=2000) for fmt in ("parquet", "csv", "npz")}
         for topic in bag.topics:
             try:

@@ -14,14 +14,11 @@ CDR decoding is the message layer's ``layout_for(..., encoding="cdr")``.
 from __future__ import annotations
 
 import sqlite3
-import warnings
 
 import pytest
 
-import fastbag
-from conftest import DATA, NO_DATA
+from conftest import DATA, NO_DATA, open_quietly
 from cdr_oracle import assert_same_cdr
-from fastbag.errors import FastbagWarning
 
 #: Recordings rosbags deserializes whole (see MANIFEST.tsv), and the topics to compare.
 ROSBAGS_READS = [
@@ -43,11 +40,6 @@ def _humble():
 
 HUMBLE = _humble()
 
-
-def open_quietly(path, **options):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FastbagWarning)
-        return fastbag.open(path, **options)
 
 
 @pytest.mark.parametrize("name", ROSBAGS_READS)

@@ -10,16 +10,14 @@ types, in order) and the same constants.
 from __future__ import annotations
 
 import re
-import warnings
 from pathlib import Path
 
 import pytest
 from rosbags.typesys import Stores, get_typestore
 from rosbags.typesys.store import Nodetype
 
-import fastbag
-from conftest import DATA, NO_DATA
-from fastbag.errors import DecodeError, FastbagWarning
+from conftest import DATA, NO_DATA, open_quietly
+from fastbag.errors import DecodeError
 from fastbag.rosbag2 import definitions
 from fastbag.rosbag2.definitions import INTERFACES, compose, resolve_definition, shipped, split_type
 
@@ -112,11 +110,6 @@ def test_service_event_definition_is_built_from_the_srv():
     assert "MSG: std_srvs/SetBool_Response\nbool success\nstring message" in text
     assert "MSG: service_msgs/ServiceEventInfo" in text and "MSG: builtin_interfaces/Time" in text
 
-
-def open_quietly(path, **options):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FastbagWarning)
-        return fastbag.open(path, **options)
 
 
 def test_iron_bags_carry_their_own_definitions():
