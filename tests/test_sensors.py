@@ -170,3 +170,43 @@ def test_uniform_topic_fast_path_equals_the_message_by_message_path(tmp_path, mo
         assert a.shape == b.shape and a.dtype == b.dtype
         assert np.array_equal(a, b)
     assert fast[0].base is not None  # a view, not a copy
+
+
+@pytest.mark.parametrize("padding,encoding,bigendian", [(0, "rgb8", 0), (8, "mono16", 1), (2, "bgra8", 0)])
+@pytest.mark.parametrize("trailing", [0, 3], ids=["one-length", "ragged"])
+def test_uniform_image_topic_fast_path_equals_the_message_by_message_path(tmp_path, monkeypatch, padding, encoding,
+                                                                         bigendian, trailing):
+    """A camera's topic (one size, encoding and step) is viewed in one pass over the buffers (data of one
+    length, or of lengths that differ past the pixels); its arrays must equal the per-message path's (rows
+    padded or not, big-endian too) and stay views; a topic with one image too short for its size still
+    goes message by message and names that message."""
+    from fastbag.msg import sensors
+
+    height, width = 3, 5
+    code, channels = sensors.pixel_format(encoding)
+    dtype = np.dtype((">" if bigendian else "<") + code)
+    step = width * channels * dtype.itemsize + padding
+    rng = np.random.default_rng(4)
+    messages = [Image(header=_header(i), height=height, width=width, encoding=encoding, is_bigendian=bigendian,
+                      step=step, data=rng.integers(0, 256, height * step + i * trailing).astype(np.uint8))
+                for i in range(4)]
+    bag, topic = _write(tmp_path / "i.bag", IMAGE, messages)
+    with bag:
+        columns = [topic[c].tolist() for c in ("height", "width", "step", "encoding", "is_bigendian")]
+        assert isinstance(topic["data"], sensors.Ragged) == bool(trailing)
+        assert sensors._uniform_images(columns, topic["data"]) is not None  # the fast path serves it
+        fast = fastbag.image(topic, stack=False)
+        monkeypatch.setattr(sensors, "_uniform_images", lambda *args: None)
+        slow = fastbag.image(topic, stack=False)
+    assert len(fast) == len(slow) == 4
+    for a, b, msg in zip(fast, slow, messages):
+        assert a.shape == b.shape == ((height, width, channels) if channels > 1 else (height, width))
+        assert a.dtype == b.dtype == dtype and np.array_equal(a, b)
+        assert a.base is not None and a.flags.c_contiguous == b.flags.c_contiguous  # views, laid out alike
+        rows = msg.data[:height * step].reshape(height, step)[:, :width * channels * dtype.itemsize]
+        assert np.array_equal(np.ascontiguousarray(a).reshape(height, -1).view(np.uint8), rows)
+    short = messages[:2] + [Image(header=_header(2), height=height, width=width, encoding=encoding,
+                                  is_bigendian=bigendian, step=step, data=np.zeros(step, dtype=np.uint8))]
+    bag, topic = _write(tmp_path / "short.bag", IMAGE, short)
+    with bag, pytest.raises(fastbag.DecodeError, match="needs more than its"):
+        fastbag.image(topic, stack=False)
