@@ -824,3 +824,32 @@ def test_rows_whose_every_blob_is_null_are_left_out(tmp_path):
         bag = fastbag.open(tmp_path / "r.db3")
     with bag:
         assert bag.message_count == 0
+
+
+@pytest.mark.parametrize("deleted", [(), (1,), (7, 8, 30), (50,)], ids=["consecutive", "first", "middle", "last"])
+def test_row_ids_with_and_without_gaps_index_the_same_messages(tmp_path, deleted):
+    """Consecutive ids (what a recorder writes) are not read from the file: the index takes them from the
+    ends of the table; ids with gaps (rows deleted) are read. Either way every message is where it was."""
+    from fastbag.rosbag2.sqlite import Db3
+
+    rows = write_db3(tmp_path / "r_0.db3", sample_rows())
+    if deleted:
+        con = sqlite3.connect(tmp_path / "r_0.db3")
+        con.execute(f"DELETE FROM messages WHERE id IN ({','.join(map(str, deleted))})")
+        con.commit()
+        con.close()
+    write_metadata(tmp_path, ["r_0.db3"])
+    kept = [(k + 1, row) for k, row in enumerate(rows) if k + 1 not in deleted]
+    db = Db3(str(tmp_path / "r_0.db3"))
+    try:
+        assert (db._id_run() is None) == (deleted not in ((), (1,), (50,)))  # a gap at either end is no gap
+        found = db.rows()
+        assert found.id.tolist() == [k for k, _ in kept]
+        assert found.topic_id.tolist() == [r[0] for _, r in kept]
+        assert found.timestamp.tolist() == [r[1] for _, r in kept]
+        assert found.length.tolist() == [len(r[2]) for _, r in kept]
+    finally:
+        db.close()
+    with fastbag.open(tmp_path) as bag:
+        assert [bytes(m.data) for m in bag.messages(raw=True)] == [r[2] for _, r in sorted(kept, key=lambda x: x[1][1])]
+        assert bag.read("/b")["data"].tolist() == [int.from_bytes(r[2][4:], "little") for _, r in kept if r[0] == 2]

@@ -260,14 +260,31 @@ class Db3:
         try:
             if not self.utf8:
                 raise ValueError("a database in UTF-16 is read row by row")
+            run = self._id_run()
             found = self.connection().execute(
-                "SELECT count(*), group_concat(id), group_concat(topic_id), group_concat(timestamp), "
-                "group_concat(length(data)) FROM messages").fetchone()
+                f"SELECT count(*), {'NULL' if run else 'group_concat(id)'}, group_concat(topic_id), "
+                "group_concat(timestamp), group_concat(length(data)) FROM messages").fetchone()
             n = int(found[0])
-            return Rows(*(_numbers(text, what, n) for text, what in zip(
-                found[1:], ("id", "topic_id", "timestamp", "data length"))))
+            if run is not None and n != run[1] - run[0] + 1:
+                raise ValueError("the messages table changed while it was read")
+            ids = np.arange(run[0], run[1] + 1, dtype=np.int64) if run else _numbers(found[1], "id", n)
+            return Rows(ids, *(_numbers(text, what, n) for text, what in zip(
+                found[2:], ("topic_id", "timestamp", "data length"))))
         except (sqlite3.Error, ValueError) as exc:
             return self._rows_one_by_one(exc)
+
+    def _id_run(self) -> tuple[int, int] | None:
+        """(first, last) row id when the ids are every integer between (a recorder's AUTOINCREMENT ids,
+        unless rows were deleted), else None. Row ids are unique, so ``count(*)`` equal to the span says
+        so; each of the three is answered from the ends of a b-tree. The scan then leaves the id column
+        out: a fifth of its time."""
+        con = self.connection()
+        count = con.execute("SELECT count(*) FROM messages").fetchone()[0]
+        low = con.execute("SELECT min(id) FROM messages").fetchone()[0]
+        high = con.execute("SELECT max(id) FROM messages").fetchone()[0]
+        if type(low) is int and type(high) is int and count and high - low + 1 == count:
+            return low, high
+        return None
 
     def _rows_one_by_one(self, first_error: Exception) -> Rows:
         """Rows read one at a time, for a file the fast query fails on (damaged, or hostile).
