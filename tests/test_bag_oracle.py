@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rosbags.rosbag1 import Reader
 
+import fastbag.bag
 import fastbag.tooling.synth
 
 from conftest import data_files
@@ -63,8 +64,12 @@ def test_real_bag_metadata(path):
         assert sum(info.message_count for info in bag.topics.values()) == bag.message_count
 
 
+@pytest.mark.parametrize("locator", ["numpy", "kernel"])
 @pytest.mark.parametrize("path", REAL_BAGS)
-def test_real_bag_whole(path, rosbags_whole):
+def test_real_bag_whole(path, rosbags_whole, locator, monkeypatch):
+    """Every message, raw, as rosbags reads it: records located by NumPy (a small read before Numba is
+    loaded) and by the Numba kernel (a large one)."""
+    monkeypatch.setattr(fastbag.bag, "_raw_kernel", lambda messages: locator == "kernel")
     expected = rosbags_whole(path)
     with open_quietly(path) as bag:
         got = fastbag_read(bag)
