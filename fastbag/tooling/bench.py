@@ -556,6 +556,8 @@ JOBS: list[Job] = [
         "blocks)", "mixed-lz4-py", _raw_fastbag, _raw_rosbags, None, 1.8, rosbags_repeats=3, opened=False),
     Job("raw-bz2", "all messages, raw, bz2 chunks", "mixed-bz2", _raw_fastbag, _raw_rosbags, None, 1.7,
         repeats=2, rosbags_repeats=2, opened=False),
+    Job("raw-imu-1m", "1 M Imu messages, raw, uncompressed chunks (per-message Python on both sides)", "imu-1m",
+        _raw_fastbag, _raw_rosbags, None, 1.8, repeats=3, rosbags_repeats=2, opened=False),
     Job("open", "open the mixed bag", "mixed-none", _open_fastbag, _open_rosbags, _check_equal, 5,
         repeats=10, rosbags_repeats=5, opened=False, under_seconds=0.05),
 ]
