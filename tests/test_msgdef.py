@@ -748,3 +748,45 @@ def _rosbags_hashes_like_genmsg(types: dict[str, MsgDef]) -> bool:
             if c.type == "string" and not (c.value[:1].isalpha() and c.value[0] not in "tTfF"):
                 return False
     return True
+
+
+def _chain(depth: int, fan_out: int) -> str:
+    """fuzz/L1 ... fuzz/L{depth}: each level holds ``fan_out`` fields of the next; the last one a uint8."""
+    fields = lambda i: "".join(f"fuzz/L{i + 1} next{k}\n" for k in range(fan_out))  # noqa: E731
+    blocks = "".join(f"{'=' * 80}\nMSG: fuzz/L{i}\n{fields(i)}" for i in range(1, depth))
+    return f"fuzz/L1 deep\nuint8 tail\n{blocks}{'=' * 80}\nMSG: fuzz/L{depth}\nuint8 leaf\n"
+
+
+@pytest.mark.parametrize("encoding,schema", [("ros1", "ros1msg"), ("cdr", "ros2msg")])
+def test_regression_deeply_nested_types_compile_in_linear_time(encoding, schema):
+    """Fuzz case 3453 (seed 20261126): a definition nesting 70 types one in the next took for ever to
+    compile (each level worked its element layout out again: 2**70 steps). It now decodes at once, and
+    every level is reached by attribute as users write it."""
+    import time
+
+    from fastbag.msg import decode_messages
+
+    raw = b"\x00\x01\x00\x00\x07\x09" if encoding == "cdr" else b"\x07\x09"
+    started = time.perf_counter()
+    arr = decode_messages("fuzz/Top", _chain(70, 1), [raw, raw], encoding=encoding, schema_encoding=schema)
+    assert time.perf_counter() - started < 5
+    value = arr[1].deep
+    for _ in range(69):
+        value = value.next0
+    assert value.leaf == 7 and arr[1].tail == 9 and arr.to_numpy()["tail"].tolist() == [9, 9]
+
+
+@pytest.mark.parametrize("encoding,schema", [("ros1", "ros1msg"), ("cdr", "ros2msg")])
+def test_regression_types_nesting_one_another_exponentially_are_refused(encoding, schema):
+    """Two fields of the next type at each of 40 levels flatten to 2**40 structs: refused at once with an
+    UnsupportedError (a FastbagError) naming the type, not compiled until memory or patience runs out."""
+    import time
+
+    from fastbag.errors import UnsupportedError
+    from fastbag.msg import decode_messages
+
+    started = time.perf_counter()
+    with pytest.raises(UnsupportedError, match="fuzz/Top nests more than"):
+        decode_messages("fuzz/Top", _chain(40, 2), [b"\x00\x01\x00\x00" + bytes(8)], encoding=encoding,
+                        schema_encoding=schema)
+    assert time.perf_counter() - started < 10

@@ -165,8 +165,14 @@ class Layout:
         return self._other_order
 
 
+#: Nested structs a layout may flatten (each field of a struct type counts once per place it appears):
+#: real types have hundreds at most; a hostile definition nesting a type twice at each of 70 levels
+#: would have 2**70, and compiling it must fail, not run for ever.
+MAX_STRUCTS = 100_000
+
+
 class _Compiler:
-    def __init__(self, registry: TypeRegistry, encoding: Encoding = ROS1) -> None:
+    def __init__(self, registry: TypeRegistry, encoding: Encoding = ROS1, parent: "_Compiler | None" = None) -> None:
         from ..errors import UnsupportedError
         self.unsupported = UnsupportedError
         self.registry = registry
@@ -175,8 +181,12 @@ class _Compiler:
         self.tables: list[Table] = []
         self.slots: list[Slot] = []
         self.pending: list[tuple[int, int, str, bool]] = []  # (TABLE op index, child table, type, scalar)
-        self._fixed_cache: dict[str, tuple[np.dtype, int] | None] = {}
-        self._is_fixed: dict[str, bool] = {}
+        # Shared with the scratch compilers of fixed elements (see element): each type's element layout is
+        # worked out once, not again at every level that nests it (2**depth times for a chain of types).
+        self._fixed_cache: dict[str, tuple[np.dtype, int] | None] = parent._fixed_cache if parent else {}
+        self._is_fixed: dict[str, bool] = parent._is_fixed if parent else {}
+        self._max_alignment: dict[str, int] = parent._max_alignment if parent else {}
+        self._structs_left: list[int] = parent._structs_left if parent else [MAX_STRUCTS]
         # What is known of the wire position (from the end of the header): it is `res` modulo `mod`.
         self.mod, self.res = 8, 0
 
@@ -198,7 +208,10 @@ class _Compiler:
             return 1
         if typ in PRIMITIVES:
             return ALIGNMENT[typ]
-        return max([self.max_alignment(f.type) for f in self.registry[typ].fields], default=1)
+        if typ not in self._max_alignment:  # once per type: types may nest one another many times over
+            self._max_alignment[typ] = max([self.max_alignment(f.type) for f in self.registry[typ].fields],
+                                           default=1)
+        return self._max_alignment[typ]
 
     def align(self, n: int) -> int:
         """Align the wire position to ``n``: the padding when it is known here (the caller copies it as
@@ -243,7 +256,7 @@ class _Compiler:
             return self._fixed_cache[typ]
         result = None
         if self.is_fixed(typ) and self.first_alignment(typ) == self.max_alignment(typ):
-            scratch = _Compiler(self.registry, self.enc)  # at position 0: every padding is known, no ops
+            scratch = _Compiler(self.registry, self.enc, self)  # at position 0: every padding is known, no ops
             dtype, _ = scratch.struct(0, typ, 0)
             align, raw = self.max_alignment(typ), dtype.itemsize
             stride = -(-raw // align) * align
@@ -295,6 +308,10 @@ class _Compiler:
         run of fixed fields is one copy; the fixed fields of nested structs
         become nested dtypes.
         """
+        self._structs_left[0] -= 1
+        if self._structs_left[0] < 0:
+            raise self.unsupported(f"Type {self.registry.main} nests more than {MAX_STRUCTS} structs (its types "
+                                   "include one another many times over): fastbag does not decode it.")
         msgdef = self.registry[msgtype]
         node = Node(msgtype, constants={c.name: c.value for c in msgdef.constants})
         names, formats, offsets = [], [], []
