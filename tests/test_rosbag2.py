@@ -826,11 +826,21 @@ def test_rows_whose_every_blob_is_null_are_left_out(tmp_path):
         assert bag.message_count == 0
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["one-scan", "parallel-scan"])
 @pytest.mark.parametrize("deleted", [(), (1,), (7, 8, 30), (50,)], ids=["consecutive", "first", "middle", "last"])
-def test_row_ids_with_and_without_gaps_index_the_same_messages(tmp_path, deleted):
+def test_row_ids_with_and_without_gaps_index_the_same_messages(tmp_path, monkeypatch, deleted, split):
     """Consecutive ids (what a recorder writes) are not read from the file: the index takes them from the
-    ends of the table; ids with gaps (rows deleted) are read. Either way every message is where it was."""
+    ends of the table, and a large table is scanned in parts on the workers (here: parts of 4 rows); ids
+    with gaps (rows deleted) are read in one scan. Either way every message is where it was."""
+    from fastbag.rosbag2 import sqlite
     from fastbag.rosbag2.sqlite import Db3
+
+    if split:
+        monkeypatch.setattr(sqlite, "SCAN_PART_ROWS", 4)
+        monkeypatch.setattr(sqlite, "SCAN_WORKERS", 3)
+        scanned = []
+        monkeypatch.setattr(Db3, "_scan_range", lambda self, ids, real=Db3._scan_range: scanned.append(ids) or
+                            real(self, ids))
 
     rows = write_db3(tmp_path / "r_0.db3", sample_rows())
     if deleted:
@@ -848,6 +858,14 @@ def test_row_ids_with_and_without_gaps_index_the_same_messages(tmp_path, deleted
         assert found.topic_id.tolist() == [r[0] for _, r in kept]
         assert found.timestamp.tolist() == [r[1] for _, r in kept]
         assert found.length.tolist() == [len(r[2]) for _, r in kept]
+        if split:  # three parts covering the ids once each where they are one run, else one scan
+            run = db._id_run()
+            if run is None:
+                assert scanned == []
+            else:
+                ranges = sorted(scanned)
+                assert len(ranges) == 3 and ranges[0][0] == run[0] and ranges[-1][1] == run[1]
+                assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:]))
     finally:
         db.close()
     with fastbag.open(tmp_path) as bag:
