@@ -360,8 +360,8 @@ class Rosbag2Reader(LazyIndexContainer):
                 problems.append(f"{os.path.basename(self.files[k].path)}: {int((~known).sum())} messages name a "
                                 "topic id missing from the topics table; they are left out")
             segment = rows.segment if rows.segment is not None else np.zeros(rows.id.size, dtype=np.int64)
-            ids, topic, stamp, length, segment = (a[known] for a in (rows.id, rows.topic_id, rows.timestamp,
-                                                                      rows.length, segment))
+            ids, topic, stamp, length, segment = (a if known.all() else a[known] for a in (
+                rows.id, rows.topic_id, rows.timestamp, rows.length, segment))  # (all known: no copies)
             rank = rank_of[sort][where[known]] if known.any() else np.zeros(0, dtype=np.int32)
             if ids.size > 1 and not bool((ids[1:] > ids[:-1]).all()):  # SQLite scans a table in id order
                 by_id = np.argsort(ids, kind="stable")
@@ -406,14 +406,16 @@ class Rosbag2Reader(LazyIndexContainer):
         # Read order: by timestamp, ties in file order, then by row id (what rosbag2 and rosbags yield). Rows
         # are in (file, id) order already: a stable sort by time keeps it, and runs in near-linear time on
         # the nearly sorted times of a recording.
-        read_order = np.argsort(time, kind="stable")
+        in_order = time.size < 2 or bool((time[1:] >= time[:-1]).all())  # one recorder's single file, often
+        read_order = slice(None) if in_order else np.argsort(time, kind="stable")
         message_mode = self.bag_metadata is not None and self.bag_metadata.compression_mode == "MESSAGE"
         ends = np.concatenate(([0], np.cumsum(self._chunks.lengths)))
         sizes = ends[self._chunks.first + self._chunks.count] - ends[self._chunks.first]  # blob bytes per chunk
         table = ChunkTable.from_columns(np.arange(chunk_base), np.zeros(chunk_base), sizes, sizes,
                                         (ZSTD_MESSAGES if message_mode else PLAIN,) * chunk_base)
         return BagIndex(version, connections, table, time[read_order], conn[read_order],
-                        cat(chunk_of)[read_order].astype(np.int32), cat(ordinal)[read_order], problems=problems)
+                        cat(chunk_of)[read_order].astype(np.int32, copy=False), cat(ordinal)[read_order],
+                        problems=problems)
 
     # -- payloads ---------------------------------------------------------------------
     def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
