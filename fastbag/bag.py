@@ -721,12 +721,9 @@ class Bag:
         index = self._index
         if index.starts is not None or selected.size == 0:
             return False
-        chunk_of = index.chunk[selected]
-        if self._in_file[chunk_of].any():
-            return False
         used = np.zeros(len(index.chunks), dtype=bool)
-        used[chunk_of] = True
-        return int(np.count_nonzero(used)) >= 2 * self._store.workers
+        used[index.chunk[selected]] = True  # O(n), where np.unique would sort
+        return not self._in_file[used].any() and int(np.count_nonzero(used)) >= 2 * self._store.workers
 
     def _decode_chunks(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
         """Decode ``selected`` (all in compressed chunks) into ``builder``, one task per chunk on the workers.
@@ -748,8 +745,7 @@ class Bag:
         groups: dict[int, list[tuple[int, int, int]]] = {}  # chunk -> its runs (run number, a, b), first-need order
         for r, (a, b, c) in enumerate(zip(run_starts, run_ends, chunk_of[run_starts].tolist())):
             groups.setdefault(c, []).append((r, a, b))
-        conn_ids = self._connection_ids[index.conn[selected]]
-        offsets, times = index.offset[selected], index.time[selected]
+        conn_ids = self._connection_ids
         position = index.chunks.position
         # A read larger than the cache would evict what it caches before reusing it (see iter_chunks).
         remember = int(self._chunks.size[list(groups)].sum()) <= store.cache_bytes
@@ -759,10 +755,11 @@ class Bag:
             runs = groups[c]
             rows = slice(runs[0][1], runs[0][2]) if len(runs) == 1 else \
                 np.concatenate([np.arange(a, b) for _, a, b in runs])
-            zero = np.zeros(runs[0][2] - runs[0][1] if len(runs) == 1 else rows.size, dtype=np.int64)
-            starts, lengths = self._container.payload_spans(payload, offsets[rows], zero, zero + payload.size,
-                                                            zero + position[c], conn_ids[rows], times[rows],
-                                                            kernel=True)
+            mine = selected[rows]  # (gathered here, on the workers, rather than for the whole read up front)
+            zero = np.zeros(mine.size, dtype=np.int64)
+            starts, lengths = self._container.payload_spans(payload, index.offset[mine], zero, zero + payload.size,
+                                                            zero + position[c], conn_ids[index.conn[mine]],
+                                                            index.time[mine], kernel=True)
             pieces, k = [], 0
             for r, a, b in runs:
                 pieces.append((r, builder.decode_run(payload, None, starts[k:k + b - a], lengths[k:k + b - a], a, a)))

@@ -211,3 +211,14 @@ def test_crc32_is_zlibs(size, monkeypatch):
     monkeypatch.setattr(codecs, "_CRC32", None)
     monkeypatch.setitem(__import__("sys").modules, "isal.isal_zlib", None)  # as if isal were not installed
     assert codecs.crc32(data) == zlib.crc32(data) and codecs._CRC32 is zlib.crc32
+
+
+@pytest.mark.parametrize("texts", [["imu_link"] * 5, ["imu_link", "imu_link", "imu_lin2"], ["ab", "ba", "ab"],
+                                   ["x"], ["aa", "aa", "aa", "ab"], ["abab", "abab", "baba"]])
+def test_strings_of_one_width_decode_each(texts):
+    """The constant-string shortcut (bytes that repeat with the strings' width) takes only constant columns."""
+    from fastbag.msg.arrays import decode_strings, offsets_of
+
+    raw = np.frombuffer("".join(texts).encode(), dtype=np.uint8)
+    got = decode_strings(raw, offsets_of(np.array([len(t) for t in texts], dtype=np.int64)))
+    assert got.tolist() == texts

