@@ -762,7 +762,8 @@ class Bag:
                                                             index.time[mine], kernel=True)
             pieces, k = [], 0
             for r, a, b in runs:
-                pieces.append((r, builder.decode_run(payload, None, starts[k:k + b - a], lengths[k:k + b - a], a, a)))
+                piece = builder.decode_run(payload, None, starts[k:k + b - a], lengths[k:k + b - a], a, a)
+                pieces.append((r, builder.compact(piece)))  # views keep the topic's bytes, not whole chunks
                 k += b - a
             return pieces
 

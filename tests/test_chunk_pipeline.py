@@ -222,3 +222,50 @@ def test_strings_of_one_width_decode_each(texts):
     raw = np.frombuffer("".join(texts).encode(), dtype=np.uint8)
     got = decode_strings(raw, offsets_of(np.array([len(t) for t in texts], dtype=np.int64)))
     assert got.tolist() == texts
+
+
+@pytest.fixture(scope="module")
+def mixed_mcap(tmp_path_factory) -> Path:
+    """A small mixed recording (Imu, TF, PointCloud2, Image, Livox, ...) as ROS 2 writes it: converted to
+    CDR by rosbags' serializer (fastbag.tooling.synth_mcap), zstd chunks of 64 KiB."""
+    from fastbag.tooling import synth, synth_mcap
+
+    folder = tmp_path_factory.mktemp("mixed")
+    ros1 = folder / "mixed.bag"
+    synth.write_bag(ros1, synth.MIXED_STREAMS, seconds=1.0, points=300, width=32, height=24)
+    original, synth_mcap.CHUNK_SIZE = synth_mcap.CHUNK_SIZE, 64 * 1024
+    try:
+        synth_mcap.write_rosbag2_mcap(ros1, folder / "mixed")
+    finally:
+        synth_mcap.CHUNK_SIZE = original
+    return folder / "mixed"
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0], ids=["views", "default", "copied"])
+def test_zero_copy_topics_equal_rosbags(mixed_mcap, pipeline_calls, monkeypatch, share):
+    """Livox points (20-byte CDR stride, the last point without its padding), PointCloud2 points and images
+    equal rosbags' rosbag2 reader's, whether the arrays stay views of the decompressed chunks or are
+    copied out of them (TopicBuilder.compact); reads in between recycle the chunk buffers."""
+    from fastbag.msg import arrays
+    from fastbag.msg.sensors import image, pointcloud
+    from fastbag.tooling import bench
+
+    monkeypatch.setattr(arrays, "COMPACT_SHARE", share)
+    with fastbag.open(mixed_mcap) as bag:
+        assert len(bag._chunks) >= 8 and set(bag.compression) == {"zstd"}
+        livox = bag.read("/livox/lidar")
+        clouds = bag.read("/points")
+        images = bag.read("/camera/image_raw")
+        for _ in range(2):
+            bag.read("/imu"), bag.read("/tf")  # recycle the chunk buffers
+        ours_livox = [livox["points"][i] for i in range(len(livox))]
+        ours_clouds, ours_images = list(pointcloud(clouds)), list(image(images))
+    reader = bench._rosbags_reader(mixed_mcap)  # rosbags' AnyReader: its rosbag2 reader, types from the schemas
+    try:
+        bench._check_fields(ours_livox, bench._livox_rosbags(reader))
+        bench._check_arrays(ours_clouds, bench._clouds_rosbags(reader))
+        bench._check_arrays(ours_images, bench._images_rosbags(reader))
+    finally:
+        reader.close()
+    assert len(ours_livox) == 10 and len(ours_clouds) == 10 and len(ours_images) == 10
+    assert len(pipeline_calls) >= 3
