@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 #: Reads of fewer messages than twice this decode on the calling thread; larger runs are cut
 #: into parts of at least this many messages, one per worker.
 PARALLEL_MIN = 4096
+#: Whole-topic reads decode on the workers chunk by chunk when the messages' fixed parts fill at least this
+#: share of their compressed chunks' bytes (see Bag._pipelined).
+PIPELINE_SHARE = 1 / 8
 #: Bytes a compressed chunk is assumed to hold, at most, per byte in the file before it is decompressed.
 PLAUSIBLE_RATIO = 64
 
@@ -704,7 +707,7 @@ class Bag:
         self._check_fixed_size_fits(layout, selected, topic, connection.msgtype)
         builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype,
                                types=self._message_types(connection))
-        if self._pipelined(selected):
+        if self._pipelined(selected, layout):
             self._decode_chunks(builder, selected)
         else:
             self._decode_runs(builder, selected)
@@ -714,16 +717,28 @@ class Bag:
         return TopicArray(topic, self._index.time[selected], builder.finish(), local,
                           list(self._topic_connections[topic]))
 
-    def _pipelined(self, selected: np.ndarray) -> bool:
-        """Whether ``selected`` decodes chunk by chunk on the workers (:meth:`_decode_chunks`): every message
-        in a compressed chunk, located through the chunks' records, over two chunks per worker at least
-        (fewer chunks decode faster cut into parts across the workers: :meth:`_decode_runs`)."""
+    def _pipelined(self, selected: np.ndarray, layout: "Layout") -> bool:
+        """Whether ``selected`` decodes chunk by chunk on the workers (:meth:`_decode_chunks`).
+
+        When every message lies in a compressed chunk, located through the
+        chunks' records, over two chunks per worker at least (fewer chunks
+        decode faster cut into parts across the workers: :meth:`_decode_runs`),
+        and decoding is worth moving to the workers: arrays kept as views
+        (copied out of their chunks there, see TopicBuilder.compact), or fixed
+        parts that fill PIPELINE_SHARE of the chunks at least. A sparse topic
+        of small messages (Imu among point clouds) leaves the workers to
+        decompress alone: its decoding is a few Python calls per chunk, which
+        hold the GIL the other worker then waits for (5% slower when pipelined).
+        """
         index = self._index
         if index.starts is not None or selected.size == 0:
             return False
         used = np.zeros(len(index.chunks), dtype=bool)
         used[index.chunk[selected]] = True  # O(n), where np.unique would sort
-        return not self._in_file[used].any() and int(np.count_nonzero(used)) >= 2 * self._store.workers
+        if self._in_file[used].any() or int(np.count_nonzero(used)) < 2 * self._store.workers:
+            return False
+        keeps_views = any(slot.kind == "array" for slot in layout.slots)
+        return keeps_views or int(layout.min_size) * selected.size >= PIPELINE_SHARE * int(self._chunks.size[used].sum())
 
     def _decode_chunks(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
         """Decode ``selected`` (all in compressed chunks) into ``builder``, one task per chunk on the workers.

@@ -80,7 +80,7 @@ def pipeline_calls(monkeypatch):
 def run_by_run(path: Path, topic: str, monkeypatch) -> object:
     """The topic read through the run-by-run path (the code before the pipeline)."""
     with monkeypatch.context() as m:
-        m.setattr(fastbag.bag.Bag, "_pipelined", lambda self, selected: False)
+        m.setattr(fastbag.bag.Bag, "_pipelined", lambda self, selected, layout: False)
         with fastbag.open(path) as bag:
             return bag.read(topic)
 
