@@ -269,3 +269,22 @@ def test_zero_copy_topics_equal_rosbags(mixed_mcap, pipeline_calls, monkeypatch,
         reader.close()
     assert len(ours_livox) == 10 and len(ours_clouds) == 10 and len(ours_images) == 10
     assert len(pipeline_calls) >= 3
+
+
+def test_copy_disjoint_copies_exactly_its_span():
+    """The memcpy the layout interpreter copies fixed fields with: its span only; nothing for a length <= 0."""
+    from numba import njit
+
+    from fastbag.io.bytekernels import copy_disjoint
+
+    @njit
+    def copy(dst, d, src, s, n):
+        copy_disjoint(dst, d, src, s, n)
+
+    src = np.arange(200, dtype=np.uint8)
+    for d, s, n in [(0, 0, 200), (3, 17, 1), (100, 5, 64), (7, 9, 0), (7, 9, -5)]:
+        dst = np.full(300, 0xEE, dtype=np.uint8)
+        copy(dst, d, src, s, n)
+        expected = np.full(300, 0xEE, dtype=np.uint8)
+        expected[d:d + max(n, 0)] = src[s:s + max(n, 0)]
+        np.testing.assert_array_equal(dst, expected)
