@@ -27,8 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,10 @@ def job(package: Any, name: str) -> Callable[[Any], Any]:
     if name.startswith("imu"):
         return lambda bag: bag.read("/imu")["linear_acceleration"]["x"]
     if name == "livox-mcap":
-        return lambda bag: (lambda p: [p[i] for i in range(len(p))])(bag.read("/livox/lidar")["points"])
+        def livox(bag: Any) -> list[np.ndarray]:
+            points = bag.read("/livox/lidar")["points"]
+            return [points[i] for i in range(len(points))]
+        return livox
     if name == "pointcloud2-mcap":
         pointcloud = importlib.import_module(f"{package.__name__}.msg.sensors").pointcloud
         return lambda bag: list(pointcloud(bag.read("/points")))
@@ -68,7 +72,7 @@ def compare(name: str, path: Path, packages: dict[str, Any], rounds: int) -> Non
     for mode in modes:
         bags = {side: package.open(path) for side, package in packages.items()} if mode == "open" else {}
 
-        def run(side: str) -> Any:
+        def run(side: str, mode: str = mode, bags: dict[str, Any] = bags) -> Any:
             work = job(packages[side], name)
             if mode == "open":
                 return work(bags[side])

@@ -738,7 +738,8 @@ class Bag:
         if self._in_file[used].any() or int(np.count_nonzero(used)) < 2 * self._store.workers:
             return False
         keeps_views = any(slot.kind == "array" for slot in layout.slots)
-        return keeps_views or int(layout.min_size) * selected.size >= PIPELINE_SHARE * int(self._chunks.size[used].sum())
+        fixed = int(layout.min_size) * selected.size
+        return keeps_views or fixed >= PIPELINE_SHARE * int(self._chunks.size[used].sum())
 
     def _decode_chunks(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
         """Decode ``selected`` (all in compressed chunks) into ``builder``, one task per chunk on the workers.

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rosbags_fixtures import TYPESTORE, conn_spec, twist_msg, write_with_rosbags
 
 import fastbag
 import fastbag.bag
-from rosbags_fixtures import TYPESTORE, conn_spec, twist_msg, write_with_rosbags
 
 pytest.importorskip("mcap")
-from mcap.writer import CompressionType, Writer  # noqa: E402
+from mcap.writer import CompressionType, Writer
 
 SCHEMA = b"string name\nfloat64[] values\nfloat64 x\n"
 COMPRESSIONS = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4}
