@@ -288,3 +288,16 @@ def test_copy_disjoint_copies_exactly_its_span():
         expected = np.full(300, 0xEE, dtype=np.uint8)
         expected[d:d + max(n, 0)] = src[s:s + max(n, 0)]
         np.testing.assert_array_equal(dst, expected)
+
+
+def test_take_in_any_order_through_the_pipeline(tmp_path, pipeline_calls):
+    """take() with positions in random order, repeated ones too: each chunk's rows are scattered over the
+    read, and every row holds the message its position names."""
+    times = 1_000_000_000 + 1000 * np.arange(3000, dtype=np.int64)
+    path = tmp_path / "take.mcap"
+    write(path, times)
+    ks = expected(times, "/a")
+    positions = np.random.default_rng(3).integers(0, ks.size, 2000)
+    with fastbag.open(path) as bag:
+        assert_values(bag.take("/a", positions), ks[positions])
+    assert pipeline_calls == [2000]
