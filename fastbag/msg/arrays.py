@@ -13,8 +13,9 @@ How a field presents (``arr[name]``):
 - an array of primitives or fixed-size structs: a dense ``(N, k, ...)`` array
   when every message has the same count and a message's part is at most
   :data:`DENSE_LIMIT` bytes; otherwise a :class:`Ragged` whose element ``i``
-  is a zero-copy view into the file mapping (uncompressed chunks) or into the
-  decompressed chunk;
+  is a zero-copy view into the file mapping (uncompressed chunks), into the
+  decompressed chunk, or into the run's elements copied out of that chunk
+  when they take at most half of it (:meth:`TopicBuilder.compact`);
 - an array of variable-size structs (``TransformStamped[]``): a
   :class:`Nested` whose element ``i`` is the :class:`StructArray` of message
   i's elements; ``string[]`` elements are string arrays.
