@@ -34,13 +34,18 @@ from .msg.objects import ARRAY_ENCODINGS
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-    from .msg.arrays import TopicArray
+    from .msg.arrays import TopicArray, TopicBuilder
     from .msg.layout import Layout
 
 
 #: Reads of fewer messages than twice this decode on the calling thread; larger runs are cut
 #: into parts of at least this many messages, one per worker.
 PARALLEL_MIN = 4096
+#: Whole-topic reads decode on the workers chunk by chunk when the messages' fixed parts fill at least this
+#: share of their compressed chunks' bytes (see Bag._pipelined).
+PIPELINE_SHARE = 1 / 8
+#: Bytes a compressed chunk is assumed to hold, at most, per byte in the file before it is decompressed.
+PLAUSIBLE_RATIO = 64
 #: Raw iteration locates records with the Numba kernel from this many messages on (or once Numba is loaded):
 #: NumPy's vectorized path costs ~1.4 us a message in a large file (a dozen gathers, each missing the
 #: cache), loading Numba and the kernel ~0.15 s once.
@@ -50,10 +55,6 @@ RAW_KERNEL_FROM = 100_000
 def _raw_kernel(messages: int) -> bool:
     """Whether raw iteration over ``messages`` messages locates their records with the Numba kernel."""
     return messages >= RAW_KERNEL_FROM or "numba" in sys.modules
-
-
-#: Bytes a compressed chunk is assumed to hold, at most, per byte in the file before it is decompressed.
-PLAUSIBLE_RATIO = 64
 
 
 @dataclass(frozen=True)
@@ -717,6 +718,94 @@ class Bag:
         self._check_fixed_size_fits(layout, selected, topic, connection.msgtype)
         builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype,
                                types=self._message_types(connection))
+        if self._pipelined(selected, layout):
+            self._decode_chunks(builder, selected)
+        else:
+            self._decode_runs(builder, selected)
+        own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]
+        local = np.searchsorted(np.array(own), self._index.conn[selected]).astype(np.int32) if len(own) > 1 else \
+            np.zeros(selected.size, dtype=np.int32)
+        return TopicArray(topic, self._index.time[selected], builder.finish(), local,
+                          list(self._topic_connections[topic]))
+
+    def _pipelined(self, selected: np.ndarray, layout: "Layout") -> bool:
+        """Whether ``selected`` decodes chunk by chunk on the workers (:meth:`_decode_chunks`).
+
+        When every message lies in a compressed chunk, located through the
+        chunks' records, over two chunks per worker at least (fewer chunks
+        decode faster cut into parts across the workers: :meth:`_decode_runs`),
+        and decoding is worth moving to the workers: arrays kept as views
+        (copied out of their chunks there, see TopicBuilder.compact), or fixed
+        parts that fill PIPELINE_SHARE of the chunks at least. A sparse topic
+        of small messages (Imu among point clouds) leaves the workers to
+        decompress alone: its decoding is a few Python calls per chunk, which
+        hold the GIL the other worker then waits for (5% slower when pipelined).
+        """
+        index = self._index
+        if index.starts is not None or selected.size == 0:
+            return False
+        used = np.zeros(len(index.chunks), dtype=bool)
+        used[index.chunk[selected]] = True  # O(n), where np.unique would sort
+        if self._in_file[used].any() or int(np.count_nonzero(used)) < 2 * self._store.workers:
+            return False
+        keeps_views = any(slot.kind == "array" for slot in layout.slots)
+        fixed = int(layout.min_size) * selected.size
+        return keeps_views or fixed >= PIPELINE_SHARE * int(self._chunks.size[used].sum())
+
+    def _decode_chunks(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
+        """Decode ``selected`` (all in compressed chunks) into ``builder``, one task per chunk on the workers.
+
+        Each task decompresses its chunk into a recycled buffer, checks it,
+        locates its messages and decodes them at once, while the payload is
+        still in the core's cache; root rows go straight to their place in
+        the read's array (a chunk's rows are known from the index), so chunks
+        decode independently, and the other worker decompresses the next
+        chunk meanwhile. The calling thread only appends each chunk's pieces
+        in read order. At most ``2 * workers`` chunks are in flight.
+        """
+        index, store = self._index, self._store
+        n = selected.size
+        chunk_of = index.chunk[selected]
+        bounds = np.flatnonzero(np.diff(chunk_of)) + 1
+        run_starts = np.concatenate(([0], bounds)).tolist()
+        run_ends = np.concatenate((bounds, [n])).tolist()
+        groups: dict[int, list[tuple[int, int, int]]] = {}  # chunk -> its runs (run number, a, b), first-need order
+        for r, (a, b, c) in enumerate(zip(run_starts, run_ends, chunk_of[run_starts].tolist())):
+            groups.setdefault(c, []).append((r, a, b))
+        conn_ids = self._connection_ids
+        position = index.chunks.position
+        # A read larger than the cache would evict what it caches before reusing it (see iter_chunks).
+        remember = int(self._chunks.size[list(groups)].sum()) <= store.cache_bytes
+
+        def decode(c: int) -> list[tuple[int, Any]]:
+            payload = store.get(c, remember)
+            runs = groups[c]
+            rows = slice(runs[0][1], runs[0][2]) if len(runs) == 1 else \
+                np.concatenate([np.arange(a, b) for _, a, b in runs])
+            mine = selected[rows]  # (gathered here, on the workers, rather than for the whole read up front)
+            zero = np.zeros(mine.size, dtype=np.int64)
+            starts, lengths = self._container.payload_spans(payload, index.offset[mine], zero, zero + payload.size,
+                                                            zero + position[c], conn_ids[index.conn[mine]],
+                                                            index.time[mine], kernel=True)
+            pieces, k = [], 0
+            for r, a, b in runs:
+                piece = builder.decode_run(payload, None, starts[k:k + b - a], lengths[k:k + b - a], a, a)
+                pieces.append((r, builder.compact(piece)))  # views keep the topic's bytes, not whole chunks
+                k += b - a
+            return pieces
+
+        waiting: dict[int, Any] = {}  # pieces of runs that follow one not yet decoded (chunks overlapping in time)
+        following = 0
+        for pieces in ordered_map(decode, list(groups), store.pool(), 2 * store.workers):
+            self._check_open()
+            waiting.update(pieces)
+            while following in waiting:
+                builder.append(waiting.pop(following))
+                following += 1
+
+    def _decode_runs(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
+        """Decode ``selected`` into ``builder`` run by run: chunks decompressed ahead, runs decoded on the
+        workers in parts."""
         workers = self._store.workers
 
         def parts() -> Iterator[tuple[np.ndarray, int | None, int, np.ndarray, np.ndarray]]:
@@ -735,11 +824,6 @@ class Bag:
         pool = self._store.pool() if selected.size >= 2 * PARALLEL_MIN else None
         for piece in ordered_map(decode, parts(), pool, 2 * workers):
             builder.append(piece)
-        own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]
-        local = np.searchsorted(np.array(own), self._index.conn[selected]).astype(np.int32) if len(own) > 1 else \
-            np.zeros(selected.size, dtype=np.int32)
-        return TopicArray(topic, self._index.time[selected], builder.finish(), local,
-                          list(self._topic_connections[topic]))
 
     def _object_decoder(self, connection: Connection) -> Any:
         """The per-message decoder of a connection whose encoding is not turned into arrays (cached)."""

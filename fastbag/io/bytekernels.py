@@ -8,7 +8,9 @@ Imported on first use: ``import fastbag`` does not load Numba.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from . import compilenotice  # noqa: F401  # says so on stderr while the kernels compile (a cold cache)
 
@@ -32,3 +34,34 @@ def copy(dst, d, src, s, n):
     s0 = np.uint64(s)
     for k in range(np.uint64(n)):
         dst[d0 + k] = src[s0 + k]
+
+
+@intrinsic
+def _memcpy(typingctx, dst, d, src, s, n):  # type: ignore[no-untyped-def]
+    """LLVM's memcpy of ``n`` bytes from ``src[s:]`` to ``dst[d:]`` (uint8 arrays, int offsets)."""
+    if not (isinstance(dst, types.Array) and isinstance(src, types.Array) and dst.dtype == types.uint8 and
+            src.dtype == types.uint8 and all(isinstance(x, types.Integer) for x in (d, s, n))):
+        return None
+    sig = types.void(dst, d, src, s, n)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        dst_, d_, src_, s_, n_ = args
+        to = context.make_array(signature.args[0])(context, builder, dst_)
+        frm = context.make_array(signature.args[2])(context, builder, src_)
+        cgutils.raw_memcpy(builder, builder.gep(to.data, [d_]), builder.gep(frm.data, [s_]), n_, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def copy_disjoint(dst, d, src, s, n):
+    """dst[d:d+n] = src[s:s+n] for checked spans of two different arrays, through memcpy.
+
+    Inside the layout interpreter (fastbag.msg.kernels.walk) LLVM leaves
+    :func:`copy`'s loop a slow one, whatever the size: measured on a chunk of
+    Imu records in cache, 57 ms per million messages with it, 19 ms with this
+    (and 54 ms again with an ``if n > 0`` around the call: the length is
+    clamped instead).
+    """
+    _memcpy(dst, d, src, s, max(n, 0))

@@ -12,6 +12,7 @@ bz2 through the standard library's streaming decoder.
 from __future__ import annotations
 
 import bz2
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -70,19 +71,31 @@ def _lz4(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | Non
 
 
 
+_PER_THREAD = threading.local()
+
+
+def _zstd_decompressor() -> Any:
+    """This thread's zstd decompression context: one per thread, since a context decodes one frame at a
+    time, and reused, since making one per chunk cost ~10% of decoding a 800 KB chunk."""
+    found = getattr(_PER_THREAD, "zstd", None)
+    if found is None:
+        import zstandard  # imported on first use: a bag without zstd chunks never needs it
+
+        found = _PER_THREAD.zstd = zstandard.ZstdDecompressor()
+    return found
+
+
 def _zstd(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
     # zstandard's stream reader decodes into our buffer (recycled where ``allocate`` gives one) as
     # blocks arrive; the buffer starts at a plausible size and doubles, so a frame that claims or
     # expands to far more than its bytes justify costs only what it really produces.
-    import zstandard  # imported on first use: a bag without zstd chunks never needs it
-
     guess = 32 * raw.size + (1 << 16)
     first = size if size <= guess else guess
     out = allocate(first) if allocate is not None else np.empty(first, dtype=np.uint8)
     filled = 0
     # All input at once: the reader's default 128 KiB reads make it decode in small steps, at half the speed.
-    with zstandard.ZstdDecompressor().stream_reader(memoryview(raw), read_size=max(raw.size, 1),
-                                                    read_across_frames=True) as reader:
+    with _zstd_decompressor().stream_reader(memoryview(raw), read_size=max(raw.size, 1),
+                                            read_across_frames=True) as reader:
         while True:
             if filled == out.size:
                 if out.size >= size:
@@ -97,6 +110,25 @@ def _zstd(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | No
                 break
             filled += got
     return out[:filled]
+
+
+_CRC32: Callable[[Any], int] | None = None
+
+
+def crc32(data: Any) -> int:
+    """The CRC-32 (zlib's polynomial) of a buffer: ISA-L's where the ``isal`` package is installed
+    (``pip install 'fastbag[fast]'``; it folds with carry-less multiplies, ~100 GB/s on a chunk in
+    cache against zlib's ~6 GB/s, measured: 0.06 s of CPU per 355 MB of chunks), else zlib's."""
+    global _CRC32
+    if _CRC32 is None:
+        try:
+            from isal.isal_zlib import crc32 as found
+        except ImportError:
+            import zlib
+
+            found = zlib.crc32
+        _CRC32 = found
+    return _CRC32(data)
 
 
 #: compression name -> ``decompress(raw, size, allocate=None)``: the payload ``raw`` (uint8, a

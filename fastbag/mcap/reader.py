@@ -29,6 +29,7 @@ import numpy as np
 from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, decompress
+from ..io.codecs import crc32
 from ..io.source import Source
 from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndexes,
                       Metadata, MetadataIndex, Opcode, Schema, Statistics, le_uint, parse_attachment,
@@ -546,7 +547,7 @@ class McapReader(LazyIndexContainer):
         Message records against its message indexes' entries."""
         self.index  # noqa: B018 - the chunks' CRCs are read with their message indexes (a read has them)
         expected = int(self._chunk_crc[k]) if k < self._chunk_crc.size else 0
-        if expected and zlib.crc32(payload) != expected:
+        if expected and crc32(payload) != expected:
             raise BagFormatError("the chunk's decompressed records fail their CRC-32 check", path=self.path,
                                  offset=int(self._chunks.position[k]), record="chunk")
         listed = self._listed_per_chunk

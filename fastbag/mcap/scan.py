@@ -9,11 +9,11 @@ is the slow path of a damaged file, in Python per record.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 
 from ..errors import BagFormatError
 from ..io.chunks import Chunk, decompress
+from ..io.codecs import crc32
 from ..io.source import Source
 from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, AttachmentIndex, Body, Channel, MetadataIndex, Opcode,
                       Schema, parse_channel, parse_chunk_head, parse_schema, record_name)
@@ -130,7 +130,7 @@ def _chunk(found: Scanned, source: Source, pos: int, length: int) -> None:
     head = parse_chunk_head(body, pos + RECORD_HEAD)
     chunk = Chunk(pos, head.compression or "none", head.uncompressed_size, head.records_offset, head.records_length)
     payload = decompress(source, chunk)
-    if head.uncompressed_crc and zlib.crc32(payload) != head.uncompressed_crc:
+    if head.uncompressed_crc and crc32(payload) != head.uncompressed_crc:
         raise BagFormatError("its decompressed records fail their CRC-32 check", path=source.path, offset=pos,
                              record="chunk")
     k = len(found.chunks)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..io.bytekernels import copy as _copy
+from ..io.bytekernels import copy_disjoint as _copy  # message bytes to rows: never overlapping
 from ..io.bytekernels import u32 as _u32
 
 # Op codes (mirrors fastbag.msg.layout; kept literal so the kernels need no import).

@@ -1,0 +1,303 @@
+"""Whole-topic reads of compressed chunks, pipelined chunk by chunk over the workers (Bag._decode_chunks).
+
+Each worker decompresses a chunk, locates its messages and decodes them into
+their rows of the read's arrays, in whatever order the chunks finish. Proved
+here on files written by the ``mcap`` package's writer (zstd and lz4 chunks)
+and by rosbags' ROS1 writer (lz4 and bz2 chunks): the values are the ones
+written (and rosbags' deserializer agrees on the ROS1 bags), the same as the
+run-by-run path gives, with one worker and with two, for chunks read in file
+order and out of it; damage in a middle chunk is an error naming its offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rosbags_fixtures import TYPESTORE, conn_spec, twist_msg, write_with_rosbags
+
+import fastbag
+import fastbag.bag
+
+pytest.importorskip("mcap")
+from mcap.writer import CompressionType, Writer
+
+SCHEMA = b"string name\nfloat64[] values\nfloat64 x\n"
+COMPRESSIONS = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4}
+
+
+def message(k: int) -> bytes:
+    """A ROS1-serialized message of SCHEMA: name "m<k>", k % 5 values k, k+1, ..., x = k / 2."""
+    name = f"m{k}".encode()
+    values = np.arange(k % 5, dtype="<f8") + k
+    return struct.pack("<I", len(name)) + name + struct.pack("<I", values.size) + values.tobytes() + \
+        struct.pack("<d", k * 0.5)
+
+
+def write(path: Path, times: np.ndarray, *, compression: str = "zstd", chunk_size: int = 2048) -> None:
+    """Message k on /a (even k) or /b (odd k) at log_time ``times[k]``, in chunks of about ``chunk_size``."""
+    with path.open("wb") as f:
+        writer = Writer(f, chunk_size=chunk_size, compression=COMPRESSIONS[compression])
+        writer.start(profile="", library="fastbag tests")
+        schema = writer.register_schema("test/Sample", "ros1msg", SCHEMA)
+        ids = [writer.register_channel(topic, "ros1", schema) for topic in ("/a", "/b")]
+        for k, t in enumerate(times.tolist()):
+            writer.add_message(ids[k % 2], log_time=t, data=message(k), publish_time=k)
+        writer.finish()
+
+
+def expected(times: np.ndarray, topic: str) -> np.ndarray:
+    """The k of each message of ``topic``, in read order (log_time; the times are distinct)."""
+    ks = np.arange(times.size)[0 if topic == "/a" else 1::2]
+    return ks[np.argsort(times[ks], kind="stable")]
+
+
+def assert_values(array, ks: np.ndarray) -> None:
+    assert len(array) == ks.size
+    np.testing.assert_array_equal(array["x"], ks * 0.5)
+    assert array["name"].tolist() == [f"m{k}" for k in ks.tolist()]
+    for i, k in enumerate(ks.tolist()):
+        np.testing.assert_array_equal(array["values"][i], np.arange(k % 5) + k)
+    assert array[3].name == f"m{int(ks[3])}" and array[3].values.tolist() == (np.arange(ks[3] % 5) + ks[3]).tolist()
+
+
+@pytest.fixture
+def pipeline_calls(monkeypatch):
+    """How many reads went through the chunk pipeline."""
+    calls = []
+    original = fastbag.bag.Bag._decode_chunks
+
+    def spy(self, builder, selected):
+        calls.append(selected.size)
+        return original(self, builder, selected)
+
+    monkeypatch.setattr(fastbag.bag.Bag, "_decode_chunks", spy)
+    return calls
+
+
+def run_by_run(path: Path, topic: str, monkeypatch) -> object:
+    """The topic read through the run-by-run path (the code before the pipeline)."""
+    with monkeypatch.context() as m:
+        m.setattr(fastbag.bag.Bag, "_pipelined", lambda self, selected, layout: False)
+        with fastbag.open(path) as bag:
+            return bag.read(topic)
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("order", ["in_order", "shuffled", "reversed"])
+def test_pipeline_decodes_every_chunk_into_its_rows(tmp_path, monkeypatch, pipeline_calls, compression, workers,
+                                                    order):
+    """Shuffled times spread every chunk over the whole read (many runs per chunk, interleaved with other
+    chunks' runs); reversed ones read the last chunk first."""
+    n = 3000
+    times = 1_000_000_000 + 1000 * np.arange(n, dtype=np.int64)
+    if order == "shuffled":
+        times = np.random.default_rng(7).permutation(times)
+    elif order == "reversed":
+        times = times[::-1].copy()
+    path = tmp_path / f"{compression}.mcap"
+    write(path, times, compression=compression)
+    with fastbag.open(path, workers=workers) as bag:
+        assert len(bag._chunks) >= 20 and set(bag.compression) == {compression}
+        for topic in ("/a", "/b"):
+            got = bag.read(topic)
+            assert_values(got, expected(times, topic))
+            np.testing.assert_array_equal(got.time, np.sort(times[0 if topic == "/a" else 1::2]))
+            old = run_by_run(path, topic, monkeypatch)
+            np.testing.assert_array_equal(got["x"], old["x"])
+            assert got["name"].tolist() == old["name"].tolist()
+        # a time window and a part of iter_read go through it too, and agree with the whole read
+        whole = bag.read("/a")
+        lo, hi = int(np.sort(times)[500]), int(np.sort(times)[2500])
+        window = bag.read("/a", start=lo, end=hi)
+        inside = (whole.time >= lo) & (whole.time < hi)
+        np.testing.assert_array_equal(window["x"], whole["x"][inside])
+        parts = list(bag.iter_read("/a", step=700))
+        np.testing.assert_array_equal(np.concatenate([p["x"] for p in parts]), whole["x"])
+    assert len(pipeline_calls) >= 4
+
+
+def test_views_outlive_the_recycled_buffers(tmp_path, pipeline_calls):
+    """Arrays of a read are views of its decompressed chunks: later reads must not recycle those buffers."""
+    times = 1_000_000_000 + 1000 * np.arange(4000, dtype=np.int64)
+    path = tmp_path / "views.mcap"
+    write(path, times, chunk_size=4096)
+    with fastbag.open(path, cache_bytes=0) as bag:
+        first = bag.read("/a")
+        assert isinstance(first["values"], fastbag.msg.arrays.Ragged)
+        for _ in range(3):
+            bag.read("/b")
+        assert_values(first, expected(times, "/a"))
+    assert len(pipeline_calls) == 4
+
+
+def damage(path: Path, chunk: int, where: str) -> int:
+    """Flip bytes of chunk ``chunk``: its compressed payload or its uncompressed CRC. Its offset."""
+    with fastbag.open(path) as bag:
+        table = bag._chunks
+        position, data_offset, data_len = (int(a[chunk]) for a in (table.position, table.data_offset,
+                                                                    table.data_len))
+    data = bytearray(path.read_bytes())
+    if where == "payload":
+        for at in range(data_offset + data_len // 3, data_offset + data_len // 3 + 8):
+            data[at] ^= 0x5A
+    else:  # the chunk record: opcode, length, start and end time, uncompressed size, then its CRC
+        struct.pack_into("<I", data, position + 9 + 24, struct.unpack_from("<I", data, position + 9 + 24)[0] ^ 1)
+    path.write_bytes(bytes(data))
+    return position
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+@pytest.mark.parametrize("where", ["payload", "crc"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_damaged_middle_chunk_names_its_offset(tmp_path, pipeline_calls, compression, where, workers):
+    times = 1_000_000_000 + 1000 * np.arange(3000, dtype=np.int64)
+    path = tmp_path / "damaged.mcap"
+    write(path, times, compression=compression)
+    with fastbag.open(path) as bag:
+        middle = len(bag._chunks) // 2
+    position = damage(path, middle, where)
+    with fastbag.open(path, workers=workers) as bag:
+        with pytest.raises(fastbag.BagFormatError) as info:
+            bag.read("/a")
+        assert info.value.offset == position and info.value.record == "chunk" and info.value.path == str(path)
+        assert where != "crc" or "CRC-32" in str(info.value)
+        # what is intact stays readable: the messages before the damaged chunk
+        before = int(bag._container.index.time[bag._container.index.chunk == middle].min())
+        assert_values(bag.read("/a", end=before), expected(times, "/a")[:int((times[::2] < before).sum())])
+    assert pipeline_calls
+    # the decompression contexts the failing chunk went through serve the next read as well
+    good = tmp_path / "good.mcap"
+    write(good, times, compression=compression)
+    with fastbag.open(good, workers=workers) as bag:
+        assert_values(bag.read("/b"), expected(times, "/b"))
+
+
+@pytest.mark.parametrize("compression", ["lz4", "bz2"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ros1_compressed_chunks_share_the_pipeline(tmp_path, pipeline_calls, compression, workers):
+    """ROS1 bags written by rosbags' writer: values equal rosbags' deserializer's."""
+    from rosbags.rosbag1 import Reader
+
+    path = tmp_path / f"{compression}.bag"
+    conns = [conn_spec("/twist", "geometry_msgs/Twist"), conn_spec("/other", "geometry_msgs/Twist")]
+    messages = [(k % 2, 1_000_000_000 + 1000 * k, twist_msg(k)) for k in range(3000)]
+    write_with_rosbags(path, conns, messages, compression=compression, chunk_threshold=4096)
+    with fastbag.open(path, workers=workers) as bag:
+        assert len(bag._chunks) >= 20
+        got = bag.read("/twist")
+    with Reader(path) as reader:
+        theirs = [TYPESTORE.deserialize_ros1(raw, c.msgtype) for c, _, raw in
+                  reader.messages(connections=[c for c in reader.connections if c.topic == "/twist"])]
+    assert len(got) == len(theirs) == 1500
+    for part in ("linear", "angular"):
+        for axis in "xyz":
+            np.testing.assert_array_equal(got[part][axis], [getattr(getattr(m, part), axis) for m in theirs])
+    assert pipeline_calls
+
+
+@pytest.mark.parametrize("size", [0, 1, 15, 4096, 800_001])
+def test_crc32_is_zlibs(size, monkeypatch):
+    """The chunk checksum (ISA-L's where installed) equals zlib's, for arrays and bytes; without isal, zlib's."""
+    import zlib
+
+    from fastbag.io import codecs
+
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    assert codecs.crc32(data) == codecs.crc32(data.tobytes()) == zlib.crc32(data)
+    monkeypatch.setattr(codecs, "_CRC32", None)
+    monkeypatch.setitem(__import__("sys").modules, "isal.isal_zlib", None)  # as if isal were not installed
+    assert codecs.crc32(data) == zlib.crc32(data) and codecs._CRC32 is zlib.crc32
+
+
+@pytest.mark.parametrize("texts", [["imu_link"] * 5, ["imu_link", "imu_link", "imu_lin2"], ["ab", "ba", "ab"],
+                                   ["x"], ["aa", "aa", "aa", "ab"], ["abab", "abab", "baba"]])
+def test_strings_of_one_width_decode_each(texts):
+    """The constant-string shortcut (bytes that repeat with the strings' width) takes only constant columns."""
+    from fastbag.msg.arrays import decode_strings, offsets_of
+
+    raw = np.frombuffer("".join(texts).encode(), dtype=np.uint8)
+    got = decode_strings(raw, offsets_of(np.array([len(t) for t in texts], dtype=np.int64)))
+    assert got.tolist() == texts
+
+
+@pytest.fixture(scope="module")
+def mixed_mcap(tmp_path_factory) -> Path:
+    """A small mixed recording (Imu, TF, PointCloud2, Image, Livox, ...) as ROS 2 writes it: converted to
+    CDR by rosbags' serializer (fastbag.tooling.synth_mcap), zstd chunks of 64 KiB."""
+    from fastbag.tooling import synth, synth_mcap
+
+    folder = tmp_path_factory.mktemp("mixed")
+    ros1 = folder / "mixed.bag"
+    synth.write_bag(ros1, synth.MIXED_STREAMS, seconds=1.0, points=300, width=32, height=24)
+    original, synth_mcap.CHUNK_SIZE = synth_mcap.CHUNK_SIZE, 64 * 1024
+    try:
+        synth_mcap.write_rosbag2_mcap(ros1, folder / "mixed")
+    finally:
+        synth_mcap.CHUNK_SIZE = original
+    return folder / "mixed"
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0], ids=["views", "default", "copied"])
+def test_zero_copy_topics_equal_rosbags(mixed_mcap, pipeline_calls, monkeypatch, share):
+    """Livox points (20-byte CDR stride, the last point without its padding), PointCloud2 points and images
+    equal rosbags' rosbag2 reader's, whether the arrays stay views of the decompressed chunks or are
+    copied out of them (TopicBuilder.compact); reads in between recycle the chunk buffers."""
+    from fastbag.msg import arrays
+    from fastbag.msg.sensors import image, pointcloud
+    from fastbag.tooling import bench
+
+    monkeypatch.setattr(arrays, "COMPACT_SHARE", share)
+    with fastbag.open(mixed_mcap) as bag:
+        assert len(bag._chunks) >= 8 and set(bag.compression) == {"zstd"}
+        livox = bag.read("/livox/lidar")
+        clouds = bag.read("/points")
+        images = bag.read("/camera/image_raw")
+        for _ in range(2):
+            bag.read("/imu"), bag.read("/tf")  # recycle the chunk buffers
+        ours_livox = [livox["points"][i] for i in range(len(livox))]
+        ours_clouds, ours_images = list(pointcloud(clouds)), list(image(images))
+    reader = bench._rosbags_reader(mixed_mcap)  # rosbags' AnyReader: its rosbag2 reader, types from the schemas
+    try:
+        bench._check_fields(ours_livox, bench._livox_rosbags(reader))
+        bench._check_arrays(ours_clouds, bench._clouds_rosbags(reader))
+        bench._check_arrays(ours_images, bench._images_rosbags(reader))
+    finally:
+        reader.close()
+    assert len(ours_livox) == 10 and len(ours_clouds) == 10 and len(ours_images) == 10
+    assert len(pipeline_calls) >= 3
+
+
+def test_copy_disjoint_copies_exactly_its_span():
+    """The memcpy the layout interpreter copies fixed fields with: its span only; nothing for a length <= 0."""
+    from numba import njit
+
+    from fastbag.io.bytekernels import copy_disjoint
+
+    @njit
+    def copy(dst, d, src, s, n):
+        copy_disjoint(dst, d, src, s, n)
+
+    src = np.arange(200, dtype=np.uint8)
+    for d, s, n in [(0, 0, 200), (3, 17, 1), (100, 5, 64), (7, 9, 0), (7, 9, -5)]:
+        dst = np.full(300, 0xEE, dtype=np.uint8)
+        copy(dst, d, src, s, n)
+        expected = np.full(300, 0xEE, dtype=np.uint8)
+        expected[d:d + max(n, 0)] = src[s:s + max(n, 0)]
+        np.testing.assert_array_equal(dst, expected)
+
+
+def test_take_in_any_order_through_the_pipeline(tmp_path, pipeline_calls):
+    """take() with positions in random order, repeated ones too: each chunk's rows are scattered over the
+    read, and every row holds the message its position names."""
+    times = 1_000_000_000 + 1000 * np.arange(3000, dtype=np.int64)
+    path = tmp_path / "take.mcap"
+    write(path, times)
+    ks = expected(times, "/a")
+    positions = np.random.default_rng(3).integers(0, ks.size, 2000)
+    with fastbag.open(path) as bag:
+        assert_values(bag.take("/a", positions), ks[positions])
+    assert pipeline_calls == [2000]
