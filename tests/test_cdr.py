@@ -197,6 +197,28 @@ def test_random_types_equal_rosbags(types, data, little_endian) -> None:
         assert_same_cdr(idl[i], store.deserialize_cdr(r, typename), f"msg[{i}] (IDL)")
 
 
+@pytest.mark.parametrize("little_endian", [True, False])
+def test_regression_last_padded_struct_array_reads_the_same_by_attribute_and_by_name(little_endian):
+    """Hypothesis found it (test_random_types_equal_rosbags): a sequence of structs whose CDR stride has
+    trailing padding (float32, bool, bool: 6 bytes, stride 8) in the last message of a run lacks the last
+    element's padding in the buffer, so each access copies it; msg.f3 and msg["f3"] are then equal copies,
+    not one view, and the comparator took that for a mismatch. Values equal rosbags' either way."""
+    types = {"fam/T0": [("prim", "float32", "f0", 1), ("prim", "bool", "f1", 1), ("prim", "bool", "f2", 1)],
+             "fam/T3": [("prim", "bool", "f0", 1), ("structseq", "fam/T0", "f3", 1)]}
+    store = _store(types)
+    main, text = _definition(types)
+    typename = f"{main.split('/')[0]}/msg/{main.split('/')[1]}"
+    t0, t3 = store.types["fam/msg/T0"], store.types[typename]
+    messages = [t3(bool(n % 2), [t0(np.float32(k + 0.5), True, bool(k % 2)) for k in range(n)]) for n in (0, 2, 3)]
+    raw = [bytes(store.serialize_cdr(m, typename, little_endian=little_endian)) for m in messages]
+    ours = decode_messages(typename, text, raw, encoding="cdr", schema_encoding="ros2msg")
+    last = ours[2].f3
+    assert [e.f0 for e in last] == [0.5, 1.5, 2.5] and [e.f2 for e in last] == [False, True, False]
+    assert last._src.array.ctypes.data != ours[2]["f3"]._src.array.ctypes.data  # copies, made per access
+    for i, r in enumerate(raw):
+        assert_same_cdr(ours[i], store.deserialize_cdr(r, typename), f"msg[{i}]")
+
+
 # -- layout rules ------------------------------------------------------------------
 
 LIVOX = ("uint32 offset_time\nfloat32 x\nfloat32 y\nfloat32 z\nuint8 reflectivity\nuint8 tag\nuint8 line\n")
