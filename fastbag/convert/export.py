@@ -280,8 +280,10 @@ def _write_csv(bag: Bag, topic: str, path: Path, step: int | str, bar: Any, comp
             for name in frame.columns:  # lists as text: [1, 2, 3]
                 if isinstance(frame[name].dtype, pd.ArrowDtype):
                     frame[name] = [str(v) for v in frame[name].array.__arrow_array__().to_pylist()]
-            frame.insert(0, time_column(part), part.time)
-            frame.to_csv(f, header=k == 0, index=False)
+            # the receive time (int ns) first, as the index: inserting a column into a wide frame copies
+            # every block (pandas warns of it)
+            frame.index = pd.Index(part.time, name=time_column(part))
+            frame.to_csv(f, header=k == 0, index=True)
             count += len(part)
             if bar is not None:
                 bar.update(len(part))
