@@ -12,10 +12,15 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
 
 import numpy as np
 
 from ..errors import BagFormatError
+
+#: Reads of this many spans or more go through one compiled loop of pread(2) once Numba is loaded anyway
+#: (bytekernels.pread_spans); fewer, or before Numba is needed, one os.preadv each.
+KERNEL_SPANS = 64
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -106,6 +111,13 @@ class Source:
             stat = os.fstat(fd)
             if (stat.st_dev, stat.st_ino) != self._identity:
                 raise ValueError(f"{self.path} is no longer the file that was mapped")
+            if len(offsets) >= KERNEL_SPANS and "numba" in sys.modules:  # loaded anyway: spare the Python per read
+                from .bytekernels import pread_spans
+
+                short = pread_spans(fd, out, np.asarray(offsets, dtype=np.int64), np.asarray(lengths, dtype=np.int64))
+                if short >= 0:  # the file shrank since it was mapped
+                    raise ValueError(f"could not read {lengths[short]} bytes at offset {offsets[short]}")
+                return out
             at = 0
             for offset, length in zip(offsets, lengths):
                 got = os.preadv(fd, [view[at:at + length]], offset)
