@@ -533,6 +533,10 @@ class Bag:
         connections = index.connections
         conn_of = index.conn[selected]
         time_of = index.time[selected].tolist()
+        # Array elements that take no bytes, beyond their runs' bytes, counted over the whole iteration as a
+        # read counts them: each batch has builders of its own, and a definition declaring 100,000 such
+        # elements a message would otherwise cost a Python object each, batch after batch.
+        unbacked: dict[int, int] = {}
         for payload, offset, a, b, starts, lengths in self._batches(selected):
             conns = conn_of[a:b]
             # Per connection of the batch: its message class, where its messages read their fields,
@@ -555,7 +559,9 @@ class Bag:
                 builder = TopicBuilder(layout, self._source.array, mine.size, topic=connections[rank].topic,
                                        msgtype=connections[rank].msgtype,
                                        types=self._message_types(connections[rank]))
+                builder.unbacked = unbacked.get(rank, 0)
                 builder.add_run(payload, offset, starts[mine], lengths[mine], a + int(mine[0]))
+                unbacked[rank] = builder.unbacked
                 row_of = np.zeros(b - a, dtype=np.int64)
                 row_of[mine] = np.arange(mine.size)
                 source = builder.finish().record_source()

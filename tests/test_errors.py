@@ -463,3 +463,35 @@ def test_iterator_advanced_after_close(tmp_path, compression):
     with pytest.raises((ValueError, fastbag.FastbagError), match="closed") as info:
         next(iterator)
     assert not isinstance(info.value, fastbag.BagFormatError)
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_regression_elements_of_no_bytes_are_bounded_over_a_whole_iteration(tmp_path, compression):
+    """Fuzz case 8723 (seed 20261129): a definition declaring 100,000 elements of a type that takes no bytes
+    (``Z[100000]``, Z holding only ``string[0]``) in every message. read() refused it once the elements
+    passed the cap over the read, but decoded iteration counted them per batch (its builders are new for
+    each), so it built 100,000 objects a message, message after message: 10 s and 75 MB for a 32 kB file.
+    Now the cap counts over the whole iteration too, and both raise a DecodeError naming the message."""
+    from rosbags_fixtures import ConnSpec, write_with_rosbags
+
+    from fastbag.msg.msgdef import parse_definition
+
+    definition = "fuzz_msgs/Z[100000] zs\nint32 x\n" + "=" * 80 + "\nMSG: fuzz_msgs/Z\nstring[0] nothing\n"
+    conn = ConnSpec("/z", "fuzz_msgs/Top", definition, parse_definition("fuzz_msgs/Top", definition).md5sum())
+    path = tmp_path / "z.bag"
+    write_with_rosbags(path, [conn], [(0, 1000 + k, struct.pack("<i", k)) for k in range(40)],
+                       compression=compression, chunk_threshold=64)  # a few messages a chunk: many batches
+    with fastbag.open(path) as bag:
+        one = bag.take("/z", [5])  # one message alone is within the cap: its elements, each empty
+        assert len(one) == 1 and one[0].x == 5 and len(one[0].zs) == 100_000
+        assert list(one[0].zs[99_999].nothing) == []
+        # (one run of them all, uncompressed: more elements than bytes at once; chunk by chunk: the cap over
+        # the read or the iteration)
+        with pytest.raises(fastbag.DecodeError, match="array elements"):
+            bag.read("/z")
+        decoded = 0
+        with pytest.raises(fastbag.DecodeError, match="array elements") as info:
+            for m in bag.messages():
+                assert m.msg.x == decoded
+                decoded += 1
+        assert decoded <= 3 and info.value.topic == "/z"  # 262,144 elements: the third message crosses it
