@@ -144,18 +144,21 @@ def test_image_step_too_small_raises(tmp_path):
         fastbag.image(arr[0])
 
 
-def test_uniform_topic_fast_path_equals_the_message_by_message_path(tmp_path, monkeypatch):
-    """A driver's topic (one field layout, every cloud fitting its data) is viewed in one vectorized pass;
-    its arrays must equal the per-message path's, organized and unorganized, and stay views."""
+@pytest.mark.parametrize("shapes", [[(1, 5), (2, 3), (3, 4)], [(2, 3)] * 3, [(1, 5)] * 3],
+                         ids=["shapes-vary", "organized-one-shape", "unorganized-one-shape"])
+def test_uniform_topic_fast_path_equals_the_message_by_message_path(tmp_path, monkeypatch, shapes):
+    """A driver's topic (one field layout, every cloud fitting its data) is viewed in one vectorized pass
+    (clouds of one shape by one map); its arrays must equal the per-message path's, organized and
+    unorganized, and stay views."""
     from fastbag.msg import sensors
 
     fields = [PointField(name="x", offset=0, datatype=7, count=1), PointField(name="ring", offset=4, datatype=4,
                                                                                count=1)]
     rng = np.random.default_rng(3)
     messages = []
-    for i, (height, width) in enumerate([(1, 5), (2, 3), (3, 4)]):
+    for i, (height, width) in enumerate(shapes):
         step = 8
-        data = rng.integers(0, 256, height * width * step + 3).astype(np.uint8)  # 3 trailing bytes
+        data = rng.integers(0, 256, height * width * step + 3 + i).astype(np.uint8)  # trailing bytes: ragged data
         messages.append(PointCloud2(header=_header(i), height=height, width=width, fields=fields,
                                     is_bigendian=False, point_step=step, row_step=width * step, data=data,
                                     is_dense=True))
