@@ -57,6 +57,17 @@ def _raw_kernel(messages: int) -> bool:
     return messages >= RAW_KERNEL_FROM or "numba" in sys.modules
 
 
+def _run_bounds(key: np.ndarray) -> tuple[list[int], list[int]]:
+    """(starts, ends) of the maximal runs of equal values in ``key`` (one chunk's messages in a row)."""
+    bounds = np.flatnonzero(np.diff(key)) + 1
+    return np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [key.size])).tolist()
+
+
+def _rows_of(runs: list[tuple[int, int]]) -> slice | np.ndarray:
+    """The positions ``[a, b)`` of every run, in order: a slice for one run (no index array)."""
+    return slice(*runs[0]) if len(runs) == 1 else np.concatenate([np.arange(a, b) for a, b in runs])
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     """What the index says about one topic.
@@ -427,10 +438,7 @@ class Bag:
                 starts[rows[part]], lengths[rows[part]] = found_starts, found_lengths
         # Runs break where the chunk changes, except between chunks that both
         # lie in the file: those share one buffer, so one run serves them all.
-        key = np.where(in_file, -1, chunk_of)
-        bounds = np.flatnonzero(np.diff(key)) + 1
-        run_starts = np.concatenate(([0], bounds)).tolist()
-        run_ends = np.concatenate((bounds, [n])).tolist()
+        run_starts, run_ends = _run_bounds(np.where(in_file, -1, chunk_of))
         run_chunks = chunk_of[run_starts].tolist()
         last_run = {c: k for k, c in enumerate(run_chunks)}
         groups: dict[int, list[tuple[int, int]]] = {}  # compressed chunk -> its runs
@@ -447,20 +455,26 @@ class Bag:
                     continue
                 while c not in live:
                     got, payload = next(payloads)
-                    runs = groups[got]
-                    pos = slice(*runs[0]) if len(runs) == 1 else np.concatenate([np.arange(x, y) for x, y in runs])
-                    zero = np.zeros(runs[0][1] - runs[0][0] if len(runs) == 1 else pos.size, dtype=np.int64)
-                    # The kernel locates a chunk's few dozen records in microseconds, where NumPy's
-                    # fixed cost per call is ~0.3 ms; a decompressed chunk is worth loading Numba for.
-                    starts[pos], lengths[pos] = self._container.payload_spans(
-                        payload, index.offset[selected[pos]], zero, zero + payload.size,
-                        zero + index.chunks[got].position, conn_ids[pos], index.time[selected[pos]], kernel=True)
+                    pos = _rows_of(groups[got])
+                    starts[pos], lengths[pos] = self._locate_in_chunk(payload, got, selected[pos])
                     live[got] = payload
                 yield live[c], None, a, b, starts[a:b], lengths[a:b]
                 if last_run[c] == k:
                     del live[c]
         finally:
             payloads.close()  # type: ignore[attr-defined]
+
+    def _locate_in_chunk(self, payload: np.ndarray, chunk: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, lengths) in chunk ``chunk``'s decompressed ``payload`` of the index rows ``rows`` (all in it).
+
+        Always through the container's kernel: it locates a chunk's few dozen
+        records in microseconds, where NumPy's fixed cost per call is ~0.3 ms,
+        and a decompressed chunk is worth loading Numba for."""
+        index = self._index
+        zero = np.zeros(rows.size, dtype=np.int64)
+        return self._container.payload_spans(payload, index.offset[rows], zero, zero + payload.size,
+                                             zero + int(index.chunks.position[chunk]),
+                                             self._connection_ids[index.conn[rows]], index.time[rows], kernel=True)
 
     def _split(self, n: int, parallel: bool = True) -> tuple[ThreadPoolExecutor | None, list[slice]]:
         """Locating ``n`` messages: one part per worker for a large read (the kernels release the GIL),
@@ -770,33 +784,24 @@ class Bag:
         in read order. At most ``2 * workers`` chunks are in flight.
         """
         index, store = self._index, self._store
-        n = selected.size
         chunk_of = index.chunk[selected]
-        bounds = np.flatnonzero(np.diff(chunk_of)) + 1
-        run_starts = np.concatenate(([0], bounds)).tolist()
-        run_ends = np.concatenate((bounds, [n])).tolist()
-        groups: dict[int, list[tuple[int, int, int]]] = {}  # chunk -> its runs (run number, a, b), first-need order
-        for r, (a, b, c) in enumerate(zip(run_starts, run_ends, chunk_of[run_starts].tolist())):
-            groups.setdefault(c, []).append((r, a, b))
-        conn_ids = self._connection_ids
-        position = index.chunks.position
+        run_starts, run_ends = _run_bounds(chunk_of)
+        groups: dict[int, list[tuple[int, int]]] = {}  # chunk -> its runs (a, b), first-need order
+        for a, b, c in zip(run_starts, run_ends, chunk_of[run_starts].tolist()):
+            groups.setdefault(c, []).append((a, b))
+        number = {a: r for r, a in enumerate(run_starts)}  # a run's place in read order, by its first message
         # A read larger than the cache would evict what it caches before reusing it (see iter_chunks).
         remember = int(self._chunks.size[list(groups)].sum()) <= store.cache_bytes
 
         def decode(c: int) -> list[tuple[int, Any]]:
             payload = store.get(c, remember)
             runs = groups[c]
-            rows = slice(runs[0][1], runs[0][2]) if len(runs) == 1 else \
-                np.concatenate([np.arange(a, b) for _, a, b in runs])
-            mine = selected[rows]  # (gathered here, on the workers, rather than for the whole read up front)
-            zero = np.zeros(mine.size, dtype=np.int64)
-            starts, lengths = self._container.payload_spans(payload, index.offset[mine], zero, zero + payload.size,
-                                                            zero + position[c], conn_ids[index.conn[mine]],
-                                                            index.time[mine], kernel=True)
+            # (the index gathered here, on the workers, rather than for the whole read up front)
+            starts, lengths = self._locate_in_chunk(payload, c, selected[_rows_of(runs)])
             pieces, k = [], 0
-            for r, a, b in runs:
+            for a, b in runs:
                 piece = builder.decode_run(payload, None, starts[k:k + b - a], lengths[k:k + b - a], a, a)
-                pieces.append((r, builder.compact(piece)))  # views keep the topic's bytes, not whole chunks
+                pieces.append((number[a], builder.compact(piece)))  # views keep the topic's bytes, not whole chunks
                 k += b - a
             return pieces
 

@@ -276,3 +276,8 @@ class LazyIndexContainer(Container):
     @property
     def problems(self) -> list[str]:
         return self._problems
+
+    @property
+    def salvaged(self) -> dict[int, np.ndarray]:
+        """Nothing: these formats index every message they read (a damaged file is scanned, not salvaged)."""
+        return {}

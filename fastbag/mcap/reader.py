@@ -475,10 +475,6 @@ class McapReader(LazyIndexContainer):
         return self._chunks
 
     @property
-    def salvaged(self) -> dict[int, np.ndarray]:
-        return {}
-
-    @property
     def recovered(self) -> bool:
         return self._recovered
 

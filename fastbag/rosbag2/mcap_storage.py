@@ -188,10 +188,6 @@ class McapStorage(LazyIndexContainer):
         return self._problems
 
     @property
-    def salvaged(self) -> dict[int, np.ndarray]:
-        return {}
-
-    @property
     def recovered(self) -> bool:
         return any(p.recovered for p in self.parts)
 

@@ -139,10 +139,6 @@ class Rosbag2Reader(LazyIndexContainer):
 
     # What the Bag needs at open, answered without the index (see LazyIndexContainer).
     @property
-    def salvaged(self) -> dict[int, np.ndarray]:
-        return {}
-
-    @property
     def recovered(self) -> bool:
         return False
 

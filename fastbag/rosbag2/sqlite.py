@@ -92,6 +92,7 @@ class Db3:
     def __init__(self, path: str, *, compressed: bool = False) -> None:
         self.path = path
         self.problems: list[str] = []
+        self._row_count: int | None = None  # count(*) as totals() found it, for a file no one writes
         self._lock = threading.Lock()
         self._connections: dict[int, sqlite3.Connection] = {}
         self._memory: bytes | None = None     # a decompressed .db3.zstd kept in memory
@@ -250,6 +251,8 @@ class Db3:
         ``timestamp`` (see :meth:`timestamp_indexed`) each is a walk of index pages. One query per
         aggregate: SQLite takes the index's shortcut for a lone ``min`` or ``max`` only."""
         count = self.query("SELECT count(*) FROM messages", what="messages table")[0][0]
+        if self._memory is not None or "immutable=1" in (self._uri or ""):  # cannot change: asked once
+            self._row_count = count
         low = self.query("SELECT min(timestamp) FROM messages", what="messages table")[0][0]
         high = self.query("SELECT max(timestamp) FROM messages", what="messages table")[0][0]
         if not all(type(v) is int or (v is None and not count) for v in (count, low, high)):
@@ -308,7 +311,9 @@ class Db3:
         so; each of the three is answered from the ends of a b-tree. The scan then leaves the id column
         out: a fifth of its time."""
         con = self.connection()
-        count = con.execute("SELECT count(*) FROM messages").fetchone()[0]
+        count = self._row_count
+        if count is None:  # (not asked at open, or the file is being written)
+            count = con.execute("SELECT count(*) FROM messages").fetchone()[0]
         low = con.execute("SELECT min(id) FROM messages").fetchone()[0]
         high = con.execute("SELECT max(id) FROM messages").fetchone()[0]
         if type(low) is int and type(high) is int and count and high - low + 1 == count:
