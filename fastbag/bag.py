@@ -50,6 +50,18 @@ PLAUSIBLE_RATIO = 64
 #: NumPy's vectorized path costs ~1.4 us a message in a large file (a dozen gathers, each missing the
 #: cache), loading Numba and the kernel ~0.15 s once.
 RAW_KERNEL_FROM = 100_000
+#: Whole-topic reads whose messages lie this many bytes of their chunks apart on average (a camera or lidar
+#: topic, or Imu among them) read each message's head and tail with pread instead of touching the mapping:
+#: every message would otherwise cost its own page faults (~2.5 us each on this VM, 5 us with cold caches,
+#: and as much again to unmap), where a pread of a few hundred bytes costs under 1 us (Bag._decode_windows).
+WINDOW_SPACING = 64 << 10
+#: Bytes read from each record's start (its header and the message's fixed head) and before its end.
+WINDOW_HEAD = 1024
+WINDOW_TAIL = 512
+#: Messages a windowed read reads and decodes at a time (bounded memory: ~1.5 KB of windows each).
+WINDOW_PART = 4096
+#: Messages the first part of a windowed read holds (see Bag._decode_windows).
+WINDOW_PROBE = 32
 
 
 def _raw_kernel(messages: int) -> bool:
@@ -178,6 +190,7 @@ class Bag:
         self._layouts: dict[tuple, Layout] = {}  # by (type, definition); object decoders, message types too
         self._sizes: np.ndarray | None = None            # bytes of each index row's record, on first use
         self._topic_rows: dict[str, np.ndarray] = {}    # index rows of each topic, on first use
+        self._unwindowed: set[str | None] = set()        # topics whose fields lie outside windows
         self._connection_ids = np.array([c.id for c in container.connections], dtype=np.int64)
 
     @property
@@ -483,11 +496,12 @@ class Bag:
         step = max(1, -(-n // (self._store.workers if pool else 1)))
         return pool, [slice(k, min(n, k + step)) for k in range(0, n, step)]
 
-    def _file_spans(self, selected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _file_spans(self, selected: np.ndarray, parallel: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(starts, lengths) in the file of messages that all lie in uncompressed chunks.
 
         The container's one-pass locator runs in one part per worker for
-        large reads (its kernel releases the GIL); records it cannot verify
+        large reads (its kernel releases the GIL; ``parallel`` False: on this
+        thread, for callers on a worker already); records it cannot verify
         go through the checked parser, which explains what is wrong with them.
         """
         index, table = self._index, self._chunks
@@ -500,7 +514,7 @@ class Bag:
             first = self._container.file_spans(selected[part], starts[part], lengths[part], verified[part])
             return -1 if first < 0 else first + part.start
 
-        pool, parts = self._split(n)
+        pool, parts = self._split(n, parallel)
         for first in ordered_map(locate, parts, pool, len(parts)):
             if first >= 0:
                 raise size_mismatch(self.path, index.chunks[int(index.chunk[selected[first]])])
@@ -814,9 +828,94 @@ class Bag:
                 builder.append(waiting.pop(following))
                 following += 1
 
+    def _windowed(self, topic: str | None, selected: np.ndarray) -> bool:
+        """Whether :meth:`_decode_windows` reads ``selected``: every message in an uncompressed chunk, located
+        by the index, WINDOW_SPACING bytes of their chunks per message at least, and no earlier read of the
+        topic found its fields outside the windows."""
+        index = self._index
+        if index.starts is not None or selected.size == 0 or not self._container.windows or \
+                topic in self._unwindowed:
+            return False
+        used = np.zeros(len(index.chunks), dtype=bool)
+        used[index.chunk[selected]] = True
+        if not self._in_file[used].all():
+            return False
+        return int(self._chunks.size[used].sum()) >= WINDOW_SPACING * selected.size
+
+    def _decode_windows(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
+        """Decode ``selected`` (see :meth:`_windowed`) from windows onto each message's head and tail.
+
+        Per part of WINDOW_PART messages: one pread of WINDOW_HEAD bytes at each
+        record (the container locates the message in it), one of up to
+        WINDOW_TAIL bytes before each message's end where the head window does
+        not reach it, then the layout walk over the windows (kernels.walk):
+        arrays stay views of the mapping, whose pages nothing touched. A
+        message whose fields lie elsewhere (two large arrays) or whose record
+        the window cannot verify sends its part, and every part after it,
+        through the mapping as usual.
+        """
+        from .msg.arrays import OutsideWindows
+
+        index, table, source = self._index, self._chunks, self._source
+        give_up: list[bool] = []
+
+        def mapped(a: int, b: int) -> Any:
+            return builder.decode_run(source.array, 0, *self._file_spans(selected[a:b], parallel=False), a, a)
+
+        def decode(part: tuple[int, int]) -> Any:
+            a, b = part
+            if give_up:
+                return mapped(a, b)
+            rows = selected[a:b]
+            chunks = index.chunk[rows]
+            at = table.data_offset[chunks] + index.offset[rows]
+            chunk_end = table.data_offset[chunks] + table.size[chunks]
+            head_len = np.minimum(WINDOW_HEAD, source.size - at)
+            if (head_len <= 0).any() or (at < 0).any() or (table.size[chunks] != table.data_len[chunks]).any():
+                give_up.append(True)  # a damaged index or chunk: the mapped path says what is wrong
+                return mapped(a, b)
+            heads = source.gather(at, head_len)
+            head_at = np.zeros(rows.size, dtype=np.int64)
+            np.cumsum(head_len[:-1], out=head_at[1:])
+            starts = np.zeros(rows.size, dtype=np.int64)
+            lengths = np.zeros(rows.size, dtype=np.int64)
+            if self._container.window_spans(rows, heads, head_at, np.minimum(head_len, chunk_end - at), at,
+                                            chunk_end, starts, lengths) >= 0:
+                give_up.append(True)
+                return mapped(a, b)
+            end = starts + lengths
+            tail_start = np.maximum(end - WINDOW_TAIL, at + head_len)
+            tail_len = np.maximum(end - tail_start, 0)
+            windows = np.stack([at, head_len, head_at, tail_start, tail_len, np.zeros_like(at)], axis=1)
+            windows[1:, 5] = np.cumsum(tail_len[:-1])
+            windows[:, 5] += heads.size
+            tailed = np.flatnonzero(tail_len)  # (messages inside their head window need no tail)
+            buf = np.concatenate((heads, source.gather(tail_start[tailed], tail_len[tailed]))) if tailed.size \
+                else heads
+            try:
+                return builder.decode_run(buf, 0, starts, lengths, a, a, windows=windows)
+            except OutsideWindows:
+                give_up.append(True)
+                return mapped(a, b)
+
+        # A probe of a few messages first: a type whose fields lie outside the windows (two arrays, as in a
+        # LaserScan) then wastes a few reads, not a part's, and the topic's later reads skip the windows.
+        n = selected.size
+        probe = min(n, WINDOW_PROBE)
+        builder.append(decode((0, probe)))
+        parts = [(a, min(n, a + WINDOW_PART)) for a in range(probe, n, WINDOW_PART)]
+        pool = self._store.pool() if len(parts) > 1 and not give_up else None
+        for piece in ordered_map(decode, parts, pool, 2 * self._store.workers):
+            builder.append(piece)
+        if give_up:
+            self._unwindowed.add(builder.topic)
+
     def _decode_runs(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
         """Decode ``selected`` into ``builder`` run by run: chunks decompressed ahead, runs decoded on the
         workers in parts."""
+        if self._windowed(builder.topic, selected):
+            self._decode_windows(builder, selected)
+            return
         workers = self._store.workers
 
         def parts() -> Iterator[tuple[np.ndarray, int | None, int, np.ndarray, np.ndarray]]:

@@ -249,6 +249,24 @@ class Container(ABC):
         """
         return -1
 
+    #: Whether :meth:`window_spans` locates messages in windows onto their records (see Bag._decode_windows).
+    windows = False
+
+    def window_spans(self, selected: np.ndarray, heads: np.ndarray, head_at: np.ndarray, seen: np.ndarray,
+                     at: np.ndarray, chunk_end: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> int:
+        """Spans in the file of messages ``selected`` (index rows, in uncompressed chunks), located in copies
+        of their records' first bytes.
+
+        Record ``i`` lies at file offset ``at[i]`` in a chunk ending at
+        ``chunk_end[i]``; its first ``seen[i]`` bytes are at
+        ``heads[head_at[i]:]``. Fills ``starts``/``lengths`` (file offsets)
+        for records it verifies as :meth:`file_spans` does; returns -1, or
+        the first ``i`` it cannot verify from the window (the caller then
+        reads through the mapping, where :meth:`payload_spans` explains any
+        fault).
+        """
+        return 0
+
     def close(self) -> None:
         """Release the file."""
         self.source.close()

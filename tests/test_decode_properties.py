@@ -62,6 +62,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -566,6 +567,28 @@ def test_random_types_round_trip(case):
     _events(family, writer)
     chunks = check_round_trip(family, values, times, writer)
     event(f"chunks: {'several' if chunks > 1 else 'one'}")
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(case=cases(), head=st.integers(1, 120) | st.integers(120, 2000), tail=st.integers(0, 64) | st.integers(64, 1024))
+def test_random_types_through_windows(case, head, tail):
+    """The round trip with every read of uncompressed chunks through windows of random sizes (see
+    Bag._decode_windows): where a window holds every field the walk reads, values come from the windows;
+    where it does not (or cannot verify the record), the same messages come through the mapping. Either
+    way they equal rosbags'."""
+    family, values, times, writer = case
+    outcomes = []
+    original = fastbag.bag.Bag._decode_windows
+
+    def spy(self, builder, selected):
+        original(self, builder, selected)
+        outcomes.append("fell back" if builder.topic in self._unwindowed else "held")
+
+    with mock.patch.multiple(fastbag.bag, WINDOW_SPACING=0, WINDOW_HEAD=head, WINDOW_TAIL=tail, WINDOW_PROBE=1), \
+            mock.patch.object(fastbag.bag.Bag, "_decode_windows", spy):
+        check_round_trip(family, values, times, {**writer, "compression": "none"})
+    assert outcomes
+    event(f"windows of /t: {outcomes[0]}")
 
 
 def _identical(a: Any, b: Any) -> bool:

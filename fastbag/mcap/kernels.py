@@ -83,3 +83,20 @@ def file_spans(buf, selected, chunk, offset, time, conn, conn_ids, data_offset, 
             starts[i] = start
             lengths[i] = length
     return -1
+
+
+@njit(cache=True, nogil=True)
+def window_spans(heads, head_at, seen, at, chunk_end, channel, log_time, starts, lengths):
+    """file_spans over windows onto the records: record ``i`` lies at file offset ``at[i]`` in a chunk ending
+    at ``chunk_end[i]``, its first ``seen[i]`` bytes at ``heads[head_at[i]:]``. Fills file offsets into
+    ``starts``/``lengths``; returns -1, or the first ``i`` not verified from its window."""
+    for i in range(at.size):
+        base = head_at[i]
+        if seen[i] < _HEAD:  # (the record's fixed part runs past its window)
+            return i
+        start, length = _message_span(heads, base, base, base + chunk_end[i] - at[i], channel[i], log_time[i])
+        if start < 0:
+            return i
+        starts[i] = at[i] + start - base
+        lengths[i] = length
+    return -1

@@ -558,6 +558,17 @@ class McapReader(LazyIndexContainer):
             self._warn(f"the chunk at offset {int(self._chunk_indexes.chunk_offset[k])} holds {held} messages, its "
                        f"message indexes list {listed}: reading the listed ones")
 
+    windows = True
+
+    def window_spans(self, selected: np.ndarray, heads: np.ndarray, head_at: np.ndarray, seen: np.ndarray,
+                     at: np.ndarray, chunk_end: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> int:
+        """Message records located in windows onto them and checked as :meth:`file_spans` does (one Numba pass)."""
+        from .kernels import window_spans
+
+        index = self.index
+        channel = np.array([c.id for c in index.connections], dtype=np.int64)[index.conn[selected]]
+        return window_spans(heads, head_at, seen, at, chunk_end, channel, index.time[selected], starts, lengths)
+
     def file_spans(self, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                    verified: np.ndarray) -> int:
         """One Numba pass from the index arrays over messages of uncompressed chunks."""

@@ -451,6 +451,11 @@ class _RunPiece:
     strings: dict[int, np.ndarray] = field(default_factory=dict)             # string slot -> its bytes
 
 
+class OutsideWindows(Exception):
+    """A windowed walk needed bytes its windows do not hold (not an error of the file: the caller decodes
+    the same messages from the mapping instead)."""
+
+
 class TopicBuilder:
     """Decode runs of messages of one layout into columns, then assemble a StructArray.
 
@@ -491,14 +496,17 @@ class TopicBuilder:
         self.append(self.decode_run(payload, file_offset, starts, lengths, int(self.total[0]), first_index))
 
     def decode_run(self, payload: np.ndarray, file_offset: int | None, starts: np.ndarray, lengths: np.ndarray,
-                   root_row: int, first_index: int) -> "_RunPiece":
+                   root_row: int, first_index: int, *, windows: np.ndarray | None = None) -> "_RunPiece":
         """The kernel work of one run; safe on a worker thread (the kernels release the GIL).
 
         Root rows go straight to rows ``root_row...`` of the read's array
         (disjoint for every run); everything else comes back in the piece,
-        for :meth:`append` to add in read order.
+        for :meth:`append` to add in read order. ``windows``: ``payload``
+        holds only windows onto the messages in the file (``file_offset`` 0;
+        see kernels.walk); OutsideWindows when a message's fields are not
+        all inside them.
         """
-        self._settle_byte_order(payload, starts, lengths)
+        self._settle_byte_order(payload if windows is None else self.buffers[0], starts, lengths)
         layout, kernels = self.layout, _kernels()
         enc = layout.encoding
         rules = (enc.header, enc.representation, enc.big_endian, enc.trailing)
@@ -511,7 +519,7 @@ class TopicBuilder:
         if len(layout.tables) > 1:  # child tables: count their rows first, to allocate them exactly
             empty8, empty64 = np.empty(0, np.uint8), np.empty(0, np.int64)
             kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, empty8, empty8, rows, rows,
-                         empty64, empty64, rows, False, status, *rules)
+                         empty64, empty64, rows, False, status, *rules, windows)
             self._check(status, first_index)
             # Elements that take bytes are bounded by the bytes; those that take none only per message.
             # Across the run, child rows may not outnumber the bytes plus one cap's worth of empty ones.
@@ -533,7 +541,7 @@ class TopicBuilder:
         slot_cnt = np.empty_like(slot_pos)
         counters = np.zeros(len(layout.tables), dtype=np.int64)
         kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, self.root, fixed, fixed_base,
-                     slot_base, slot_pos, slot_cnt, counters, True, status, *rules)
+                     slot_base, slot_pos, slot_cnt, counters, True, status, *rules, windows)
         self._check(status, first_index)
         piece = _RunPiece(payload, file_offset, rows,
                           [fixed[fixed_base[t]:fixed_base[t] + int(child_bytes[t])] for t in range(len(rows))],
@@ -636,6 +644,8 @@ class TopicBuilder:
         code, m, pos = (int(v) for v in status)
         if code == 0:
             return
+        if code == 7:
+            raise OutsideWindows(f"message {first_index + m} reads byte {pos} outside its windows")
         if code == 6:  # pos holds the representation id found in the encapsulation header
             name = REPRESENTATIONS.get(pos, "unknown")
             expected = REPRESENTATIONS.get(self.layout.encoding.representation, "?")

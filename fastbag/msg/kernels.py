@@ -31,6 +31,7 @@ TOO_DEEP = 3     # nested arrays deeper than the stack
 BAD_SPAN = 4     # the message span itself lies outside the buffer
 TOO_MANY = 5     # more elements that take no bytes than MAX_EMPTY_ELEMENTS
 BAD_HEADER = 6   # the encapsulation header names another representation (status[2]: the id found)
+OUTSIDE = 7      # windowed walk: a read falls outside the message's windows (the caller walks the file instead)
 
 STACK_DEPTH = 64
 #: Elements that can take no bytes (a struct of only ``T[0]`` fields) cost a row each but are not
@@ -55,9 +56,23 @@ def _count(buf, pos, big):
     return _u32(buf, pos)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _at(windows, m, pos, n):
+    """Where the file's bytes ``[pos, pos + n)`` of message ``m`` lie in the window buffer, or -1 when they
+    are not all inside one of its two windows. ``pos`` itself without windows (the buffer is the file's
+    bytes; a None argument compiles this away)."""
+    if windows is None:
+        return pos
+    if windows[m, 0] <= pos and pos + n <= windows[m, 0] + windows[m, 1]:
+        return windows[m, 2] + pos - windows[m, 0]
+    if windows[m, 3] <= pos and pos + n <= windows[m, 3] + windows[m, 4]:
+        return windows[m, 5] + pos - windows[m, 3]
+    return -1
+
+
 @njit(cache=True, nogil=True)
 def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, slot_base, slot_pos, slot_cnt,
-         table_rows, fill, status, header, representation, big, trailing):
+         table_rows, fill, status, header, representation, big, trailing, windows=None):
     """Walk messages ``buf[starts[m]:starts[m]+lengths[m]]`` through the op program.
 
     The encoding's rules come as integers: ``header`` bytes precede the
@@ -75,11 +90,22 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
     ``slot_base[s] + r``). ``table_rows`` must then start from the same values
     as the counting pass did. Root rows are message indices ``m``.
 
+    ``windows`` (None: ``buf`` is the bytes the positions count in) makes
+    a walk over a message's head and tail only, for messages spread over a
+    large file, where reading two small windows each costs less than the
+    page faults of touching the mapping: positions stay file offsets (array
+    slots are views of the file), ``buf`` holds the windows, and row ``m``
+    is ``(head start, head length, its place in buf, tail start, tail
+    length, its place in buf)``. String slots then record their bytes'
+    place in ``buf``. A read outside both windows stops the walk with
+    OUTSIDE, having read nothing else: whatever it decoded before came from
+    the file's own bytes.
+
     On failure ``status`` = (code, message index, byte position) and the walk
     stops; on success ``status[0]`` stays ``OK``.
     """
     stack = np.empty((STACK_DEPTH, 5), dtype=np.int64)
-    size = buf.size
+    size = buf.size if windows is None else np.int64(1) << 62  # windowed spans were checked in the file
     for m in range(starts.size):
         pos = starts[m]
         end = pos + lengths[m]
@@ -90,7 +116,11 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
             _fail(status, SHORT, m, pos)
             return
         if representation >= 0:
-            found = (np.int64(buf[pos]) << 8) | np.int64(buf[pos + 1])
+            at = _at(windows, m, pos, 2)
+            if at < 0:
+                _fail(status, OUTSIDE, m, pos)
+                return
+            found = (np.int64(buf[at]) << 8) | np.int64(buf[at + 1])
             if found != representation:
                 _fail(status, BAD_HEADER, m, found)
                 return
@@ -108,25 +138,37 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                     _fail(status, SHORT, m, pos)
                     return
                 if fill:
+                    at = _at(windows, m, pos, n)
+                    if at < 0:
+                        _fail(status, OUTSIDE, m, pos)
+                        return
                     dst = fixed_base[table] + row * row_sizes[table] + ops[pc, 2]
                     if table == 0:
-                        _copy(root_fixed, dst, buf, pos, n)
+                        _copy(root_fixed, dst, buf, at, n)
                     else:
-                        _copy(fixed, dst, buf, pos, n)
+                        _copy(fixed, dst, buf, at, n)
                 pos += n
                 pc += 1
             elif code == OP_STRING:
                 if 4 > end - pos:
                     _fail(status, SHORT, m, pos)
                     return
-                count = _count(buf, pos, big)
+                at = _at(windows, m, pos, 4)
+                if at < 0:
+                    _fail(status, OUTSIDE, m, pos)
+                    return
+                count = _count(buf, at, big)
                 pos += 4
                 if count > end - pos:
                     _fail(status, SHORT, m, pos - 4)
                     return
                 if fill:
+                    at = _at(windows, m, pos, count)  # the string's bytes are gathered from buf
+                    if at < 0:
+                        _fail(status, OUTSIDE, m, pos)
+                        return
                     k = slot_base[ops[pc, 1]] + row
-                    slot_pos[k] = pos
+                    slot_pos[k] = at
                     # CDR counts the trailing NUL, which is not part of the value (a length of 0: empty too)
                     slot_cnt[k] = count - 1 if ops[pc, 2] and count > 0 else count
                 pos += count
@@ -135,7 +177,11 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                 if 4 > end - pos:
                     _fail(status, SHORT, m, pos)
                     return
-                count = _count(buf, pos, big)
+                at = _at(windows, m, pos, 4)
+                if at < 0:
+                    _fail(status, OUTSIDE, m, pos)
+                    return
+                count = _count(buf, at, big)
                 pos += 4
                 if count > 0:  # elements aligned to their alignment; the last may lack its trailing padding
                     a = ops[pc, 3]
@@ -166,7 +212,11 @@ def walk(buf, starts, lengths, ops, row_sizes, root_fixed, fixed, fixed_base, sl
                     if 4 > end - pos:
                         _fail(status, SHORT, m, pos)
                         return
-                    count = _count(buf, pos, big)
+                    at = _at(windows, m, pos, 4)
+                    if at < 0:
+                        _fail(status, OUTSIDE, m, pos)
+                        return
+                    count = _count(buf, at, big)
                     pos += 4
                 # each element takes at least ops[pc, 5] bytes: that bounds the work by the bytes,
                 # whether the count comes from the data or from the definition (T[N])

@@ -14,10 +14,12 @@ from ..io.bytekernels import u32 as _u32
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _record_span(buf, pos, lo, end, want_conn, want_time):
+def _record_span(buf, pos, lo, end, want_conn, want_time, data_end):
     """(data start, data length) of the message-data record at ``buf[pos:]`` inside ``[lo, end)``.
 
-    Parses the header field by field (any order, extra fields allowed),
+    The record's data may run on to ``data_end`` (>= ``end``): the bytes of
+    ``buf`` may be a window onto the head of the record, its chunk going on
+    past it. Parses the header field by field (any order, extra fields allowed),
     skipping connection (op 7) and definition (op 1) records in front of the
     message, and checks ``op`` = 2 and, where the header has them, ``conn`` =
     ``want_conn`` and ``time`` = ``want_time`` (ns). (-1, -1) when anything
@@ -59,7 +61,7 @@ def _record_span(buf, pos, lo, end, want_conn, want_time):
             break
         data_len = _u32(buf, header_end)
         data = header_end + 4
-        if data_len > end - data:
+        if data_len > data_end - data:
             break
         if op == 2:
             if (got_conn == -1 or got_conn == want_conn) and (got_time == -1 or got_time == want_time):
@@ -79,7 +81,7 @@ def record_spans(buf, at, lo, hi, conn, time, starts, lengths, verified):
     passes; the caller explains the others with the checked Python parser.
     """
     for i in range(at.size):
-        start, length = _record_span(buf, at[i], lo[i], hi[i], conn[i], time[i])
+        start, length = _record_span(buf, at[i], lo[i], hi[i], conn[i], time[i], hi[i])
         verified[i] = start >= 0
         if start >= 0:
             starts[i] = start
@@ -103,9 +105,26 @@ def file_spans(buf, selected, chunk, offset, time, conn, conn_ids, data_offset, 
         if size[c] != data_len[c]:
             return i
         lo = data_offset[c]
-        start, length = _record_span(buf, lo + offset[m], lo, lo + size[c], conn_ids[conn[m]], time[m])
+        hi = lo + size[c]
+        start, length = _record_span(buf, lo + offset[m], lo, hi, conn_ids[conn[m]], time[m], hi)
         verified[i] = start >= 0
         if start >= 0:
             starts[i] = start
             lengths[i] = length
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def window_spans(heads, head_at, seen, at, chunk_end, conn, time, starts, lengths):
+    """record_spans over windows onto the records: record ``i`` lies at file offset ``at[i]`` in a chunk
+    ending at ``chunk_end[i]``, and its first ``seen[i]`` bytes at ``heads[head_at[i]:]``. Fills file
+    offsets into ``starts``/``lengths``; returns -1, or the first ``i`` not verified from its window."""
+    for i in range(at.size):
+        base = head_at[i]
+        start, length = _record_span(heads, base, base, base + seen[i], conn[i], time[i],
+                                     base + chunk_end[i] - at[i])
+        if start < 0:
+            return i
+        starts[i] = at[i] + start - base
+        lengths[i] = length
     return -1

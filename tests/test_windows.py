@@ -1,0 +1,189 @@
+"""Windowed reads: large messages decoded from pread windows onto their heads and tails (Bag._decode_windows).
+
+A topic whose messages lie far apart in uncompressed chunks (a camera or
+lidar topic) is read without touching the mapping's pages: each record's head
+and each message's tail are read with pread, the layout walk runs over those
+windows, and arrays stay views of the mapping. These tests prove that the
+values are what rosbags decodes, whichever way a read goes (windows, or the
+mapping when a type's fields lie outside the windows), that the pages are in
+fact not touched, and that damage is reported as it is without windows.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+from rosbags.highlevel import AnyReader
+
+import fastbag
+from fastbag import bag as bag_module
+from fastbag.tooling.synth import MIXED_STREAMS, write_bag
+
+from oracle import assert_same
+
+TWO_ARRAYS = "/scan"  # LaserScan: ranges[] then intensities[], whose count lies between the windows
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> Path:
+    """A mixed recording, uncompressed: 0.5 s of every benchmark stream (clouds of 20k points), ~6 MB."""
+    path = tmp_path_factory.mktemp("windows") / "mixed.bag"
+    write_bag(path, MIXED_STREAMS, seconds=0.5, points=20_000)
+    return path
+
+
+@pytest.fixture(scope="module")
+def expected(mixed) -> dict[str, list]:
+    out: dict[str, list] = {}
+    with AnyReader([mixed]) as reader:
+        for connection, _, raw in reader.messages():
+            out.setdefault(connection.topic, []).append(reader.deserialize(raw, connection.msgtype))
+    return out
+
+
+def _force_windows(monkeypatch, head: int | None = None, tail: int | None = None) -> None:
+    """Windows for every read, however close its messages (the small test bag's are)."""
+    monkeypatch.setattr(bag_module, "WINDOW_SPACING", 0)
+    if head is not None:
+        monkeypatch.setattr(bag_module, "WINDOW_HEAD", head)
+    if tail is not None:
+        monkeypatch.setattr(bag_module, "WINDOW_TAIL", tail)
+
+
+def _spy(monkeypatch) -> list[str]:
+    """Topics read through windows (each appended once its windowed read has finished)."""
+    used: list[str] = []
+    original = bag_module.Bag._decode_windows
+
+    def spy(self, builder, selected):
+        original(self, builder, selected)
+        used.append(builder.topic)
+
+    monkeypatch.setattr(bag_module.Bag, "_decode_windows", spy)
+    return used
+
+
+def test_windowed_reads_equal_rosbags(mixed, expected, monkeypatch):
+    _force_windows(monkeypatch)
+    used = _spy(monkeypatch)
+    with fastbag.open(mixed) as bag:
+        assert sorted(bag.topics) == sorted(expected)
+        for topic in bag.topics:
+            arr = bag.read(topic)
+            assert len(arr) == len(expected[topic])
+            for i, theirs in enumerate(expected[topic]):
+                assert_same(arr[i], theirs, f"read({topic})[{i}]")
+        assert sorted(used) == sorted(bag.topics)
+        # The fields of every type but LaserScan's lie in the windows; a LaserScan's second count does not,
+        # and the topic went through the mapping (values above), later reads of it straight away.
+        assert bag._unwindowed == {TWO_ARRAYS}
+        used.clear()
+        assert_same(bag.read(TWO_ARRAYS)[0], expected[TWO_ARRAYS][0], "second read")
+        assert used == []
+
+
+def test_user_code_on_a_fresh_handle(mixed, expected, monkeypatch):
+    """As a user writes it: open, read the clouds, use the points and header by attribute."""
+    _force_windows(monkeypatch)
+    from fastbag.msg.sensors import pointcloud
+
+    with fastbag.open(mixed) as bag:
+        clouds = bag.read("/points")
+    for i, (points, msg) in enumerate(zip(pointcloud(clouds), expected["/points"])):
+        assert points.tobytes() == bytes(msg.data)
+        assert clouds[i].header.frame_id == msg.header.frame_id
+        assert clouds[i].header.stamp.sec == msg.header.stamp.sec
+        assert clouds[i].is_dense == msg.is_dense  # the byte after the data: the tail window
+        assert [f.name for f in clouds[i].fields] == [f.name for f in msg.fields]
+
+
+@pytest.mark.parametrize("head,tail", [(40, 0), (47, 8), (64, 1), (96, 16), (200, 0), (300, 64), (4096, 4096)])
+def test_any_window_size_reads_the_same(mixed, expected, monkeypatch, head, tail):
+    """Windows too small for the record header, cut inside a field, or larger than whole messages: every
+    read equals rosbags' values, by windows where they hold every field read, through the mapping otherwise."""
+    _force_windows(monkeypatch, head, tail)
+    with fastbag.open(mixed) as bag:
+        for topic in bag.topics:
+            arr = bag.read(topic)
+            for i in (0, len(arr) // 2, len(arr) - 1):
+                assert_same(arr[i], expected[topic][i], f"read({topic})[{i}] with windows {head}/{tail}")
+            assert [m.topic for m in bag.messages(topics=topic)] == [topic] * len(arr)
+
+
+def _rss_kb(path: Path) -> int:
+    """Resident kB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if line[0] in "0123456789abcdef" and "-" in line.split()[0]:
+                inside = line.rstrip().endswith(str(path))
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_windowed_read_leaves_the_pages_of_messages_untouched(tmp_path, monkeypatch):
+    # Clouds of 256 KB (a page fault each, with the kernel's fault-around of 64 KB): far apart by themselves.
+    path = tmp_path / "clouds.bag"
+    write_bag(path, MIXED_STREAMS[3:4], seconds=4.0, points=16_384)
+    with fastbag.open(path) as bag:
+        windowed = bag.read("/points")
+        touched_windowed = _rss_kb(path)
+        count = len(windowed)
+    monkeypatch.setattr(bag_module, "WINDOW_SPACING", 1 << 62)
+    with fastbag.open(path) as bag:
+        mapped = bag.read("/points")
+        touched_mapped = _rss_kb(path) - touched_windowed  # (the first mapping is still alive: its views)
+        assert [bytes(a) for a in windowed.data] == [bytes(a) for a in mapped.data]
+    assert count == 40
+    assert touched_mapped >= 4 * count       # at least a page a message, through the mapping
+    assert touched_windowed < touched_mapped / 4
+
+
+def test_mcap_windowed_reads_equal_the_mapped(mixed, tmp_path, monkeypatch):
+    from fastbag.tooling.synth_mcap import write_rosbag2_mcap
+
+    file = write_rosbag2_mcap(mixed, tmp_path / "ros2", compression="none")
+    with fastbag.open(file) as bag:
+        mapped = {topic: bag.read(topic) for topic in bag.topics}
+    _force_windows(monkeypatch)
+    used = _spy(monkeypatch)
+    with fastbag.open(file) as bag:
+        for topic, theirs in mapped.items():
+            ours = bag.read(topic)
+            assert len(ours) == len(theirs)
+            for i in range(len(ours)):
+                assert ours[i] == theirs[i], f"{topic}[{i}]"
+        assert sorted(used) == sorted(mapped)
+        assert TWO_ARRAYS in bag._unwindowed and "/points" not in bag._unwindowed
+
+
+def test_damaged_record_is_reported_as_without_windows(mixed, monkeypatch):
+    """A record the window cannot verify goes through the mapping, whose checks name what is wrong."""
+    data = bytearray(mixed.read_bytes())
+    with fastbag.open(mixed) as bag:
+        row = int(bag.topic_rows("/points")[3])
+        chunk = int(bag._index.chunk[row])
+        offset = int(bag._index.offset[row])
+        at = int(bag._chunks.data_offset[chunk]) + offset
+        chunk_at = int(bag._chunks.position[chunk])
+    header_len = struct.unpack_from("<I", data, at)[0]
+    op = data.find(b"op=\x02", at, at + 4 + header_len)
+    assert op > 0
+    data[op + 3] = 5  # the message-data record becomes another kind of record
+    damaged = mixed.with_name("damaged.bag")
+    damaged.write_bytes(bytes(data))
+    errors = []
+    for spacing in (0, 1 << 62):
+        monkeypatch.setattr(bag_module, "WINDOW_SPACING", spacing)
+        with fastbag.open(damaged) as bag, pytest.raises(fastbag.FastbagError) as info:
+            bag.read("/points")
+        errors.append(str(info.value))
+        with fastbag.open(damaged) as bag:  # the other topics stay readable
+            assert len(bag.read("/camera/image_raw")) == bag.topics["/camera/image_raw"].message_count
+    assert errors[0] == errors[1]
+    assert f"chunk at offset {chunk_at}" in errors[0] and f"offset {offset}," in errors[0]
