@@ -191,6 +191,7 @@ class Bag:
         self._sizes: np.ndarray | None = None            # bytes of each index row's record, on first use
         self._topic_rows: dict[str, np.ndarray] = {}    # index rows of each topic, on first use
         self._unwindowed: set[str | None] = set()        # topics whose fields lie outside windows
+        self._read_before: np.ndarray | None = None      # index rows a windowed read may have read already
         self._connection_ids = np.array([c.id for c in container.connections], dtype=np.int64)
 
     @property
@@ -830,11 +831,23 @@ class Bag:
 
     def _windowed(self, topic: str | None, selected: np.ndarray) -> bool:
         """Whether :meth:`_decode_windows` reads ``selected``: every message in an uncompressed chunk, located
-        by the index, WINDOW_SPACING bytes of their chunks per message at least, and no earlier read of the
-        topic found its fields outside the windows."""
+        by the index, WINDOW_SPACING bytes of their chunks per message at least, none read before on this
+        handle, and no earlier read of the topic found its fields outside the windows.
+
+        Messages read again go through the mapping: that read faults their
+        pages in, and every later one finds them mapped, which costs less
+        than reading windows again (a loop over one topic, a notebook cell
+        run twice); a first read, a fresh handle, is what windows are for.
+        """
         index = self._index
         if index.starts is not None or selected.size == 0 or not self._container.windows or \
                 topic in self._unwindowed:
+            return False
+        if self._read_before is None:
+            self._read_before = np.zeros(index.time.size, dtype=bool)
+        again = bool(self._read_before[selected].any())
+        self._read_before[selected] = True
+        if again:
             return False
         used = np.zeros(len(index.chunks), dtype=bool)
         used[index.chunk[selected]] = True
