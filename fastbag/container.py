@@ -249,8 +249,14 @@ class Container(ABC):
         """
         return -1
 
-    #: Whether :meth:`window_spans` locates messages in windows onto their records (see Bag._decode_windows).
-    windows = False
+    @property
+    def windows(self) -> bool:
+        """Whether :meth:`window_spans` locates messages in windows onto their records (Bag._decode_windows)."""
+        return self._window_kernel() is not None
+
+    def _window_kernel(self) -> Any:
+        """The Numba kernel that locates this format's message records in windows, or None (the default)."""
+        return None
 
     def window_spans(self, selected: np.ndarray, heads: np.ndarray, head_at: np.ndarray, seen: np.ndarray,
                      at: np.ndarray, chunk_end: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> int:
@@ -260,12 +266,17 @@ class Container(ABC):
         Record ``i`` lies at file offset ``at[i]`` in a chunk ending at
         ``chunk_end[i]``; its first ``seen[i]`` bytes are at
         ``heads[head_at[i]:]``. Fills ``starts``/``lengths`` (file offsets)
-        for records it verifies as :meth:`file_spans` does; returns -1, or
-        the first ``i`` it cannot verify from the window (the caller then
-        reads through the mapping, where :meth:`payload_spans` explains any
-        fault).
+        for the records the format's kernel verifies against the index, as
+        :meth:`file_spans` does; returns -1, or the first ``i`` it cannot
+        verify from the window (the caller then reads through the mapping,
+        where :meth:`payload_spans` explains any fault).
         """
-        return 0
+        kernel = self._window_kernel()
+        if kernel is None:
+            return 0
+        index = self.index
+        conn_ids = np.array([c.id for c in index.connections], dtype=np.int64)[index.conn[selected]]
+        return kernel(heads, head_at, seen, at, chunk_end, conn_ids, index.time[selected], starts, lengths)
 
     def close(self) -> None:
         """Release the file."""

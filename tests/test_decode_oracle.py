@@ -20,7 +20,6 @@ import mmap
 import pickle
 import struct
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,33 +30,20 @@ import fastbag
 from fastbag.tooling.synth import write_demo_bag
 
 from conftest import data_file, data_files
-from oracle import assert_same
+from oracle import assert_reads_equal, assert_same, rosbags_messages
 
 ROSBAGS_FAILS = ("bag-with-empty-message-definition", "gt_strongbot__motions__joints_2010", "smach.bag")
-
-
-def _rosbags_messages(path: Path) -> dict[str, list]:
-    out: dict[str, list] = {}
-    with AnyReader([path]) as reader:
-        for connection, _, raw in reader.messages():
-            out.setdefault(connection.topic, []).append(reader.deserialize(raw, connection.msgtype))
-    return out
 
 
 @pytest.mark.parametrize("path", data_files("ros1v2"))
 def test_every_field_equals_rosbags(path):
     if any(name in path.name for name in ROSBAGS_FAILS):
         pytest.skip("rosbags cannot deserialize this file; proved another way below")
-    expected = _rosbags_messages(path)
+    expected = rosbags_messages(path)
     with warnings.catch_warnings():
         warnings.simplefilter("error", fastbag.FastbagWarning)  # every md5 must match its definition
         with fastbag.open(path) as bag:
-            assert sorted(bag.topics) == sorted(expected)
-            for topic in bag.topics:
-                arr = bag.read(topic)
-                assert len(arr) == len(expected[topic])
-                for i, theirs in enumerate(expected[topic]):
-                    assert_same(arr[i], theirs, f"read({topic})[{i}]")
+            assert_reads_equal(bag, expected)
             seen: dict[str, int] = {}
             for m in bag.messages():
                 i = seen.get(m.topic, 0)
@@ -199,7 +185,7 @@ def demo_bag(request, tmp_path_factory):
 
 
 def test_demo_bag_equals_rosbags(demo_bag):
-    expected = _rosbags_messages(demo_bag)
+    expected = rosbags_messages(demo_bag)
     with fastbag.open(demo_bag) as bag:
         for topic, messages in expected.items():
             arr = bag.read(topic)

@@ -16,13 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from rosbags.highlevel import AnyReader
 
 import fastbag
 from fastbag import bag as bag_module
 from fastbag.tooling.synth import MIXED_STREAMS, write_bag
 
-from oracle import assert_same
+from oracle import assert_reads_equal, assert_same, rosbags_messages
 
 TWO_ARRAYS = "/scan"  # LaserScan: ranges[] then intensities[], whose count lies between the windows
 
@@ -37,11 +36,7 @@ def mixed(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def expected(mixed) -> dict[str, list]:
-    out: dict[str, list] = {}
-    with AnyReader([mixed]) as reader:
-        for connection, _, raw in reader.messages():
-            out.setdefault(connection.topic, []).append(reader.deserialize(raw, connection.msgtype))
-    return out
+    return rosbags_messages(mixed)
 
 
 def _force_windows(monkeypatch, head: int | None = None, tail: int | None = None) -> None:
@@ -70,12 +65,7 @@ def test_windowed_reads_equal_rosbags(mixed, expected, monkeypatch):
     _force_windows(monkeypatch)
     used = _spy(monkeypatch)
     with fastbag.open(mixed) as bag:
-        assert sorted(bag.topics) == sorted(expected)
-        for topic in bag.topics:
-            arr = bag.read(topic)
-            assert len(arr) == len(expected[topic])
-            for i, theirs in enumerate(expected[topic]):
-                assert_same(arr[i], theirs, f"read({topic})[{i}]")
+        assert_reads_equal(bag, expected)
         assert sorted(used) == sorted(bag.topics)
         # The fields of every type but LaserScan's lie in the windows; a LaserScan's second count does not,
         # and the topic went through the mapping (values above), later reads of it straight away.

@@ -22,7 +22,7 @@ import struct
 import warnings
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -558,16 +558,10 @@ class McapReader(LazyIndexContainer):
             self._warn(f"the chunk at offset {int(self._chunk_indexes.chunk_offset[k])} holds {held} messages, its "
                        f"message indexes list {listed}: reading the listed ones")
 
-    windows = True
-
-    def window_spans(self, selected: np.ndarray, heads: np.ndarray, head_at: np.ndarray, seen: np.ndarray,
-                     at: np.ndarray, chunk_end: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> int:
-        """Message records located in windows onto them and checked as :meth:`file_spans` does (one Numba pass)."""
+    def _window_kernel(self) -> Any:
         from .kernels import window_spans
 
-        index = self.index
-        channel = np.array([c.id for c in index.connections], dtype=np.int64)[index.conn[selected]]
-        return window_spans(heads, head_at, seen, at, chunk_end, channel, index.time[selected], starts, lengths)
+        return window_spans
 
     def file_spans(self, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                    verified: np.ndarray) -> int:

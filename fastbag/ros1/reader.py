@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
@@ -47,16 +48,10 @@ class Ros1Reader(Container):
         """Message-data records (after any connection or definition records) checked against the index."""
         return message_spans(buf, at, lo, hi, chunk, conn, time, path=self.path, kernel=kernel)
 
-    windows = True
-
-    def window_spans(self, selected: np.ndarray, heads: np.ndarray, head_at: np.ndarray, seen: np.ndarray,
-                     at: np.ndarray, chunk_end: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> int:
-        """Message-data records located in windows onto them, checked against the index (one Numba pass)."""
+    def _window_kernel(self) -> Any:
         from .kernels import window_spans
 
-        index = self.index
-        conn = np.array([c.id for c in index.connections], dtype=np.int64)[index.conn[selected]]
-        return window_spans(heads, head_at, seen, at, chunk_end, conn, index.time[selected], starts, lengths)
+        return window_spans
 
     def file_spans(self, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                    verified: np.ndarray) -> int:
