@@ -67,6 +67,17 @@ def copy_disjoint(dst, d, src, s, n):
     _memcpy(dst, d, src, s, max(n, 0))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def copy_wide(dst, d, src, s, n):
+    """dst[d:d+n] = src[s:s+n] in 16-byte steps, each one fixed-size memcpy (two moves): up to 15 bytes
+    past ``d+n`` are overwritten and past ``s+n`` read, which the caller must allow. Within one array,
+    safe forwards when ``d - s >= 16`` (each step reads only bytes already final)."""
+    k = 0
+    while k < n:
+        _memcpy(dst, d + k, src, s + k, 16)
+        k += 16
+
+
 # libc's pread(2), called from compiled code: Numba resolves the symbol by name in this process (also
 # when the kernel comes from the on-disk cache).
 _pread = types.ExternalFunction("pread", types.int64(types.int32, types.uint64, types.uint64, types.int64))
