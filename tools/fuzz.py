@@ -2107,7 +2107,7 @@ class Worker:
         scratch = self.root / f"w{self.index}"
         cmd = [sys.executable, "-m", "tools.fuzz", "--worker", "--seed", str(self.args.seed),
                "--corpus-list", str(self.corpus_list), "--scratch", str(scratch),
-               "--memory-cap", str(self.args.memory_cap)]
+               "--memory-cap", str(self.args.memory_cap)] + (["--windows"] if self.args.windows else [])
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      bufsize=0, cwd=REPO_ROOT)
@@ -2420,10 +2420,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="seed formats, comma-separated: ros1, mcap (default both)")
     parser.add_argument("--failures", help="write every failing case as JSON lines to this file")
     parser.add_argument("--progress", type=float, default=30.0, help="seconds between progress lines")
+    parser.add_argument("--windows", action="store_true",
+                        help="read every topic of uncompressed chunks through pread windows, however close its "
+                             "messages (the small seeds' would not be: fastbag.bag.WINDOW_SPACING = 0)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--corpus-list", help=argparse.SUPPRESS)
     parser.add_argument("--scratch", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.windows:
+        import fastbag.bag
+        fastbag.bag.WINDOW_SPACING = 0
     if args.worker:
         return worker_main(args)
     shm = Path("/dev/shm")
@@ -2438,6 +2444,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if result.get("problems") else 0
         command = (f"python -m tools.fuzz --seed {args.seed} --cases {args.cases} --jobs {args.jobs} "
                    f"--timeout {args.timeout:g}" + (f" --first {args.first}" if args.first else "") +
+                   (" --windows" if args.windows else "") +
                    (f" --formats {args.formats}" if args.formats != "ros1,mcap" else ""))
         tally = Tally(args.seed, command)
         print(f"{command}: {len(specs)} seed bags ({sum(1 for s in specs if s.origin == 'real')} real), "
