@@ -869,47 +869,20 @@ class Bag:
         """
         from .msg.arrays import OutsideWindows
 
-        index, table, source = self._index, self._chunks, self._source
         give_up: list[bool] = []
-
-        def mapped(a: int, b: int) -> Any:
-            return builder.decode_run(source.array, 0, *self._file_spans(selected[a:b], parallel=False), a, a)
 
         def decode(part: tuple[int, int]) -> Any:
             a, b = part
-            if give_up:
-                return mapped(a, b)
-            rows = selected[a:b]
-            chunks = index.chunk[rows]
-            at = table.data_offset[chunks] + index.offset[rows]
-            chunk_end = table.data_offset[chunks] + table.size[chunks]
-            head_len = np.minimum(WINDOW_HEAD, source.size - at)
-            if (head_len <= 0).any() or (at < 0).any() or (table.size[chunks] != table.data_len[chunks]).any():
-                give_up.append(True)  # a damaged index or chunk: the mapped path says what is wrong
-                return mapped(a, b)
-            heads = source.gather(at, head_len)
-            head_at = np.zeros(rows.size, dtype=np.int64)
-            np.cumsum(head_len[:-1], out=head_at[1:])
-            starts = np.zeros(rows.size, dtype=np.int64)
-            lengths = np.zeros(rows.size, dtype=np.int64)
-            if self._container.window_spans(rows, heads, head_at, np.minimum(head_len, chunk_end - at), at,
-                                            chunk_end, starts, lengths) >= 0:
+            if not give_up:
+                found = self._read_windows(selected[a:b])
+                if found is not None:
+                    buf, windows, starts, lengths = found
+                    try:
+                        return builder.decode_run(buf, 0, starts, lengths, a, a, windows=windows)
+                    except OutsideWindows:
+                        pass
                 give_up.append(True)
-                return mapped(a, b)
-            end = starts + lengths
-            tail_start = np.maximum(end - WINDOW_TAIL, at + head_len)
-            tail_len = np.maximum(end - tail_start, 0)
-            windows = np.stack([at, head_len, head_at, tail_start, tail_len, np.zeros_like(at)], axis=1)
-            windows[1:, 5] = np.cumsum(tail_len[:-1])
-            windows[:, 5] += heads.size
-            tailed = np.flatnonzero(tail_len)  # (messages inside their head window need no tail)
-            buf = np.concatenate((heads, source.gather(tail_start[tailed], tail_len[tailed]))) if tailed.size \
-                else heads
-            try:
-                return builder.decode_run(buf, 0, starts, lengths, a, a, windows=windows)
-            except OutsideWindows:
-                give_up.append(True)
-                return mapped(a, b)
+            return builder.decode_run(self._source.array, 0, *self._file_spans(selected[a:b], parallel=False), a, a)
 
         # A probe of a few messages first: a type whose fields lie outside the windows (two arrays, as in a
         # LaserScan) then wastes a few reads, not a part's, and the topic's later reads skip the windows.
@@ -922,6 +895,43 @@ class Bag:
             builder.append(piece)
         if give_up:
             self._unwindowed.add(builder.topic)
+
+    def _read_windows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(buf, windows, starts, lengths)`` for the index rows ``rows`` (see kernels.walk), or None when
+        a record is not what the index says, its chunk is damaged or the file changed under the mapping:
+        the mapped path then says what is wrong."""
+        index, table, source = self._index, self._chunks, self._source
+        chunks = index.chunk[rows]
+        at = table.data_offset[chunks] + index.offset[rows]
+        chunk_end = table.data_offset[chunks] + table.size[chunks]
+        head_len = np.minimum(WINDOW_HEAD, source.size - at)
+        if (head_len <= 0).any() or (at < 0).any() or (table.size[chunks] != table.data_len[chunks]).any():
+            return None
+        try:
+            heads = source.gather(at, head_len)
+        except ValueError:
+            return None
+        head_at = np.zeros(rows.size, dtype=np.int64)
+        np.cumsum(head_len[:-1], out=head_at[1:])
+        starts = np.zeros(rows.size, dtype=np.int64)
+        lengths = np.zeros(rows.size, dtype=np.int64)
+        if self._container.window_spans(rows, heads, head_at, np.minimum(head_len, chunk_end - at), at, chunk_end,
+                                        starts, lengths) >= 0:
+            return None
+        end = starts + lengths
+        tail_start = np.maximum(end - WINDOW_TAIL, at + head_len)
+        tail_len = np.maximum(end - tail_start, 0)
+        windows = np.stack([at, head_len, head_at, tail_start, tail_len, np.zeros_like(at)], axis=1)
+        windows[1:, 5] = np.cumsum(tail_len[:-1])
+        windows[:, 5] += heads.size
+        tailed = np.flatnonzero(tail_len)  # (messages inside their head window need no tail)
+        if not tailed.size:
+            return heads, windows, starts, lengths
+        try:
+            tails = source.gather(tail_start[tailed], tail_len[tailed])
+        except ValueError:
+            return None
+        return np.concatenate((heads, tails)), windows, starts, lengths
 
     def _decode_runs(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
         """Decode ``selected`` into ``builder`` run by run: chunks decompressed ahead, runs decoded on the
