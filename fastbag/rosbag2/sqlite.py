@@ -9,8 +9,9 @@ first (:mod:`fastbag.rosbag2.compression`).
 
 Reading whole columns costs one query, not one Python object per row:
 SQLite's ``group_concat`` joins a column into one text (the numbers as
-decimal text, parsed by NumPy in C; the blobs as their bytes, for which the
-connection's ``text_factory`` is ``bytes``). Message rows are fetched in
+decimal text, parsed by a Numba kernel that runs without the GIL, so the
+parts of a scan parse on their own threads; the blobs as their bytes, for
+which the connection's ``text_factory`` is ``bytes``). Message rows are fetched in
 batches of one topic's rows in id order (a "chunk", see :meth:`Db3.blobs`):
 a range of ids, or a list of them where the topic is sparse; the count and
 bytes that come back are checked against the index.
@@ -75,8 +76,10 @@ def _numbers(text: bytes | None, what: str, count: int | None = None) -> np.ndar
         if count:
             raise ValueError(f"the {what} column holds something other than integers")
         return np.zeros(0, dtype=np.int64)
-    out = np.fromstring(text, dtype=np.int64, sep=",")  # stops at the first non-number: checked below
-    if out.size != (count if count is not None else text.count(b",") + 1):
+    from .kernels import parse_integers
+
+    out = np.empty(count if count is not None else text.count(b",") + 1, dtype=np.int64)
+    if parse_integers(np.frombuffer(text, dtype=np.uint8), out) != out.size:
         raise ValueError(f"the {what} column holds something other than integers")
     return out
 

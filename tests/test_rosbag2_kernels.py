@@ -1,0 +1,118 @@
+"""The sqlite3 index kernels (fastbag/rosbag2/kernels.py) against plain Python and NumPy references.
+
+``parse_integers`` turns SQLite's ``group_concat`` of an integer column into int64: it must give exactly
+the numbers SQLite wrote, and refuse (-1) anything else a hostile file's column could hold, so that the
+reader falls back to reading rows one by one. ``chunk_rows`` cuts rows into chunks: it must give what
+the NumPy formulation it replaced gives (kept here as the reference).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastbag
+from fastbag.errors import FastbagWarning
+from fastbag.rosbag2.kernels import chunk_rows, parse_integers
+from test_rosbag2 import sample_rows, write_db3, write_metadata
+
+INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
+
+
+def parse(text: bytes, room: int | None = None) -> list[int] | int:
+    out = np.zeros(room if room is not None else text.count(b",") + 1, dtype=np.int64)
+    got = parse_integers(np.frombuffer(text, dtype=np.uint8), out)
+    return got if got < 0 else out[:got].tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(INT64, min_size=1, max_size=50))
+def test_parse_integers_reads_what_sqlite_writes(values):
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE t (v INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?)", [(v,) for v in values])
+    text = con.execute("SELECT group_concat(v) FROM t").fetchone()[0].encode()
+    assert parse(text) == values
+
+
+@pytest.mark.parametrize("text", [
+    b"9223372036854775807", b"-9223372036854775808", b"0", b"-0", b"7,-7,0,12345678901234567"])
+def test_parse_integers_edges(text):
+    assert parse(text) == [int(v) for v in text.split(b",")]
+
+
+@pytest.mark.parametrize("text", [
+    b"9223372036854775808", b"-9223372036854775809", b"12345678901234567890", b"1,,2", b",1", b"1,",
+    b"-", b"--1", b"1-2", b"+1", b"1.5", b"1e3", b" 1", b"1 ", b"0x10", b"\xff", b"1,2\x00"])
+def test_parse_integers_refuses_what_is_not_a_list_of_int64(text):
+    assert parse(text) == -1
+
+
+def test_parse_integers_refuses_more_numbers_than_expected():
+    assert parse(b"1,2,3", room=2) == -1
+    assert parse(b"1,2,3", room=4) == [1, 2, 3]  # fewer: the caller compares the count
+
+
+def chunks_by_numpy(rank, length, segment, chunk_bytes):
+    """The NumPy formulation chunk_rows replaced (fastbag 2026-11-23)."""
+    order = np.argsort(rank, kind="stable")
+    r, ln = rank[order], length[order]
+    before = np.cumsum(ln) - ln
+    new_topic = np.ones(r.size, dtype=bool)
+    new_topic[1:] = r[1:] != r[:-1]
+    topic_start = np.maximum.accumulate(np.where(new_topic, np.arange(r.size), 0)) if r.size else r
+    part = (before - before[topic_start]) // chunk_bytes
+    new_chunk = new_topic.copy()
+    seg = segment[order] if segment.size else np.zeros(r.size, dtype=np.int64)
+    new_chunk[1:] |= (part[1:] != part[:-1]) | (seg[1:] != seg[:-1])
+    starts = np.flatnonzero(new_chunk)
+    ends = np.append(starts[1:], r.size)
+    local = np.cumsum(new_chunk) - 1
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(order.size)
+    sizes = np.array([ln[a:b].sum() for a, b in zip(starts, ends)], dtype=np.int64)
+    return order, local[inverse], (np.arange(r.size) - starts[local])[inverse], starts, ends - starts, sizes
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_chunk_rows_equals_the_numpy_formulation(data):
+    ranks = data.draw(st.integers(1, 5))
+    n = data.draw(st.integers(0, 60))
+    rank = np.array(data.draw(st.lists(st.integers(0, ranks - 1), min_size=n, max_size=n)), dtype=np.int32)
+    length = np.array(data.draw(st.lists(st.integers(0, 300), min_size=n, max_size=n)), dtype=np.int64)
+    segmented = data.draw(st.booleans())
+    segment = np.sort(np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
+                               dtype=np.int64)) if segmented else np.zeros(0, dtype=np.int64)
+    chunk_bytes = data.draw(st.integers(1, 500))
+    base = data.draw(st.integers(0, 1000))
+    order, chunk, number, first, count, size = chunk_rows(rank, length, segment, ranks, chunk_bytes, base)
+    want = chunks_by_numpy(rank, length, segment, chunk_bytes)
+    assert order.tolist() == want[0].tolist()
+    assert chunk.dtype == np.int32 and (chunk - base).tolist() == want[1].tolist()
+    for got, expected in zip((number, first, count, size), want[2:]):
+        assert got.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("a_id", [1, 1 << 40, -5], ids=["small-ids", "large-id", "negative-id"])
+def test_rows_of_a_topic_id_the_topics_table_lacks_are_left_out_and_said(tmp_path, a_id):
+    """A row naming topic id 9 (no such topic): said once, left out; every other row reads as written.
+    Small topic ids are looked up in a table, others searched: both ways."""
+    rows = [(a_id if t == 1 else t, ts, data) for t, ts, data in sample_rows(20)]
+    write_db3(tmp_path / "r_0.db3", rows[:7] + [(9, rows[7][1], b"stray")] + rows[8:],
+              topics=((a_id, "/a", "std_msgs/msg/String"), (2, "/b", "std_msgs/msg/Int32")))
+    write_metadata(tmp_path, ["r_0.db3"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fastbag.open(tmp_path) as bag:
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+            assert {t: i.message_count for t, i in bag.topics.items()} == {"/a": 10, "/b": 9}
+    kept = [r for k, r in enumerate(rows) if k != 7]
+    assert got == [({a_id: "/a", 2: "/b"}[t], ts, data) for t, ts, data in kept]
+    said = [str(w.message) for w in caught if issubclass(w.category, FastbagWarning)]
+    assert len(said) == 1 and "1 messages name a topic id missing from the topics table" in said[0]
