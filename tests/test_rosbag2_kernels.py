@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_rosbag2 import sample_rows, write_db3, write_metadata
 
 import fastbag
 from fastbag.errors import FastbagWarning
 from fastbag.rosbag2.kernels import chunk_rows, parse_integers
-from test_rosbag2 import sample_rows, write_db3, write_metadata
 
 INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
@@ -116,3 +116,32 @@ def test_rows_of_a_topic_id_the_topics_table_lacks_are_left_out_and_said(tmp_pat
     assert got == [({a_id: "/a", 2: "/b"}[t], ts, data) for t, ts, data in kept]
     said = [str(w.message) for w in caught if issubclass(w.category, FastbagWarning)]
     assert len(said) == 1 and "1 messages name a topic id missing from the topics table" in said[0]
+
+
+@pytest.mark.parametrize("column, value", [("timestamp", 2.5), ("timestamp", "soon"), ("topic_id", "one"),
+                                           ("topic_id", 1.5), ("data", None)])
+def test_a_row_whose_number_is_not_an_integer_is_left_out_and_said(tmp_path, column, value):
+    """A column holding a REAL or a TEXT (SQLite keeps what it cannot turn into an integer), or a NULL
+    blob, makes the joined text no list of integers: the parser refuses it, the rows are read one by
+    one, the odd row is left out and said, and every other row reads as written, also the rows of its
+    topic around it (their chunk's id range holds it: the blob fetch must leave it out too)."""
+    rows = sample_rows(12)
+    write_db3(tmp_path / "r_0.db3", rows)
+    con = sqlite3.connect(tmp_path / "r_0.db3")
+    # rosbag2's table refuses a NULL blob; a table without that constraint (as the fuzz campaign makes) does not
+    con.executescript("CREATE TABLE m2(id INTEGER PRIMARY KEY, topic_id INTEGER, timestamp INTEGER, data BLOB);"
+                      "INSERT INTO m2 SELECT * FROM messages; DROP TABLE messages;"
+                      "ALTER TABLE m2 RENAME TO messages;")
+    con.execute(f"UPDATE messages SET {column} = ? WHERE id = 5", (value,))
+    con.commit()
+    assert con.execute(f"SELECT typeof({column}) FROM messages WHERE id = 5").fetchone()[0] in ("real", "text",
+                                                                                               "null")
+    con.close()
+    write_metadata(tmp_path, ["r_0.db3"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fastbag.open(tmp_path) as bag:
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+    assert got == [({1: "/a", 2: "/b"}[t], ts, data) for k, (t, ts, data) in enumerate(rows) if k != 4]
+    said = " ".join(str(w.message) for w in caught if issubclass(w.category, FastbagWarning))
+    assert "1 malformed rows left out" in said

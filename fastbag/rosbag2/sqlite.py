@@ -96,6 +96,9 @@ class Db3:
         self.path = path
         self.problems: list[str] = []
         self._row_count: int | None = None  # count(*) as totals() found it, for a file no one writes
+        # SQL that keeps only the rows the index took, where it left malformed rows out (see _rows_one_by_one):
+        # a chunk's id range then holds rows the index does not.
+        self._well_formed = ""
         self._lock = threading.Lock()
         self._connections: dict[int, sqlite3.Connection] = {}
         self._memory: bytes | None = None     # a decompressed .db3.zstd kept in memory
@@ -366,6 +369,9 @@ class Db3:
                 after, segment = resume, segment + 1
         if not found and errors:
             raise self._error(first_error, "messages table")
+        if skipped:
+            self._well_formed = (" AND typeof(topic_id) = 'integer' AND typeof(timestamp) = 'integer'"
+                                 " AND data IS NOT NULL")
         if errors or skipped:
             self.problems.append(f"{os.path.basename(self.path)}: the messages table is damaged "
                                  f"({'; '.join(errors[:3]) or first_error}): {len(found)} rows are read" +
@@ -412,7 +418,8 @@ class Db3:
                 # them. No ORDER BY: a rowid range or an id list is read in id order, and a sort would copy
                 # every blob once more.
                 data, count = self.connection().execute(
-                    f"SELECT group_concat(data, ''), count(*) FROM messages WHERE {rows_sql} AND topic_id = ?",
+                    f"SELECT group_concat(data, ''), count(*) FROM messages WHERE {rows_sql} AND topic_id = ?"
+                    f"{self._well_formed}",
                     params).fetchone()
                 data = data or b""
                 got_ids = ids if count == ids.size else np.zeros(count, dtype=np.int64)
@@ -420,7 +427,7 @@ class Db3:
                 # Large rows (or UTF-16 text): group_concat's growing buffer would copy each blob several
                 # times; a few rows fetched one by one cost nothing per row, and their ids are checked.
                 rows = self.connection().execute(
-                    f"SELECT id, data FROM messages WHERE {rows_sql} AND topic_id = ? ORDER BY id",
+                    f"SELECT id, data FROM messages WHERE {rows_sql} AND topic_id = ?{self._well_formed} ORDER BY id",
                     params).fetchall()
                 got_ids = np.array([r[0] for r in rows], dtype=np.int64)
                 data = b"".join(r[1] for r in rows)
