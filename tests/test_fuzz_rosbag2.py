@@ -65,3 +65,34 @@ def test_regression_resuming_past_damage_is_bounded(seeds, tmp_path):
         start = time.perf_counter()
         assert fuzz_rosbag2.run_case(target)["problems"] == []
         assert time.perf_counter() - start < 20
+
+
+def test_the_harness_sees_intact_rows_left_unreadable(seeds, tmp_path, monkeypatch):
+    """After a mutation of some rows' timestamps (what `expects_intact` picks out), the other rows must read:
+    the defect fixed in 0dc09f7 (a malformed row's chunk refused whole) is what the harness now reports."""
+    import shutil
+    import sqlite3
+
+    from fastbag.errors import BagFormatError
+    from fastbag.rosbag2.sqlite import Db3
+
+    assert fuzz_rosbag2.expects_intact(["seed plain", "rows: timestamp in plain_0.db3"])
+    assert not fuzz_rosbag2.expects_intact(["seed plain", "rows: cut in plain_0.db3"])
+    assert not fuzz_rosbag2.expects_intact(["seed plain", "rows: timestamp in plain_0.db3", "pages: bytes"])
+    assert not fuzz_rosbag2.expects_intact(["seed wal", "rows: topic_id in w_0.db3 (failed: locked)"])
+    plain = next(s for s in seeds if s.name == "plain")
+    folder = tmp_path / "plain"
+    shutil.copytree(plain, folder)
+    con = sqlite3.connect(folder / "plain_0.db3")
+    con.execute("UPDATE messages SET timestamp = 'soon' WHERE id % 3 = 0")
+    con.commit()
+    con.close()
+    assert fuzz_rosbag2.run_case(folder, intact=True)["problems"] == []
+
+    def refuses(self, *args, **kwargs):
+        raise BagFormatError("planted", path=self.path, record="sqlite3")
+
+    monkeypatch.setattr(Db3, "blobs", refuses)
+    assert any("rows the mutation left alone are unreadable" in p
+               for p in fuzz_rosbag2.run_case(folder, intact=True)["problems"])
+    assert fuzz_rosbag2.run_case(folder)["problems"] == []  # without the promise, a refusal is clean
