@@ -21,9 +21,8 @@ topic at once: the ``messages`` table has no index on ``topic_id``, so an
 index of one topic would scan every row all the same (it would save the
 other topics' output: for 1 M rows, ~0.07 s of one core with nothing but
 ``WHERE topic_id = ?``, against ~0.22 s for every topic's columns; not done
-yet). The numbers SQLite returns as text
-are parsed, and the rows cut into chunks, by Numba kernels
-(:mod:`fastbag.rosbag2.kernels`).
+yet). The numbers SQLite returns as text are parsed, and the rows cut into
+chunks, by Numba kernels (:mod:`fastbag.rosbag2.kernels`).
 
 How rows map onto the interface: a *chunk* is a batch of one topic's rows
 of one file, in id order, of at most :data:`CHUNK_BYTES` of blobs; its
@@ -356,7 +355,7 @@ class Rosbag2Reader(LazyIndexContainer):
             where = np.minimum(np.searchsorted(ids[sort], topic_id), ids.size - 1)
             rank = np.where(ids[sort][where] == topic_id, np.array(ranks, dtype=np.int32)[sort][where], -1)
         known = rank >= 0
-        return (rank, None) if known.all() else (np.maximum(rank, 0).astype(np.int32), known)
+        return rank, (None if known.all() else known)
 
     def _index_rows(self, version: str, connections: list[Connection], per_file: list, problems: list[str]
                     ) -> BagIndex:

@@ -11,10 +11,10 @@ Reading whole columns costs one query, not one Python object per row:
 SQLite's ``group_concat`` joins a column into one text (the numbers as
 decimal text, parsed by a Numba kernel that runs without the GIL, so the
 parts of a scan parse on their own threads; the blobs as their bytes, for
-which the connection's ``text_factory`` is ``bytes``). Message rows are fetched in
-batches of one topic's rows in id order (a "chunk", see :meth:`Db3.blobs`):
-a range of ids, or a list of them where the topic is sparse; the count and
-bytes that come back are checked against the index.
+which the connection's ``text_factory`` is ``bytes``). Message rows are
+fetched in batches of one topic's rows in id order (a "chunk", see
+:meth:`Db3.blobs`): a range of ids, or a list of them where the topic is
+sparse; the count and bytes that come back are checked against the index.
 """
 
 from __future__ import annotations
