@@ -270,3 +270,34 @@ def test_real_rosbag2_recording():
         assert plain(sample["joints"]) == plain(joints[j].to_dict())
         assert sample["times"]["serial"].tolist() == serial.time[inside].tolist()
         assert plain(list(sample["serial"]["data"])) == plain(list(serial["data"][inside]))
+
+
+def _resident_kib(address: int) -> int:
+    """Rss of the mapping holding `address`, from /proc/self/smaps."""
+    with open("/proc/self/smaps") as smaps:
+        inside = False
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and head == "Rss:":
+                return int(line.split()[1])
+    raise AssertionError("no mapping holds the address")
+
+
+def test_populate_maps_a_fresh_shared_batch_in_one_call():
+    """collate's shared storage is mapped before it is written (one madvise, not a fault per page)."""
+    import platform
+
+    torch = pytest.importorskip("torch", reason="torch is not installed: collate makes no shared storage here")
+    from fastbag.convert.dataset import _populate
+
+    release = tuple(int(x) for x in platform.release().split(".")[:2] if x.isdigit())
+    if platform.system() != "Linux" or release < (5, 14):
+        pytest.skip(f"MADV_POPULATE_WRITE needs Linux 5.14 (this is {platform.system()} {platform.release()})")
+    storage = torch.UntypedStorage._new_shared(8 << 20)
+    before = _resident_kib(storage.data_ptr())
+    _populate(storage.data_ptr(), storage.nbytes())
+    assert before < 1024 and _resident_kib(storage.data_ptr()) >= 8 << 10
+    assert bytes(storage[:16]) == bytes(16)  # fresh memory still reads as zeros
