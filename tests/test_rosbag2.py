@@ -26,6 +26,7 @@ import fastbag
 from conftest import DATA, NO_DATA, open_quietly
 from fastbag.errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from fastbag.rosbag2.metadata import parse_metadata, read_metadata
+from fastbag.rosbag2.sqlite import Db3
 
 
 def db3_entries() -> list:
@@ -630,7 +631,7 @@ def test_a_lone_compressed_db3_opens(tmp_path):
 
 def _traced_statements(monkeypatch) -> list[str]:
     """Every SQL statement fastbag's sqlite3 connections run from now on, in order."""
-    from fastbag.rosbag2.sqlite import Db3
+
 
     statements: list[str] = []
     connect = Db3.connection
@@ -644,16 +645,20 @@ def _traced_statements(monkeypatch) -> list[str]:
     return statements
 
 
-def test_opening_reads_no_blob(tmp_path, monkeypatch):
-    """Every statement run while opening reads ids, topics, timestamps and lengths, never ``data`` itself."""
+@pytest.mark.parametrize("pages", [True, False], ids=["from pages", "through SQLite"])
+def test_opening_reads_no_blob(tmp_path, monkeypatch, pages):
+    """Every statement run while opening reads ids, topics, timestamps and lengths, never ``data`` itself;
+    reading then takes the blobs from the file's pages, or (where those are not read) with SQL."""
+    if not pages:
+        monkeypatch.setattr(Db3, "_read_pages", lambda self: None)
     statements = _traced_statements(monkeypatch)
     write_db3(tmp_path / "r.db3", sample_rows(100))
     with fastbag.open(tmp_path / "r.db3") as bag:
         assert bag.message_count == 100
         opened = list(statements)
-        list(bag.messages(raw=True))
+        assert len(list(bag.messages(raw=True))) == 100
     assert opened and all("data" not in s.replace("length(data)", "") for s in opened), opened
-    assert any("group_concat(data" in s for s in statements[len(opened):])
+    assert any("group_concat(data" in s for s in statements[len(opened):]) is not pages
 
 
 def test_opening_reads_no_message_row(tmp_path, monkeypatch):
@@ -691,8 +696,10 @@ def test_metadata_yaml_is_parsed_once(tmp_path, monkeypatch):
 
 
 def test_sparse_topics_are_fetched_by_id_and_large_rows_one_by_one(tmp_path, monkeypatch):
-    """A topic of a few large rows among many small ones: its rows are looked up by id (the rows between
-    are never read) and fetched one by one; the dense topic's rows as a range, joined by group_concat."""
+    """Through SQLite (a file being written, say): a topic of a few large rows among many small ones: its
+    rows are looked up by id (the rows between are never read) and fetched one by one; the dense topic's
+    rows as a range, joined by group_concat."""
+    monkeypatch.setattr(Db3, "_read_pages", lambda self: None)
     statements = _traced_statements(monkeypatch)
     rng = np.random.default_rng(3)
     rows = [(2, 10**18 + k, b"\0\1\0\0" + rng.bytes(20_000)) if k % 50 == 7 else
@@ -713,7 +720,7 @@ def test_sparse_topics_are_fetched_by_id_and_large_rows_one_by_one(tmp_path, mon
 def test_an_index_that_counts_other_rows_than_the_table_is_said(tmp_path, monkeypatch):
     """Found by tools/fuzz_rosbag2 (seed 5, case 659: table pages swapped): SQLite scans fewer rows than
     its timestamp index counts, silently. Opening said the index's count; the read says what it found."""
-    from fastbag.rosbag2.sqlite import Db3
+
 
     write_db3(tmp_path / "r.db3", sample_rows(30))
     totals = Db3.totals
@@ -829,11 +836,13 @@ def test_rows_whose_every_blob_is_null_are_left_out(tmp_path):
 @pytest.mark.parametrize("split", [False, True], ids=["one-scan", "parallel-scan"])
 @pytest.mark.parametrize("deleted", [(), (1,), (7, 8, 30), (50,)], ids=["consecutive", "first", "middle", "last"])
 def test_row_ids_with_and_without_gaps_index_the_same_messages(tmp_path, monkeypatch, deleted, split):
-    """Consecutive ids (what a recorder writes) are not read from the file: the index takes them from the
-    ends of the table, and a large table is scanned in parts on the workers (here: parts of 4 rows); ids
-    with gaps (rows deleted) are read in one scan. Either way every message is where it was."""
+    """Through SQLite: consecutive ids (what a recorder writes) are not read from the file: the index takes
+    them from the ends of the table, and a large table is scanned in parts on the workers (here: parts of 4
+    rows); ids with gaps (rows deleted) are read in one scan. Either way every message is where it was."""
     from fastbag.rosbag2 import sqlite
-    from fastbag.rosbag2.sqlite import Db3
+
+    monkeypatch.setattr(Db3, "_read_pages", lambda self: None)
+
 
     if split:
         monkeypatch.setattr(sqlite, "SCAN_PART_ROWS", 4)

@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import BagFormatError
+from ..io.source import Source
 from .compression import decompress_file
+from .pages import TablePages, column_places, read_table
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Damaged stretches of a messages table read past before giving up on the rest of it.
@@ -103,6 +105,8 @@ class Db3:
         self._connections: dict[int, sqlite3.Connection] = {}
         self._memory: bytes | None = None     # a decompressed .db3.zstd kept in memory
         self._temp_dir: str | None = None      # a decompressed or copied file, removed on close
+        self._source: Source | None = None     # the file's mapping, for reading its pages (see rows)
+        self._pages: TablePages | None = None  # where each row and blob lies, when the pages were read
         self.size = os.path.getsize(path)
         try:
             if compressed:
@@ -269,10 +273,14 @@ class Db3:
     def rows(self) -> Rows:
         """Every message's id, topic id, timestamp and length, without reading a blob.
 
-        One query joins each column into a text SQLite builds in C; a file
-        it fails on is read row by row, as far as the damage allows
-        (recorded in ``problems``).
+        A file no one writes is read from its pages (:mod:`fastbag.rosbag2.pages`), where they are as
+        SQLite writes them. Otherwise one query joins each column into a text SQLite builds in C; a file
+        it fails on is read row by row, as far as the damage allows (recorded in ``problems``).
         """
+        self._pages = self._read_pages()
+        if self._pages is not None:
+            pages = self._pages
+            return Rows(pages.id, pages.topic_id, pages.timestamp, pages.length)
         try:
             if not self.utf8:
                 raise ValueError("a database in UTF-16 is read row by row")
@@ -289,6 +297,38 @@ class Db3:
                           ("id", "topic_id", "timestamp", "length")))
         except (sqlite3.Error, ValueError) as exc:
             return self._rows_one_by_one(exc)
+
+    def _read_pages(self) -> TablePages | None:
+        """The messages table read from the file's pages, or None where it cannot be (a file being written, a
+        layout other than rosbag2's, pages not as SQLite writes them: SQLite then reads the table)."""
+        if self._memory is None and "immutable=1" not in (self._uri or ""):
+            return None
+        try:
+            found = self.query("SELECT rootpage, sql FROM sqlite_master WHERE type='table' AND name='messages'",
+                               what="messages table")
+            columns = [tuple(self._text(v) if isinstance(v, bytes) else v for v in row)  # names come as bytes
+                       for row in self.query("PRAGMA table_info(messages)", what="messages table")]
+            count = self._row_count
+            if count is None:
+                count = self.query("SELECT count(*) FROM messages", what="messages table")[0][0]
+        except BagFormatError:
+            return None
+        if len(found) != 1 or type(found[0][0]) is not int or type(count) is not int:
+            return None
+        places = column_places(self._text(found[0][1] or b""), columns)
+        if places is None:
+            return None
+        if self._memory is not None:
+            buf = np.frombuffer(self._memory, dtype=np.uint8)
+        else:
+            if self._source is None:
+                self._source = Source(self._uri_path())
+            buf = self._source.array
+        return read_table(buf, found[0][0], places, count)
+
+    def _uri_path(self) -> str:
+        """The file an immutable URI names (the user's file, or a decompressed copy)."""
+        return urllib.parse.unquote(self._uri.split("?", 1)[0][len("file:"):])  # type: ignore[union-attr]
 
     def _scan_range(self, ids: tuple[int, int]) -> Rows:
         """The rows with ids ``ids[0]`` to ``ids[1]`` (all present), on a connection of their own."""
@@ -397,9 +437,10 @@ class Db3:
             return probe
         return None
 
-    def blobs(self, topic_id: int, first_id: int, last_id: int, ids: np.ndarray, nbytes: int) -> bytes:
+    def blobs(self, topic_id: int, first_id: int, last_id: int, ids: np.ndarray, nbytes: int) -> bytes | np.ndarray:
         """The blobs of ``topic_id``'s rows ``ids`` (ascending, from ``first_id`` to ``last_id``, ``nbytes`` in
-        all), concatenated in id order, with one query.
+        all), concatenated in id order: copied from the file's pages where :meth:`rows` read them, else
+        with one query.
 
         Rows that are most of their id range are scanned as a range; a few
         rows spread over a long range (a sparse topic among a dense one) are
@@ -407,6 +448,14 @@ class Db3:
         whose rows differ from ``ids`` (changed since it was opened, or
         damaged) raises BagFormatError naming the file and the rows.
         """
+        pages = self._pages
+        if pages is not None and not pages.current():
+            self._pages = pages = None  # written since it was opened: SQLite checks the rows against the index
+        if pages is not None:
+            data = pages.blobs(ids)
+            if data is not None:
+                return data
+            # An overflow chain leaves the file: SQLite reads these rows and names the damage.
         where = {"topic id": topic_id, "rows with ids": f"{first_id} to {last_id}"}
         if ids.size * SPARSE < last_id - first_id + 1 and ids.size <= MAX_LISTED:
             rows_sql, params = f"id IN ({','.join(map(str, ids.tolist()))})", (topic_id,)  # our own int64s
@@ -445,6 +494,10 @@ class Db3:
             connections, self._connections = list(self._connections.values()), {}
         for con in connections:
             con.close()
+        self._pages = None  # (its array is a view of the mapping: dropped first, so the mapping can close)
+        if self._source is not None:
+            self._source.close()
+            self._source = None
         self._memory = None
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)

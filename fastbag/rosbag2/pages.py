@@ -1,0 +1,110 @@
+"""A rosbag2 ``messages`` table read straight from the SQLite file's pages.
+
+SQLite's own scan copies every row through its page cache and a query's
+result (``group_concat`` text, parsed again): ~0.2 s for a million rows. The
+file format is public and stable (https://www.sqlite.org/fileformat2.html): a
+table is a b-tree of pages, each leaf cell a rowid and a record (a header of
+serial types, then the values), a long record's tail in a chain of overflow
+pages. One Numba kernel walks the tree in rowid order over the file's mapping
+and keeps, per row, its id, topic id, timestamp and where its blob lies; a
+second copies the blobs a chunk needs from there. SQLite still answers what is
+small (the schema, the root page, the columns' order, the row count).
+
+Only a file no one writes is read this way (the caller's ``immutable`` case: no
+write-ahead log to merge). Anything in the pages that is not as SQLite writes
+it (a page number outside the file, a cell past its page, a column of another
+type, rowids out of order, a deeper tree or longer overflow chains than the
+file can hold) makes :func:`read_table` return None, and the caller reads the
+table through SQLite, whose handling of damage stays the one answer to it.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+HEADER = struct.Struct(">16sHBBBBBB")  # magic, page size, write/read versions, reserved bytes, payload fractions
+MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class TablePages:
+    """Where each row of a ``messages`` table lies in the file (rowid order), and how to copy its blob."""
+
+    buf: np.ndarray         # the whole database file (a read-only mapping, or the decompressed bytes)
+    page_size: int
+    usable: int             # page size less the reserved bytes at each page's end
+    id: np.ndarray          # rowid (= the id column)
+    topic_id: np.ndarray
+    timestamp: np.ndarray
+    length: np.ndarray      # blob bytes
+    at: np.ndarray          # file offset of the blob's first byte
+    local: np.ndarray       # how many of them lie there (in the leaf page)
+    overflow: np.ndarray    # the first overflow page holding the rest (0: none)
+    change_counter: bytes   # the header's file change counter when the pages were read
+
+    def current(self) -> bool:
+        """Whether the file is as it was when its pages were read: a writer committing to it (in rollback
+        mode, the only one a file read this way is in) increments the header's change counter."""
+        return self.buf[24:28].tobytes() == self.change_counter
+
+    def blobs(self, ids: np.ndarray) -> np.ndarray | None:
+        """The blobs of rows ``ids`` (rowids this table holds, ascending) concatenated, as uint8; None when an
+        id is not in the table or an overflow chain leaves the file (the caller then asks SQLite)."""
+        from .kernels import gather_blobs
+
+        rows = np.searchsorted(self.id, ids)
+        if rows.size and (int(rows.max()) >= self.id.size or not np.array_equal(self.id[rows], ids)):
+            return None
+        out = np.empty(int(self.length[rows].sum()), dtype=np.uint8)
+        if gather_blobs(self.buf, self.page_size, self.usable, self.length, self.at, self.local, self.overflow,
+                        rows, out) >= 0:
+            return None
+        return out
+
+
+def layout(buf: np.ndarray) -> tuple[int, int] | None:
+    """(page size, usable bytes per page) from the database header, or None where it is not a valid one."""
+    if buf.size < 100:
+        return None
+    magic, size, _write, _read, reserved, max_fraction, min_fraction, leaf_fraction = HEADER.unpack_from(
+        buf[:HEADER.size].tobytes())
+    page_size = 65536 if size == 1 else size
+    if (magic != MAGIC or page_size < 512 or page_size & (page_size - 1) or (max_fraction, min_fraction,
+                                                                              leaf_fraction) != (64, 32, 32)):
+        return None
+    usable = page_size - reserved
+    return (page_size, usable) if usable >= 480 else None
+
+
+def column_places(schema_sql: str, columns: list[tuple]) -> tuple[int, int, int, int] | None:
+    """(column count, position of topic_id, of timestamp, of data) in the table's records, from ``PRAGMA
+    table_info`` rows (cid, name, type, notnull, default, pk); None unless ``id`` is the rowid (a lone
+    INTEGER PRIMARY KEY of a rowid table, stored as NULL in each record) and the three others exist."""
+    names = {str(c[1]).lower(): c for c in columns}
+    keys = [c for c in columns if c[5]]
+    if (re.search(r"without\s+rowid", schema_sql, re.IGNORECASE) or len(keys) != 1 or str(keys[0][1]).lower() != "id"
+            or str(keys[0][2]).upper() != "INTEGER" or not {"topic_id", "timestamp", "data"} <= names.keys()):
+        return None
+    return len(columns), int(names["topic_id"][0]), int(names["timestamp"][0]), int(names["data"][0])
+
+
+def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], capacity: int) -> TablePages | None:
+    """The rows of the table whose b-tree is rooted at page ``root`` (see :func:`column_places` for
+    ``places``; ``capacity``: the row count SQLite reports), or None where the pages are not as SQLite
+    writes them or hold another number of rows."""
+    from .kernels import walk_table
+
+    found = layout(buf)
+    if found is None:
+        return None
+    page_size, usable = found
+    columns, topic_col, stamp_col, data_col = places
+    out = [np.empty(capacity, dtype=np.int64) for _ in range(7)]
+    count = walk_table(buf, page_size, usable, root, columns, topic_col, stamp_col, data_col, *out, np.zeros(1, np.int64))
+    if count != capacity:
+        return None
+    return TablePages(buf, page_size, usable, *out, change_counter=buf[24:28].tobytes())
