@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..io.bytekernels import copy_disjoint
+
 _COMMA, _MINUS, _ZERO = 44, 45, 48
 _INT64_MAX = np.uint64(9223372036854775807)
 
@@ -107,6 +109,8 @@ def chunk_rows(rank, length, segment, ranks, chunk_bytes, chunk_base):
 BAD_PAGE, BAD_CELL, BAD_RECORD, BAD_COLUMN, BAD_ORDER, TOO_MANY, TOO_DEEP, BAD_OVERFLOW = range(-1, -9, -1)
 #: b-tree depth beyond which a tree is refused (SQLite's own limit is 20).
 MAX_DEPTH = 40
+#: Record headers longer than this are parsed for every row (rosbag2's are 5-7 bytes).
+MAX_SHARED_HEADER = 32
 
 
 @njit(cache=True, nogil=True)
@@ -170,12 +174,14 @@ def _integer(buf, pos, kind):
 
 
 @njit(cache=True, nogil=True)
-def walk_table(buf, page_size, usable, root, columns, topic_col, stamp_col, data_col, out_id, out_topic,
-               out_stamp, out_length, out_at, out_local, out_overflow, sink):
+def walk_table(buf, page_size, usable, root, first_child, last_child, columns, topic_col, stamp_col, data_col,
+               out_id, out_topic, out_stamp, out_length, out_at, out_local, out_overflow, sink):
     """Every row of the SQLite table b-tree rooted at page ``root`` of the database ``buf`` (the whole file),
     in rowid order: its rowid, the integers in columns ``topic_col`` and ``stamp_col`` and, for the blob in
     ``data_col``, its length, the file offset of its first byte, how many of its bytes lie there (in the
-    leaf page) and the first overflow page holding the rest (0: none).
+    leaf page) and the first overflow page holding the rest (0: none). Where the root is an interior page,
+    only its children ``first_child`` to ``last_child`` (the right-most child being number ``ncells``) are
+    walked: parts of a table walk on their own threads.
 
     Returns the row count, or a negative refusal (the constants above) for anything this reader does not
     take as SQLite writes it: a page number outside the file, a page that is no table b-tree page, a cell
@@ -190,12 +196,16 @@ def walk_table(buf, page_size, usable, root, columns, topic_col, stamp_col, data
     stack_cell = np.empty(MAX_DEPTH, np.int64)
     depth = 0
     stack_page[0] = root
-    stack_cell[0] = 0
+    stack_cell[0] = first_child
     visited = 0
     overflow_pages = 0
     rows = 0
     last_rowid = np.int64(0)
     touched = 0
+    # Where the last record parsed keeps its values (see the record below).
+    last_payload = np.int64(-1)
+    last_header = buf[:0]
+    topic_at = topic_kind = stamp_at = stamp_kind = data_at = data_length = np.int64(0)
     page = root
     while depth >= 0:
         page = stack_page[depth]
@@ -215,7 +225,7 @@ def walk_table(buf, page_size, usable, root, columns, topic_col, stamp_col, data
                 visited += 1
                 if visited > npages:
                     return BAD_PAGE
-            if k > ncells:
+            if k > ncells or (depth == 0 and k > last_child):
                 depth -= 1
                 continue
             if k < ncells:
@@ -272,43 +282,50 @@ def walk_table(buf, page_size, usable, root, columns, topic_col, stamp_col, data
             overflow_pages += spill
             if overflow_pages > npages:
                 return BAD_OVERFLOW
-            # The record: a header of serial types, then the values; the integers must lie in the leaf.
+            # The record: a header of serial types, then the values; the integers must lie in the leaf. Rows
+            # of one topic mostly share their header bytes and payload size, and then where each value lies:
+            # the header is compared with the last one parsed instead of parsed again.
             header, at = _varint(buf, pos, pos + local)
             if at < 0 or header > local or header < at - pos:
                 return BAD_RECORD
-            body = header
-            column = 0
-            topic = np.int64(0)
-            stamp = np.int64(0)
-            data_at = np.int64(-1)
-            data_length = np.int64(0)
-            found = 0
-            while at < pos + header:
-                serial, at = _varint(buf, at, pos + header)
-                if at < 0 or serial < 0:
-                    return BAD_RECORD
-                size = _serial_size(serial)
-                if size < 0 or body + size > payload:
-                    return BAD_RECORD
-                if column == topic_col or column == stamp_col:
-                    if not (1 <= serial <= 6 or serial == 8 or serial == 9) or body + size > local:
-                        return BAD_COLUMN
-                    value = _integer(buf, pos + body, serial)
-                    if column == topic_col:
-                        topic = value
-                    else:
-                        stamp = value
-                    found += 1
-                elif column == data_col:
-                    if serial < 12 or serial % 2 == 1 or body > local:
-                        return BAD_COLUMN
-                    data_at = body
-                    data_length = size
-                    found += 1
-                body += size
-                column += 1
-            if found != 3 or column < columns:
-                return BAD_COLUMN
+            same = payload == last_payload and header == last_header.size
+            k = 0
+            while same and k < header:
+                same = buf[pos + k] == last_header[k]
+                k += 1
+            if not same:
+                body = header
+                column = 0
+                found = 0
+                while at < pos + header:
+                    serial, at = _varint(buf, at, pos + header)
+                    if at < 0 or serial < 0:
+                        return BAD_RECORD
+                    size = _serial_size(serial)
+                    if size < 0 or body + size > payload:
+                        return BAD_RECORD
+                    if column == topic_col or column == stamp_col:
+                        if not (1 <= serial <= 6 or serial == 8 or serial == 9) or body + size > local:
+                            return BAD_COLUMN
+                        if column == topic_col:
+                            topic_at, topic_kind = body, serial
+                        else:
+                            stamp_at, stamp_kind = body, serial
+                        found += 1
+                    elif column == data_col:
+                        if serial < 12 or serial % 2 == 1 or body > local:
+                            return BAD_COLUMN
+                        data_at = body
+                        data_length = size
+                        found += 1
+                    body += size
+                    column += 1
+                if found != 3 or column < columns:
+                    return BAD_COLUMN
+                last_payload = payload
+                last_header = buf[pos:pos + min(header, MAX_SHARED_HEADER)]
+            topic = _integer(buf, pos + topic_at, topic_kind)
+            stamp = _integer(buf, pos + stamp_at, stamp_kind)
             if rows >= out_id.size:
                 return TOO_MANY
             out_id[rows] = rowid
@@ -337,7 +354,7 @@ def gather_blobs(buf, page_size, usable, length, at, local, overflow, rows, out)
     for r in range(rows.size):
         i = rows[r]
         n = local[i]
-        out[put:put + n] = buf[at[i]:at[i] + n]
+        copy_disjoint(out, put, buf, at[i], n)
         put += n
         rest = length[i] - n
         page = overflow[i]
@@ -347,7 +364,7 @@ def gather_blobs(buf, page_size, usable, length, at, local, overflow, rows, out)
                 return r
             start = (page - 1) * page_size
             take = min(rest, room)
-            out[put:put + take] = buf[start + 4:start + 4 + take]
+            copy_disjoint(out, put, buf, start + 4, take)
             put += take
             rest -= take
             page = _u32(buf, start)

@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import re
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 HEADER = struct.Struct(">16sHBBBBBB")  # magic, page size, write/read versions, reserved bytes, payload fractions
 MAGIC = b"SQLite format 3\x00"
+#: A table of at least 2 x PART_ROWS rows is walked in two parts at once (see read_table).
+PART_ROWS = 1 << 16
+#: "every child" of a root, for walk_table (a page has at most 65535 cells).
+MAX_CHILD = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -92,19 +97,72 @@ def column_places(schema_sql: str, columns: list[tuple]) -> tuple[int, int, int,
     return len(columns), int(names["topic_id"][0]), int(names["timestamp"][0]), int(names["data"][0])
 
 
-def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], capacity: int) -> TablePages | None:
+def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], capacity: int,
+               id_run: tuple[int, int] | None = None) -> TablePages | None:
     """The rows of the table whose b-tree is rooted at page ``root`` (see :func:`column_places` for
     ``places``; ``capacity``: the row count SQLite reports), or None where the pages are not as SQLite
-    writes them or hold another number of rows."""
+    writes them or hold another number of rows.
+
+    ``id_run``: (first, last) where the rowids are every integer between (as SQLite reports them). A large
+    table's root children are then walked in two parts at once, the second part's rows written from where
+    the root's key says they start (the largest rowid of the first part).
+    """
     from .kernels import walk_table
 
     found = layout(buf)
     if found is None:
         return None
     page_size, usable = found
-    columns, topic_col, stamp_col, data_col = places
     out = [np.empty(capacity, dtype=np.int64) for _ in range(7)]
-    count = walk_table(buf, page_size, usable, root, columns, topic_col, stamp_col, data_col, *out, np.zeros(1, np.int64))
-    if count != capacity:
+    parts = [(0, MAX_CHILD, 0, capacity)]
+    split = _split_point(buf, page_size, usable, root) if id_run is not None and capacity >= 2 * PART_ROWS else None
+    if split is not None and id_run is not None and id_run[0] <= split[1] < id_run[1]:
+        rows_before = split[1] - id_run[0] + 1
+        parts = [(0, split[0], 0, rows_before), (split[0] + 1, MAX_CHILD, rows_before, capacity)]
+
+    def walk(part: tuple[int, int, int, int]) -> bool:
+        first_child, last_child, start, stop = part
+        views = [array[start:stop] for array in out]
+        count = walk_table(buf, page_size, usable, root, first_child, last_child, *places, *views,
+                           np.zeros(1, dtype=np.int64))
+        return bool(count == stop - start)
+
+    if len(parts) == 1:
+        complete = walk(parts[0])
+    else:
+        with ThreadPoolExecutor(len(parts), thread_name_prefix="fastbag-pages") as pool:
+            complete = all(pool.map(walk, parts))
+        complete = complete and bool((out[0][1:] > out[0][:-1]).all())  # the parts met in rowid order
+    if not complete:
         return None
     return TablePages(buf, page_size, usable, *out, change_counter=buf[24:28].tobytes())
+
+
+def _split_point(buf: np.ndarray, page_size: int, usable: int, root: int) -> tuple[int, int] | None:
+    """(cell, key) of the root's middle cell when the root is an interior table page with cells: its key is
+    the largest rowid in the children up to that cell. None otherwise, or where the bytes say otherwise."""
+    base = (root - 1) * page_size
+    head = base + (100 if root == 1 else 0)
+    if root < 1 or base + page_size > buf.size or buf[head] != 0x05:
+        return None
+    ncells = int(buf[head + 3]) << 8 | int(buf[head + 4])
+    middle = ncells // 2
+    if ncells < 2 or head + 12 + 2 * ncells > base + usable:
+        return None
+    at = head + 12 + 2 * middle
+    cell = base + (int(buf[at]) << 8 | int(buf[at + 1]))
+    key, pos = 0, cell + 4  # after the left child's page number
+    for k in range(9):
+        if pos >= base + usable:
+            return None
+        byte = int(buf[pos])
+        pos += 1
+        if k == 8:
+            key = (key << 8) | byte
+            break
+        key = (key << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            break
+    else:
+        return None
+    return middle, key - (1 << 64) if key >= 1 << 63 else key

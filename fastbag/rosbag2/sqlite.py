@@ -311,7 +311,8 @@ class Db3:
             count = self._row_count
             if count is None:
                 count = self.query("SELECT count(*) FROM messages", what="messages table")[0][0]
-        except BagFormatError:
+            run = self._id_run()
+        except (BagFormatError, sqlite3.Error):
             return None
         if len(found) != 1 or type(found[0][0]) is not int or type(count) is not int:
             return None
@@ -324,7 +325,7 @@ class Db3:
             if self._source is None:
                 self._source = Source(self._uri_path())
             buf = self._source.array
-        return read_table(buf, found[0][0], places, count)
+        return read_table(buf, found[0][0], places, count, run)
 
     def _uri_path(self) -> str:
         """The file an immutable URI names (the user's file, or a decompressed copy)."""
