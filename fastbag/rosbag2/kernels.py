@@ -322,6 +322,8 @@ def walk_table(buf, page_size, usable, root, first_child, last_child, columns, t
                     column += 1
                 if found != 3 or column < columns:
                     return BAD_COLUMN
+                if body != payload:  # values ending before the payload does: SQLite finds the record malformed
+                    return BAD_RECORD
                 last_payload = payload
                 last_header = buf[pos:pos + min(header, MAX_SHARED_HEADER)]
             topic = _integer(buf, pos + topic_at, topic_kind)

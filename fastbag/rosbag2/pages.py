@@ -85,16 +85,33 @@ def layout(buf: np.ndarray) -> tuple[int, int] | None:
     return (page_size, usable) if usable >= 480 else None
 
 
-def column_places(schema_sql: str, columns: list[tuple]) -> tuple[int, int, int, int] | None:
+def column_places(schema_sql: str, columns: list[tuple], id_is_rowid: bool) -> tuple[int, int, int, int] | None:
     """(column count, position of topic_id, of timestamp, of data) in the table's records, from ``PRAGMA
-    table_info`` rows (cid, name, type, notnull, default, pk); None unless ``id`` is the rowid (a lone
-    INTEGER PRIMARY KEY of a rowid table, stored as NULL in each record) and the three others exist."""
+    table_xinfo`` rows (cid, name, type, notnull, default, pk, hidden). None unless ``id`` is the rowid
+    (``id_is_rowid``, as SQLite's query plan says: an INTEGER PRIMARY KEY of a rowid table, stored as NULL
+    in each record; ``INTEGER PRIMARY KEY DESC`` is not one), no column is hidden or generated (a stored
+    one takes a place in the record that table_info does not show), and topic_id and timestamp have no
+    REAL affinity (SQLite reads an integer stored there as a float)."""
     names = {str(c[1]).lower(): c for c in columns}
-    keys = [c for c in columns if c[5]]
-    if (re.search(r"without\s+rowid", schema_sql, re.IGNORECASE) or len(keys) != 1 or str(keys[0][1]).lower() != "id"
-            or str(keys[0][2]).upper() != "INTEGER" or not {"topic_id", "timestamp", "data"} <= names.keys()):
+    if (not id_is_rowid or re.search(r"without\s+rowid", schema_sql, re.IGNORECASE)
+            or any(len(c) < 7 or c[6] for c in columns) or not {"id", "topic_id", "timestamp", "data"} <= names.keys()
+            or any(_affinity(str(names[n][2])) == "REAL" for n in ("topic_id", "timestamp"))):
         return None
     return len(columns), int(names["topic_id"][0]), int(names["timestamp"][0]), int(names["data"][0])
+
+
+def _affinity(declared: str) -> str:
+    """A column's type affinity from its declared type (SQLite's rules, in their order)."""
+    upper = declared.upper()
+    if "INT" in upper:
+        return "INTEGER"
+    if any(word in upper for word in ("CHAR", "CLOB", "TEXT")):
+        return "TEXT"
+    if "BLOB" in upper or not upper:
+        return "BLOB"
+    if any(word in upper for word in ("REAL", "FLOA", "DOUB")):
+        return "REAL"
+    return "NUMERIC"
 
 
 def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], capacity: int,
