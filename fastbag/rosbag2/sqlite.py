@@ -473,7 +473,10 @@ class Db3:
         """
         pages = self._pages
         if pages is not None and not pages.current():
-            self._pages = pages = None  # written since it was opened: SQLite checks the rows against the index
+            # Written since it was opened. SQLite, opened immutable, may answer from pages it cached before.
+            raise BagFormatError("sqlite3 storage changed after it was opened (its header's change counter "
+                                 f"moved; topic id {topic_id}, rows with ids {first_id} to {last_id}): the index "
+                                 "no longer describes it; open it again", path=self.path, record="sqlite3")
         if pages is not None:
             data = pages.blobs(ids)
             if data is not None:
