@@ -60,7 +60,7 @@ def test_regression_resuming_past_damage_is_bounded(seeds, tmp_path):
     if len(original) != 28 or any(s.name.startswith("mcap_") for s in original):
         pytest.skip(f"the seed corpus has {len(seeds)} recordings, not the 28 the cases were drawn from")
     for case in (1277, 18990):
-        target, done = fuzz_rosbag2.make_case(original, 15, case, tmp_path)
+        target, done = fuzz_rosbag2.make_case(original, 15, case, tmp_path, fuzz_rosbag2.MUTATORS_BEFORE_BTREE)
         assert done[1].startswith("pages: bytes")
         start = time.perf_counter()
         assert fuzz_rosbag2.run_case(target)["problems"] == []

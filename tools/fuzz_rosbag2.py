@@ -361,12 +361,54 @@ def mutate_files(folder: Path, rng: random.Random) -> str:
     return f"files: {kind} {path.name}"
 
 
-MUTATORS: list[tuple[Callable[[Path, random.Random], str], int]] = [
+def mutate_btree(folder: Path, rng: random.Random) -> str:
+    """Damage what fastbag's page reader (fastbag.rosbag2.pages) walks: in a b-tree page of a storage file,
+    its cell count, a cell pointer, a child page number, or the first bytes of a cell (payload size, rowid,
+    record header, a value)."""
+    files = [p for p in _files(folder) if p.suffix == ".db3"]
+    if not files:
+        return "btree: none"
+    path = rng.choice(files)
+    raw = bytearray(path.read_bytes())
+    pages = len(raw) // PAGE
+    tree = [p for p in range(pages) if raw[p * PAGE + (100 if p == 0 else 0)] in (0x05, 0x0D)]
+    if not tree:
+        return f"btree: no b-tree page in {path.name}"
+    page = rng.choice(tree)
+    head = page * PAGE + (100 if page == 0 else 0)
+    interior = raw[head] == 0x05
+    ncells = int.from_bytes(raw[head + 3:head + 5], "big")
+    target = rng.choice(["cell count", "cell pointer", "child", "cell bytes", "cell bytes"])
+    pointer = head + (12 if interior else 8) + 2 * rng.randrange(max(ncells, 1))
+    cell = page * PAGE + int.from_bytes(raw[pointer:pointer + 2], "big")
+    if target == "cell count" or not ncells or pointer + 2 > (page + 1) * PAGE:
+        target = "cell count"
+        count = rng.choice([0, (ncells + 1) & 0xFFFF, 0xFFFF, rng.randrange(1 << 16)])
+        raw[head + 3:head + 5] = count.to_bytes(2, "big")
+    elif target == "cell pointer":
+        raw[pointer:pointer + 2] = rng.randrange(1 << 16).to_bytes(2, "big")
+    elif target == "child" and interior:
+        at = head + 8 if rng.random() < 0.3 else cell  # the right-most child, or a cell's left child
+        child = rng.choice([0, page, page + 2, pages + 5, 0xFFFFFFFF, rng.randrange(pages) + 1])
+        raw[at:at + 4] = child.to_bytes(4, "big")[:max(0, len(raw) - at)]
+    else:
+        target = "cell bytes"
+        for _ in range(rng.randint(1, 4)):
+            raw[min(len(raw) - 1, cell + rng.randrange(24))] = rng.randrange(256)
+    path.write_bytes(bytes(raw))
+    return f"btree: {target} in page {page + 1} of {path.name}"
+
+
+#: The mutators and their weights. Cases drawn before mutate_btree existed replay with the list before it.
+MUTATORS_BEFORE_BTREE: list[tuple[Callable[[Path, random.Random], str], int]] = [
     (mutate_yaml, 3), (mutate_pages, 3), (mutate_rows, 4), (mutate_files, 1)]
+MUTATORS = [*MUTATORS_BEFORE_BTREE, (mutate_btree, 2)]
 
 
-def make_case(seeds: list[Path], seed: int, case: int, work: Path) -> tuple[Path, list[str]]:
-    """The damaged copy of case ``case``: a directory, or one storage file of it."""
+def make_case(seeds: list[Path], seed: int, case: int, work: Path,
+              mutators: list[tuple[Callable[[Path, random.Random], str], int]] = MUTATORS) -> tuple[Path, list[str]]:
+    """The damaged copy of case ``case``: a directory, or one storage file of it (``mutators``: the list the
+    case was drawn with)."""
     rng = random.Random(seed * 1_000_003 + case)
     source = seeds[rng.randrange(len(seeds))]
     folder = work / f"case{case}"
@@ -374,7 +416,7 @@ def make_case(seeds: list[Path], seed: int, case: int, work: Path) -> tuple[Path
     shutil.copytree(source, folder)
     done = [f"seed {source.name}"]
     for _ in range(rng.choice([1, 1, 2, 3])):
-        mutate = rng.choices([m for m, _ in MUTATORS], [w for _, w in MUTATORS])[0]
+        mutate = rng.choices([m for m, _ in mutators], [w for _, w in mutators])[0]
         done.append(mutate(folder, rng))
     target = folder
     if rng.random() < 0.15:  # open one storage file alone

@@ -331,8 +331,11 @@ class Db3:
         if self._memory is not None:
             buf = np.frombuffer(self._memory, dtype=np.uint8)
         else:
-            if self._source is None:
-                self._source = Source(self._uri_path())
+            try:
+                if self._source is None:
+                    self._source = Source(self._uri_path())
+            except (OSError, ValueError):  # SQLite reads it, but it cannot be mapped here
+                return None
             buf = self._source.array
         return read_table(buf, found[0][0], places, count, run)
 
