@@ -343,6 +343,7 @@ def test_file_compression_beyond_memory_goes_to_a_temporary_file_removed_on_clos
     bag = fastbag.open(tmp_path / "rec")
     assert os.listdir(tmp_path / "tmp")  # spilled
     assert [bytes(m.data) for m in bag.messages(raw=True)] == [r[2] for r in rows]
+    assert bag._container.files[0]._pages is not None  # the spilled copy is read from its pages (and mapped)
     bag.close()
     assert os.listdir(tmp_path / "tmp") == []
 

@@ -113,10 +113,11 @@ class Db3:
         self._pages: TablePages | None = None  # where each row and blob lies, when the pages were read
         self._id_is_rowid: bool | None = None  # see id_is_rowid
         self.size = os.path.getsize(path)
+        self._database = path  # the database file an immutable URI names: this one, or its decompressed copy
         try:
             if compressed:
                 self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
-                spill = os.path.join(self._temp_dir, "storage.db3")
+                spill = self._database = os.path.join(self._temp_dir, "storage.db3")
                 memory = decompress_file(path, spill)
                 if memory is not None and not memory.startswith(SQLITE_MAGIC):
                     raise BagFormatError("zstd-compressed storage file does not hold an SQLite database "
@@ -333,7 +334,7 @@ class Db3:
         else:
             try:
                 if self._source is None:
-                    self._source = Source(self._uri_path())
+                    self._source = Source(self._database)
             except (OSError, ValueError):  # SQLite reads it, but it cannot be mapped here
                 return None
             buf = self._source.array
@@ -349,10 +350,6 @@ class Db3:
             except BagFormatError:
                 self._id_is_rowid = False
         return self._id_is_rowid
-
-    def _uri_path(self) -> str:
-        """The file an immutable URI names (the user's file, or a decompressed copy)."""
-        return urllib.parse.unquote(self._uri.split("?", 1)[0][len("file:"):])  # type: ignore[union-attr]
 
     def _scan_range(self, ids: tuple[int, int]) -> Rows:
         """The rows with ids ``ids[0]`` to ``ids[1]`` (all present), on a connection of their own."""
