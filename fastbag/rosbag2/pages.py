@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 HEADER = struct.Struct(">16sHBBBBBB")  # magic, page size, write/read versions, reserved bytes, payload fractions
-MAGIC = b"SQLite format 3\x00"
+SQLITE_MAGIC = b"SQLite format 3\x00"
 #: A table of at least 2 x PART_ROWS rows is walked in two parts at once (see read_table).
 PART_ROWS = 1 << 16
 #: "every child" of a root, for walk_table (a page has at most 65535 cells).
@@ -78,7 +78,7 @@ def layout(buf: np.ndarray) -> tuple[int, int] | None:
     magic, size, _write, _read, reserved, max_fraction, min_fraction, leaf_fraction = HEADER.unpack_from(
         buf[:HEADER.size].tobytes())
     page_size = 65536 if size == 1 else size
-    if (magic != MAGIC or page_size < 512 or page_size & (page_size - 1) or (max_fraction, min_fraction,
+    if (magic != SQLITE_MAGIC or page_size < 512 or page_size & (page_size - 1) or (max_fraction, min_fraction,
                                                                               leaf_fraction) != (64, 32, 32)):
         return None
     usable = page_size - reserved
@@ -159,6 +159,8 @@ def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], ca
 def _split_point(buf: np.ndarray, page_size: int, usable: int, root: int) -> tuple[int, int] | None:
     """(cell, key) of the root's middle cell when the root is an interior table page with cells: its key is
     the largest rowid in the children up to that cell. None otherwise, or where the bytes say otherwise."""
+    from .kernels import _varint
+
     base = (root - 1) * page_size
     head = base + (100 if root == 1 else 0)
     if root < 1 or base + page_size > buf.size or buf[head] != 0x05:
@@ -169,18 +171,5 @@ def _split_point(buf: np.ndarray, page_size: int, usable: int, root: int) -> tup
         return None
     at = head + 12 + 2 * middle
     cell = base + (int(buf[at]) << 8 | int(buf[at + 1]))
-    key, pos = 0, cell + 4  # after the left child's page number
-    for k in range(9):
-        if pos >= base + usable:
-            return None
-        byte = int(buf[pos])
-        pos += 1
-        if k == 8:
-            key = (key << 8) | byte
-            break
-        key = (key << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            break
-    else:
-        return None
-    return middle, key - (1 << 64) if key >= 1 << 63 else key
+    key, after = _varint(buf, cell + 4, base + usable)  # after the left child's page number
+    return (middle, int(key)) if after >= 0 else None

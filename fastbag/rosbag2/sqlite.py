@@ -38,9 +38,8 @@ import numpy as np
 from ..errors import BagFormatError
 from ..io.source import Source
 from .compression import decompress_file
-from .pages import TablePages, column_places, read_table
+from .pages import SQLITE_MAGIC, TablePages, column_places, read_table
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Damaged stretches of a messages table read past before giving up on the rest of it.
 MAX_RESUMES = 64
 #: A chunk's rows are looked up by id when they are fewer than 1 in SPARSE of their id range (and at most
@@ -101,7 +100,7 @@ class Db3:
     def __init__(self, path: str, *, compressed: bool = False) -> None:
         self.path = path
         self.problems: list[str] = []
-        self._row_count: int | None = None  # count(*) as totals() found it, for a file no one writes
+        self._row_count: int | None = None  # count(*) as totals() or _read_pages found it, for a file no one writes
         # SQL that keeps only the rows the index took, where it left malformed rows out (see _rows_one_by_one):
         # a chunk's id range then holds rows the index does not.
         self._well_formed = ""
@@ -287,9 +286,8 @@ class Db3:
         SQLite writes them. Otherwise one query joins each column into a text SQLite builds in C; a file
         it fails on is read row by row, as far as the damage allows (recorded in ``problems``).
         """
-        self._pages = self._read_pages()
-        if self._pages is not None:
-            pages = self._pages
+        pages = self._pages = self._read_pages()
+        if pages is not None:
             return Rows(pages.id, pages.topic_id, pages.timestamp, pages.length)
         try:
             if not self.utf8:
@@ -318,9 +316,9 @@ class Db3:
                                what="messages table")
             columns = [tuple(self._text(v) if isinstance(v, bytes) else v for v in row)  # names come as bytes
                        for row in self.query("PRAGMA table_xinfo(messages)", what="messages table")]
+            if self._row_count is None:  # (no one writes the file: asked once, here or by totals)
+                self._row_count = self.query("SELECT count(*) FROM messages", what="messages table")[0][0]
             count = self._row_count
-            if count is None:
-                count = self.query("SELECT count(*) FROM messages", what="messages table")[0][0]
             run = self._id_run()
         except (BagFormatError, sqlite3.Error):
             return None
