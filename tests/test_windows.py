@@ -111,6 +111,38 @@ def test_any_window_size_reads_the_same(mixed, expected, monkeypatch, head, tail
             assert [m.topic for m in bag.messages(topics=topic)] == [topic] * len(arr)
 
 
+@pytest.mark.parametrize("gap", [0, 100, 1 << 20])
+@pytest.mark.parametrize("head,tail", [(47, 8), (1024, 512)])
+def test_windows_read_as_shared_ranges_read_the_same(mixed, expected, monkeypatch, gap, head, tail):
+    """Windows close together in the file are read as one range each message's window runs to the end of
+    (WINDOW_GAP): values equal rosbags' whether only overlapping windows share a range, close ones too, or a whole
+    topic is one range; and close windows are in fact read together (fewer reads than messages)."""
+    from fastbag.io.source import Source
+
+    _force_windows(monkeypatch, head, tail)
+    monkeypatch.setattr(bag_module, "WINDOW_GAP", gap)
+    reads: list[int] = []
+    original = Source.gather
+
+    def gather(self, offsets, lengths):
+        reads.append(len(offsets))
+        return original(self, offsets, lengths)
+
+    monkeypatch.setattr(Source, "gather", gather)
+    with fastbag.open(mixed) as bag:
+        reads.clear()
+        imu = bag.read("/imu")  # 100 messages of ~0.3 kB, 5 ms apart, other topics between
+        if head == 1024:  # an Imu message fits its head window: no tails, every field in the windows
+            assert bag._unwindowed == set()
+            assert sum(reads) < len(imu)  # overlapping windows (the next message starts in this one's) at least
+            if gap == 1 << 20:
+                assert sum(reads) < 10  # a few ranges: the probe's and the rest's, cut where file order turns
+        for topic in bag.topics:
+            arr = imu if topic == "/imu" else bag.read(topic)
+            for i in range(len(arr)):
+                assert_same(arr[i], expected[topic][i], f"read({topic})[{i}] with windows {head}/{tail}, gap {gap}")
+
+
 def _rss_kb(path: Path) -> int:
     """Resident kB of this process's mappings of ``path`` (/proc/self/smaps)."""
     total, inside = 0, False
