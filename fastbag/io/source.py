@@ -95,7 +95,15 @@ class Source:
             raise ValueError("a range to gather leaves the file") from None
         if offsets.size and ((offsets < 0).any() or (lengths < 0).any() or (offsets > self.size - lengths).any()):
             raise ValueError("a range to gather leaves the file")
-        return self._pread(offsets.tolist(), lengths.tolist(), np.empty(int(lengths.sum()), dtype=np.uint8))
+        out = np.empty(int(lengths.sum()), dtype=np.uint8)
+        if offsets.size > 1:  # ranges that continue one another are one read (an MCAP chunk's message
+            # indexes and the next chunk's head)
+            new_read = np.ones(offsets.size, dtype=bool)
+            new_read[1:] = offsets[1:] != offsets[:-1] + lengths[:-1]
+            if not new_read.all():
+                first = np.flatnonzero(new_read)
+                offsets, lengths = offsets[first], np.add.reduceat(lengths, first)
+        return self._pread(offsets.tolist(), lengths.tolist(), out)
 
     def read_into(self, offset: int, out: np.ndarray, record: str) -> np.ndarray:
         """``out`` (uint8) filled with the file's bytes at ``offset``: an encrypted chunk's payload, read

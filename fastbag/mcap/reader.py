@@ -30,9 +30,10 @@ from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, decompress
 from ..io.codecs import crc32
+from ..io.gather import item_positions, le_uint, rows
 from ..io.source import Source
 from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndexes,
-                      Metadata, MetadataIndex, Opcode, Schema, Statistics, le_uint, parse_attachment,
+                      Metadata, MetadataIndex, Opcode, Schema, Statistics, parse_attachment,
                       parse_attachment_index, parse_channel, parse_chunk_indexes, parse_footer,
                       parse_metadata, parse_metadata_index, parse_schema, parse_statistics, record_name)
 
@@ -347,11 +348,8 @@ class McapReader(LazyIndexContainer):
         check(ranks[channel] < 0, lambda j: f"it indexes channel {channel[j]}, which the summary does not list")
         check(channel != listed, lambda j: f"it indexes channel {channel[j]}, which its chunk index lists at "
                                            f"another offset")
-        start = at + RECORD_HEAD + 6
-        entries = np.concatenate([raw[a:a + b] for a, b in zip(start.tolist(), nbytes.tolist())]) if at.size \
-            else np.zeros(0, dtype=np.uint8)
-        entries = entries.view("<u8").reshape(-1, 2)
         per_record = nbytes // 16
+        entries = rows(raw, item_positions(at + RECORD_HEAD + 6, per_record, 16)[1], 16).view("<u8")
         first = np.zeros(at.size + 1, dtype=np.int64)  # each record's first entry
         np.cumsum(per_record, out=first[1:])
         filled = per_record > 0

@@ -20,6 +20,7 @@ from enum import IntEnum
 import numpy as np
 
 from ..errors import BagFormatError
+from ..io.gather import le_uint
 
 MAGIC = b"\x89MCAP0\r\n"
 RECORD_HEAD = 9  # opcode u8 + length u64
@@ -294,15 +295,6 @@ def parse_attachment(b: Body) -> Attachment:
 
 def parse_metadata(b: Body) -> Metadata:
     return Metadata(b.string("name"), b.string_map("metadata"), b.offset)
-
-
-def le_uint(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """The little-endian unsigned ints of ``width`` bytes at each position ``at`` of ``buf`` (uint64);
-    the caller has checked that every ``at + width`` lies inside ``buf``."""
-    if not at.size:
-        return np.zeros(0, dtype=np.uint64)
-    raw = buf[at[:, None] + np.arange(width)]
-    return np.ascontiguousarray(raw).view(f"<u{width}").ravel().astype(np.uint64)
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,6 +22,7 @@ import numpy as np
 from ..container import BagIndex, Connection, build_index
 from ..errors import BagFormatError, DecryptionError, EncryptionKeyError, FastbagError, UnsupportedError
 from ..io.chunks import Chunk, ChunkTable, decompress, decompress_truncated
+from ..io.gather import item_positions, rows
 from ..io.source import BufferSource, Source
 from .encryption import AesCbcDecryptor, EncryptionHeader, read_encrypted_connection, verify_key
 from .records import (MAGIC_V11, MAGIC_V12, MAGIC_V20, Header, Op, connection_from_headers, gather_u32, read_record,
@@ -120,14 +121,6 @@ def read_index(source: Source, *, decryptor: AesCbcDecryptor | None = None,
                           encryption=encryption)
 
 
-def _rows(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """The ``width`` bytes at each position of ``at`` (in bounds), as an (n, width) uint8 array: one
-    gather of rows, twice as fast as indexing with ``at[:, None] + np.arange(width)``."""
-    if at.size == 0:
-        return np.zeros((0, width), dtype=np.uint8)
-    return np.lib.stride_tricks.sliding_window_view(buf, width)[at]
-
-
 class _Template:
     """A record header whose bytes repeat from record to record but for some field values.
 
@@ -159,7 +152,7 @@ class _Template:
             return True, np.zeros((0, size), dtype=np.uint8)
         if at.min() < 0 or at.max() > buf.size - size - 4:  # compared this way round: no int64 overflow
             return False, np.zeros((0, size), dtype=np.uint8)
-        headers = _rows(buf, at, size)
+        headers = rows(buf, at, size)
         return bool((headers[:, self.mask] == self.raw[self.mask]).all()), headers
 
     def value(self, headers: np.ndarray, name: str) -> np.ndarray:
@@ -214,8 +207,8 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
         data_at = info_at + infos.raw.size + 4
         if (gather_u32(tail, data_at - 4) != pairs * 8).any():
             return None
-        _, pair_at = _item_positions(data_at, pairs, 8)  # out of the tail: IndexError, the careful path
-        conn_of = _rows(tail, pair_at, 8).view("<u4").astype(np.int64)  # (connection id, messages)
+        _, pair_at = item_positions(data_at, pairs, 8)  # out of the tail: IndexError, the careful path
+        conn_of = rows(tail, pair_at, 8).view("<u4").astype(np.int64)  # (connection id, messages)
         # Chunk headers (op, compression, size: the same compression throughout, or the slow path)
         # and the index-data records after each chunk, one per (chunk, connection) pair in chunk-info
         # order. A writer puts a chunk's index data right before the next chunk (the last chunk's right
@@ -339,16 +332,6 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
     return index
 
 
-def _item_positions(offsets: np.ndarray, counts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Records of ``counts[r]`` items of ``width`` bytes stored from ``offsets[r]``: for every item, the
-    record it belongs to and where it starts (item j of record r at ``offsets[r] + width * j``), so
-    that one fancy index gathers them all."""
-    which = np.repeat(np.arange(counts.size), counts)
-    first = np.zeros(counts.size, dtype=np.int64)
-    np.cumsum(counts[:-1], out=first[1:])
-    return which, offsets[which] + (np.arange(which.size) - first[which]) * width
-
-
 #: Index entries are copied a record at a time where records hold this many entries on average.
 SLICES_FROM = 32
 
@@ -383,7 +366,7 @@ def _gather_entries(source: Source, connections: list[Connection], chunks: Chunk
         entries = np.concatenate([buf[a:a + n * INDEX_ENTRY_SIZE] for a, n in zip(data_at.tolist(), counts.tolist())]
                                  + [np.zeros(0, dtype=np.uint8)]).view("<u4").reshape(-1, 3)
     else:
-        entries = _rows(buf, _item_positions(data_at, counts, INDEX_ENTRY_SIZE)[1], INDEX_ENTRY_SIZE).view("<u4")
+        entries = rows(buf, item_positions(data_at, counts, INDEX_ENTRY_SIZE)[1], INDEX_ENTRY_SIZE).view("<u4")
     # Per record, repeated for its entries (a repeat is several times faster than a gather by record).
     past = entries[:, 2] >= np.repeat(chunks.size[records[:, 2]], counts)
     if past.any():
