@@ -12,6 +12,7 @@ on a thread pool.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import io
 import operator
@@ -26,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .container import BagIndex, Connection, Container, Encryption
-from .errors import DecodeError, FastbagWarning, UnsupportedError
+from .errors import DecodeError, DefinitionError, FastbagError, FastbagWarning, UnsupportedError
 from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
 from .msg.msgdef import EMPTY_MD5
-from .msg.objects import ARRAY_ENCODINGS
+from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -149,6 +150,32 @@ class _DecodedMessage(Message):
     def data(self) -> memoryview:  # noqa: D102 - Message.data
         view, starts, ends = self._spans
         return view[starts[self._k]:ends[self._k]]
+
+
+class Undecodable:
+    """``m.msg`` of a message :meth:`Bag.messages` could not decode (no definition, an encoding fastbag
+    cannot decode, bytes that do not match the definition): using it, by attribute, ``[name]`` or
+    ``to_dict()``, raises the error that stopped its decoding; it is false in a boolean test. The
+    messages of other topics decode as usual, and ``m.data`` holds this one's bytes."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: FastbagError) -> None:
+        self.error = error
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # protocols probed with getattr (copy, pickle, NumPy): absent, as usual
+            raise AttributeError(name)
+        raise self.error.with_traceback(None)
+
+    def __getitem__(self, key: Any) -> Any:
+        raise self.error.with_traceback(None)
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"<undecodable message: {self.error}>"
 
 
 def _unpickle_message(topic: str, time: int, data: bytes, connection: Connection, msg: Any) -> Message:
@@ -372,13 +399,19 @@ class Bag:
     def _select(self, topics: Iterable[str] | str | None, start: int | None, end: int | None) -> np.ndarray:
         """Positions in the index table of the wanted messages, in read order."""
         index = self._index
+        start, end = time_ns(start, "start"), time_ns(end, "end")
         lo = 0 if start is None else int(np.searchsorted(index.time, start, side="left"))
         hi = index.message_count if end is None else int(np.searchsorted(index.time, end, side="left"))
         hi = max(lo, hi)
         if topics is not None:
             if isinstance(topics, str):
                 topics = [topics]
+            if isinstance(topics, (bytes, bytearray)):
+                raise TypeError(f"topics are names (str), not bytes: topics={topics.decode(errors='replace')!r}")
             wanted = set(topics)
+            odd = [t for t in wanted if not isinstance(t, str)]
+            if odd:
+                raise TypeError(f"topics are names (str); got {type(odd[0]).__name__} {odd[0]!r}")
             unknown = wanted - set(self._topic_connections)
             if unknown:
                 raise KeyError(f"no topic {sorted(unknown)[0]!r} in {self.path}; topics: "
@@ -568,6 +601,7 @@ class Bag:
         # read counts them: each batch has builders of its own, and a definition declaring 100,000 such
         # elements a message would otherwise cost a Python object each, batch after batch.
         unbacked: dict[int, int] = {}
+        warned: set[str] = set()
         for payload, offset, a, b, starts, lengths in self._batches(selected):
             conns = conn_of[a:b]
             # Per connection of the batch: its message class, where its messages read their fields,
@@ -575,28 +609,37 @@ class Bag:
             decoded: dict[int, tuple[Any, Any, list[int]]] = {}
             for rank in np.unique(conns).tolist():
                 mine = np.flatnonzero(conns == rank)
-                if connections[rank].encoding not in ARRAY_ENCODINGS:  # JSON, protobuf: one object each
-                    decode = self._object_decoder(connections[rank])
-                    row_of = np.zeros(b - a, dtype=np.int64)
-                    row_of[mine] = np.arange(mine.size)
-                    objects = decode_objects(decode, memoryview(payload), starts[mine].tolist(),
-                                             lengths[mine].tolist(), (a + mine).tolist())
-                    decoded[rank] = (operator.getitem, objects, row_of.tolist())  # "class": picks the object
-                    continue
-                layout = self._layout(connections[rank])
-                # Checked before the builder allocates messages x the fixed size: then that is real bytes.
-                check_min_size(layout, lengths[mine], a, topic=connections[rank].topic,
-                               msgtype=connections[rank].msgtype, which=mine)
-                builder = TopicBuilder(layout, self._source.array, mine.size, topic=connections[rank].topic,
-                                       msgtype=connections[rank].msgtype,
-                                       types=self._message_types(connections[rank]))
-                builder.unbacked = unbacked.get(rank, 0)
-                builder.add_run(payload, offset, starts[mine], lengths[mine], a + int(mine[0]))
-                unbacked[rank] = builder.unbacked
                 row_of = np.zeros(b - a, dtype=np.int64)
                 row_of[mine] = np.arange(mine.size)
-                source = builder.finish().record_source()
-                decoded[rank] = (source.cls, source, row_of.tolist())
+
+                def decode(which: np.ndarray, rank: int = rank) -> tuple[Any, Any]:
+                    """(class, source) of messages ``a + which`` of connection ``rank``: message k is
+                    ``class(source, k)``."""
+                    connection = connections[rank]
+                    if connection.encoding not in ARRAY_ENCODINGS:  # JSON, protobuf: one object each
+                        objects = decode_objects(self._object_decoder(connection), memoryview(payload),
+                                                 starts[which].tolist(), lengths[which].tolist(), (a + which).tolist())
+                        return operator.getitem, objects  # the "class" picks the object
+                    layout = self._layout(connection)
+                    # Checked before the builder allocates messages x the fixed size: then that is real bytes.
+                    check_min_size(layout, lengths[which], a, topic=connection.topic, msgtype=connection.msgtype,
+                                   which=which)
+                    builder = TopicBuilder(layout, self._source.array, which.size, topic=connection.topic,
+                                           msgtype=connection.msgtype, types=self._message_types(connection))
+                    builder.unbacked = unbacked.get(rank, 0)
+                    builder.add_run(payload, offset, starts[which], lengths[which], a + int(which[0]))
+                    unbacked[rank] = builder.unbacked
+                    source = builder.finish().record_source()
+                    return source.cls, source
+
+                try:
+                    decoded[rank] = (*decode(mine), row_of.tolist())
+                except (DecodeError, DefinitionError, UnsupportedError) as exc:
+                    # A topic that cannot be decoded must not stop the others (a user iterating the whole
+                    # bag): its messages come with a msg that raises the error when used, said once.
+                    decoded[rank] = (operator.getitem, self._undecodable(decode, mine, exc, connections[rank].topic,
+                                                                         warned),
+                                     row_of.tolist())
             view = memoryview(payload)
             if len(decoded) == 1:  # one connection (the usual case): message k is row k
                 (rank, (cls, source, _)), = decoded.items()
@@ -610,6 +653,27 @@ class Bag:
                 connection = connections[rank]
                 cls, source, row_of = decoded[rank]
                 yield Message(connection.topic, time_of[a + k], view[s:s + n], connection, cls(source, row_of[k]))
+
+    @staticmethod
+    def _undecodable(decode: Any, mine: np.ndarray, error: FastbagError, topic: str, warned: set[str]) -> list[Any]:
+        """The messages ``mine`` of one connection of ``topic`` in a batch whose decoding failed with
+        ``error``: each decoded alone (one damaged message spoils only itself), an :class:`Undecodable`
+        where that fails."""
+        if topic not in warned:
+            warned.add(topic)
+            warnings.warn(f"messages of {topic} cannot be decoded ({error}); bag.messages() yields them with a "
+                          "msg that raises this error when used (m.data holds their bytes)", FastbagWarning,
+                          stacklevel=4)
+        if isinstance(error, (DefinitionError, UnsupportedError)):  # the type, not one message's bytes
+            return [Undecodable(error)] * mine.size
+        out: list[Any] = []
+        for k in range(mine.size):
+            try:
+                cls, source = decode(mine[k:k + 1])
+                out.append(cls(source, 0))
+            except (DecodeError, DefinitionError, UnsupportedError) as exc:
+                out.append(Undecodable(exc))
+        return out
 
     def _message_types(self, connection: Connection) -> Any:
         """The message classes' type information for a connection (the definition its layout used), cached:
@@ -710,6 +774,9 @@ class Bag:
     def _check_topic(self, topic: str) -> None:
         """KeyError for an unknown topic; DecodeError for one recorded in two wire formats."""
         self._check_open()
+        if not isinstance(topic, str):
+            raise TypeError(f"a topic is one name (str), not {type(topic).__name__} {topic!r}: read one topic per "
+                            "call, or iterate bag.messages(topics=[...]) over several")
         connections = self._topic_connections.get(topic)
         if connections is None:
             raise KeyError(f"no topic {topic!r} in {self.path}; topics: {', '.join(self._topic_connections)}")
@@ -739,8 +806,16 @@ class Bag:
         each message is. Positions are in the order :meth:`topic_times` gives.
         """
         rows = self.topic_rows(topic)
-        return self._read_rows(topic, rows[positions] if isinstance(positions, slice) else
-                               rows[np.asarray(positions, dtype=np.int64)])
+        if isinstance(positions, slice):
+            return self._read_rows(topic, rows[positions])
+        at = np.asarray(positions)
+        if at.dtype == bool:  # a mask over the topic's messages, as NumPy reads one
+            if at.shape != rows.shape:
+                raise IndexError(f"a boolean mask for {topic!r} needs {rows.size} values, not {at.size}")
+            return self._read_rows(topic, rows[at])
+        if at.size and not np.issubdtype(at.dtype, np.integer):
+            raise TypeError(f"positions are integers (or a slice, or a boolean mask), not {at.dtype}")
+        return self._read_rows(topic, rows[at.astype(np.int64)])
 
     def _read_rows(self, topic: str, selected: np.ndarray) -> "TopicArray":
         """Decode index rows ``selected`` (all of ``topic``, in read order) into a TopicArray."""
@@ -748,9 +823,10 @@ class Bag:
 
         connection = self._topic_connections[topic][0]
         if connection.encoding not in ARRAY_ENCODINGS:
+            how = f"bag.messages(topics={topic!r}" + (") for its decoded messages" if connection.encoding in
+                                                       OBJECT_ENCODINGS else ", raw=True) for its bytes")
             raise UnsupportedError(f"read() turns {' and '.join(ARRAY_ENCODINGS)} messages into arrays; this topic "
-                                   f"is {connection.encoding or 'not'}-encoded: iterate bag.messages(topics="
-                                   f"{topic!r}) for its messages (decoded where fastbag knows the encoding, else raw)")
+                                   f"is {connection.encoding or 'not'}-encoded: iterate {how}")
         layout = self._layout(connection)
         self._check_fixed_size_fits(layout, selected, topic, connection.msgtype)
         builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype,
@@ -1095,12 +1171,44 @@ class Bag:
         return f"<fastbag.Bag {self.path!r} v{self.version}, {state}>"
 
 
+def time_ns(value: Any, name: str = "time") -> int | None:
+    """A time bound as int nanoseconds since the epoch (None stays None).
+
+    Accepts ints (ns, as :attr:`Bag.start_time` gives them), times with
+    ``to_nsec()`` (fastbag's and genpy's ``Time``), ROS 2 stamps (``sec``,
+    ``nanosec``), ``datetime`` (naive ones in local time, as
+    ``datetime.timestamp`` reads them) and ``numpy.datetime64``/pandas
+    ``Timestamp``. A float is refused: seconds and nanoseconds cannot be
+    told apart, and reading one as the other selects the wrong messages.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if hasattr(value, "to_datetime64"):  # pandas Timestamp (a datetime too): keep its nanoseconds
+        value = value.to_datetime64()
+    if isinstance(value, np.datetime64):
+        return int(value.astype("datetime64[ns]").astype(np.int64))
+    if isinstance(value, datetime.datetime):
+        aware = value if value.tzinfo is not None else value.astimezone()
+        delta = aware - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    if callable(getattr(value, "to_nsec", None)):
+        return int(value.to_nsec())
+    if hasattr(value, "sec") and hasattr(value, "nanosec"):
+        return int(value.sec) * 1_000_000_000 + int(value.nanosec)
+    hint = " (seconds? pass int(seconds * 1e9))" if isinstance(value, (float, np.floating)) else ""
+    raise TypeError(f"{name} must be int nanoseconds since the epoch, a Time, a datetime or a numpy datetime64; "
+                    f"got {type(value).__name__} {value!r}{hint}")
+
+
 _UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
           "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 
 
 def parse_step(step: int | str) -> tuple[int, bool]:
-    """``(limit, by_bytes)`` of a step: an int count of messages, or a size like ``"256 MB"``."""
+    """``(limit, by_bytes)`` of a step: an int count of messages, or a size with its unit like ``"256 MB"``
+    (B, kB, MB, GB, TB, KiB, MiB, GiB, TiB)."""
     if isinstance(step, (int, np.integer)) and not isinstance(step, bool):
         if step < 1:
             raise ValueError(f"step must be at least 1 message, not {step}")
@@ -1113,8 +1221,11 @@ def parse_step(step: int | str) -> tuple[int, bool]:
             value = float(number)
         except ValueError:
             value = -1.0
-        if unit in _UNITS and 0 < value < 1e18:  # not inf, not nan
+        if unit in _UNITS and unit and 0 < value < 1e18:  # not inf, not nan
             return max(1, int(value * _UNITS[unit])), True
+        if not unit and value > 0:  # "10000": messages or bytes? An int says messages, a unit bytes.
+            raise ValueError(f"step {step!r} has no unit: pass an int for messages ({int(value)}) or a size with "
+                             f"its unit ('{number} B', '{number} MB')")
     raise ValueError(f"step must be a number of messages or a size like '256 MB', not {step!r}")
 
 

@@ -731,10 +731,7 @@ def test_corrupt_message_raises_decode_error(mode, case, data):
                     event("overwrite: DecodeError")
                     assert theirs is None, f"fastbag rejects what rosbags accepts: {exc}"
                     _check_error(exc, bad)
-                    with pytest.raises(fastbag.DecodeError) as info:
-                        for _ in bag.messages(topics=[TOPIC]):
-                            pass
-                    _check_error(info.value, bad)
+                    _check_messages_spoil_only_the_bad_one(bag, bad, msgs)
                 else:
                     event(f"overwrite: decoded ({'rosbags too' if theirs is not None else 'rosbags refuses'})")
                     got = [m.msg for m in bag.messages(topics=[TOPIC])]
@@ -748,11 +745,22 @@ def test_corrupt_message_raises_decode_error(mode, case, data):
             with pytest.raises(fastbag.DecodeError) as info:
                 _read(bag)
             _check_error(info.value, bad)
-            with pytest.raises(fastbag.DecodeError) as info:
-                for _ in bag.messages(topics=[TOPIC]):
-                    pass
-            _check_error(info.value, bad)
+            _check_messages_spoil_only_the_bad_one(bag, bad, msgs)
             assert len(_read(bag, OTHER_TOPIC)) == bag.topics[OTHER_TOPIC].message_count
+
+
+def _check_messages_spoil_only_the_bad_one(bag: Any, bad: int, msgs: list[Any]) -> None:
+    """bag.messages() yields every message: the bad one's msg raises the DecodeError naming it when used (and
+    is false), the others decode to rosbags' values."""
+    with pytest.warns(fastbag.FastbagWarning, match="cannot be decoded"):
+        got = [m.msg for m in bag.messages(topics=[TOPIC])]
+    assert len(got) == len(msgs) and not got[bad]
+    with pytest.raises(fastbag.DecodeError) as info:
+        got[bad].to_dict()
+    _check_error(info.value, bad)
+    for i, msg in enumerate(msgs):
+        if i != bad:
+            assert_same(got[i], msg, f"messages()[{i}] beside a bad message")
 
 
 def _ros1_signedness(value: Any) -> Any:

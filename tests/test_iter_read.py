@@ -103,6 +103,14 @@ def test_take_by_position(tmp_path):
         assert len(bag.take("/imu", slice(10, 20))) == 10 and len(bag.take("/imu", [])) == 0
         with pytest.raises(IndexError):
             bag.take("/imu", [3000])
+        mask = np.zeros(3000, dtype=bool)
+        mask[[7, 2000]] = True  # a mask selects, as in NumPy (it was read as the positions 0 and 1)
+        assert bag.take("/imu", mask).time.tolist() == times[[7, 2000]].tolist()
+        assert bag.take("/imu", np.array([4, 9], dtype=np.uint16)).time.tolist() == times[[4, 9]].tolist()
+        with pytest.raises(IndexError, match="needs 3000 values"):
+            bag.take("/imu", [True, False])
+        with pytest.raises(TypeError, match="integers"):
+            bag.take("/imu", [1.9])
 
 
 def test_uncompressed_chunks_are_cut_anywhere(tmp_path):
@@ -128,10 +136,17 @@ def test_parse_step(step, want):
     assert parse_step(step) == want
 
 
-@pytest.mark.parametrize("step", [0, -3, "lots", "5 parsecs", "", True, 2.5, "inf MB", "nan kB", "-1 MB"])
+@pytest.mark.parametrize("step", [0, -3, "lots", "5 parsecs", "", True, 2.5, "inf MB", "nan kB", "-1 MB", "10000",
+                                  "1e3"])
 def test_bad_step(step):
     with pytest.raises(ValueError):
         parse_step(step)
+
+
+def test_a_step_without_unit_says_which_to_choose():
+    """"10000" was 10,000 bytes while 10000 is 10,000 messages: a string now needs its unit."""
+    with pytest.raises(ValueError, match=r"no unit: pass an int for messages \(10000\) or a size with its unit"):
+        parse_step("10000")
 
 
 @pytest.mark.parametrize("form", ["ros1", "mcap", "rosbag2-sqlite"])

@@ -438,8 +438,13 @@ def test_unknown_encoding_reads_raw_and_says_so():
     with fastbag.open(path) as bag:
         raw = [bytes(m.data) for m in bag.messages(raw=True)]
         assert raw == [d for _, _, d in oracle(path)[0]]
+        with pytest.raises(fastbag.UnsupportedError, match=r"wrong_format-encoded.*raw=True\) for its bytes"):
+            bag.read("/test_topic")
+        with pytest.warns(fastbag.FastbagWarning, match="wrong_format-encoded"):
+            got = list(bag.messages())
+        assert [bytes(m.data) for m in got] == raw  # each message still there, its msg saying why it is not
         with pytest.raises(fastbag.UnsupportedError, match="wrong_format-encoded.*raw=True"):
-            next(iter(bag.messages()))
+            got[0].msg.data
 
 
 # -- CDR messages into arrays and messages, through the container -----------------------------------------
@@ -699,12 +704,14 @@ def test_regression_corrupt_object_message_names_topic_and_index(tmp_path, encod
         for k, data in enumerate(good[:2] + [bad] + good[2:]):
             writer.add_message(channel, log_time=10 + k, data=data, publish_time=0)
         writer.finish()
-    with fastbag.open(path) as bag:
-        with pytest.raises(fastbag.DecodeError, match=r"\(topic /o, type .*, message 2\)$") as info:
-            list(bag.messages())
-        first = next(bag.messages(end=11))  # the messages before it decode
-        assert (first.msg.seconds if encoding == "protobuf" else first.msg["k"]) == 0
-    assert info.value.topic == "/o" and info.value.index == 2
+    with fastbag.open(path) as bag, pytest.warns(fastbag.FastbagWarning, match="/o cannot be decoded"):
+        got = list(bag.messages())
+    # The bad message's msg raises the error naming it when used; the messages around it decode.
+    with pytest.raises(fastbag.DecodeError, match=r"\(topic /o, type .*, message 2\)$") as info:
+        got[2].msg["k"]
+    assert info.value.topic == "/o" and info.value.index == 2 and not got[2].msg
+    values = [m.msg.seconds if encoding == "protobuf" else m.msg["k"] for m in got[:2] + got[3:]]
+    assert values == [0, 1, 2] and bytes(got[2].data) == bad
 
 
 def test_regression_chunk_index_uncompressed_size_past_int64(tmp_path):

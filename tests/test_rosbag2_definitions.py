@@ -92,10 +92,14 @@ def test_compose_follows_dependencies_across_packages():
     assert text.startswith("# nav_msgs/msg/Odometry\nstd_msgs/Header header\n")
 
 
-def test_user_definitions_come_before_shipped_and_stored_before_both():
+def test_user_definitions_come_first_then_stored_then_shipped():
+    """The user's text for a type wins over the bag's (which can be wrong: the talker bag below), the bag's
+    over the one fastbag ships."""
     stored = {"std_msgs/msg/String": ("ros2msg", "string data  # stored\n")}
     user = {"std_msgs/String": "string data  # mine\n", "my_pkg/msg/Thing": "std_msgs/String s\nint32 k\n"}
-    assert resolve_definition("std_msgs/msg/String", stored, user) == stored["std_msgs/msg/String"]
+    assert resolve_definition("std_msgs/msg/String", stored, user)[1] == "string data  # mine\n"
+    assert resolve_definition("std_msgs/msg/String", stored, {}) == stored["std_msgs/msg/String"]
+    assert "# stored" not in resolve_definition("std_msgs/msg/String", {}, {})[1]  # the shipped one
     assert resolve_definition("std_msgs/msg/String", {}, user)[1] == "string data  # mine\n"
     encoding, text = resolve_definition("my_pkg/msg/Thing", {}, user)
     assert encoding == "ros2msg" and text.endswith("MSG: std_msgs/String\nstring data  # mine\n")

@@ -520,7 +520,7 @@ class TopicBuilder:
             empty8, empty64 = np.empty(0, np.uint8), np.empty(0, np.int64)
             kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, empty8, empty8, rows, rows,
                          empty64, empty64, rows, False, status, *rules, windows)
-            self._check(status, first_index)
+            self._check(status, first_index, starts, lengths)
             # Elements that take bytes are bounded by the bytes; those that take none only per message.
             # Across the run, child rows may not outnumber the bytes plus one cap's worth of empty ones.
             if int(rows.max()) > int(lengths.sum()) + kernels.MAX_EMPTY_ELEMENTS:
@@ -542,7 +542,7 @@ class TopicBuilder:
         counters = np.zeros(len(layout.tables), dtype=np.int64)
         kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, self.root, fixed, fixed_base,
                      slot_base, slot_pos, slot_cnt, counters, True, status, *rules, windows)
-        self._check(status, first_index)
+        self._check(status, first_index, starts, lengths)
         piece = _RunPiece(payload, file_offset, rows,
                           [fixed[fixed_base[t]:fixed_base[t] + int(child_bytes[t])] for t in range(len(rows))],
                           nbytes=int(lengths.sum()), first_index=first_index)
@@ -640,7 +640,7 @@ class TopicBuilder:
             self.buffers.append(payload)
         return self._buffer_ids[key]
 
-    def _check(self, status: np.ndarray, first_index: int) -> None:
+    def _check(self, status: np.ndarray, first_index: int, starts: np.ndarray, lengths: np.ndarray) -> None:
         code, m, pos = (int(v) for v in status)
         if code == 0:
             return
@@ -660,7 +660,10 @@ class TopicBuilder:
         reasons = {1: "is shorter than its definition says", 2: "has bytes left over after its last field",
                    3: "nests arrays deeper than 64 levels", 4: "lies outside its chunk",
                    5: f"claims more than {_kernels().MAX_EMPTY_ELEMENTS} elements of a type that takes no bytes"}
-        raise DecodeError(f"message {reasons.get(code, 'cannot be decoded')} (at byte {pos} of its chunk)",
+        # Where in the message, when the kernel stopped inside it (pos is a position in the run's buffer).
+        inside = 0 <= m < starts.size and 0 <= pos - int(starts[m]) <= int(lengths[m])
+        where = f"at byte {pos - int(starts[m])} of its {int(lengths[m])}" if inside else f"at byte {pos} of its chunk"
+        raise DecodeError(f"message {reasons.get(code, 'cannot be decoded')} ({where})",
                           topic=self.topic, msgtype=self.msgtype, index=first_index + m)
 
     def finish(self) -> StructArray:

@@ -16,6 +16,8 @@ from ..errors import DecodeError, UnsupportedError
 
 #: Encodings the layout compiler turns into arrays.
 ARRAY_ENCODINGS = ("ros1", "cdr")
+#: Encodings decoded one message at a time into Python objects (bag.messages()), not into arrays.
+OBJECT_ENCODINGS = ("json", "protobuf")
 
 
 def object_decoder(encoding: str, msgtype: str, schema_data: bytes, *, topic: str) -> Callable[[Any], Any]:
@@ -42,7 +44,7 @@ def object_decoder(encoding: str, msgtype: str, schema_data: bytes, *, topic: st
                                   msgtype=msgtype) from None
         return decode_protobuf
     raise UnsupportedError(f"messages of topic {topic} are {encoding or 'not'}-encoded, which fastbag does not "
-                           "decode; read them raw (bag.messages(raw=True))")
+                           f"decode; read them raw (bag.messages(topics={topic!r}, raw=True))")
 
 
 def _protobuf_class(msgtype: str, schema_data: bytes, topic: str) -> Any:

@@ -139,12 +139,14 @@ def resolve_definition(msgtype: str, stored: Mapping[str, tuple[str, str]],
                        definitions: Mapping[str, str]) -> tuple[str, str]:
     """``(schema encoding, composed text)`` of ``msgtype``; ``("", "")`` when no definition is found.
 
-    Looked up in the bag's ``stored`` definitions (``{type: (encoding,
-    text)}``), then in the user's ``definitions``, then in those shipped.
+    Looked up in the user's ``definitions`` where they name the type (a
+    bag may store a wrong or shortened text: the user's word wins), then in
+    the bag's ``stored`` definitions (``{type: (encoding, text)}``), then in
+    the user's again for the types a definition uses, then in those shipped.
     """
-    if msgtype in stored and stored[msgtype][1].strip():
-        return stored[msgtype]
     user = _user_lookup(definitions)
+    if msgtype in stored and stored[msgtype][1].strip() and split_type(msgtype)[::2] not in user:
+        return stored[msgtype]
 
     def find(pkg: str, name: str) -> str | None:
         found = user.get((pkg, name))

@@ -1,0 +1,125 @@
+"""What users pass to the Bag's methods: time bounds in the forms they hold them, topic names, and whole-bag
+iteration over topics that cannot all be decoded."""
+
+from __future__ import annotations
+
+import datetime
+
+import numpy as np
+import pytest
+
+import fastbag
+from conftest import DATA, NO_DATA
+from fastbag.bag import time_ns
+from fastbag.msg.messages import Time
+
+T0 = 1_700_000_000 * 10**9  # 2023-11-14 22:13:20 UTC
+
+
+@pytest.fixture
+def strings_bag(tmp_path):
+    """/good (std_msgs/String) every 10 ms from T0, interleaved with /opaque, a type with no definition."""
+    path = tmp_path / "mixed.bag"
+    with fastbag.Writer(path) as writer:
+        good = writer.add_connection("/good", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+        opaque = writer.add_connection("/opaque", "my_pkg/Blob", "", "0123456789abcdef0123456789abcdef")
+        for k in range(20):
+            text = f"m{k}".encode()
+            writer.write(good, T0 + k * 10**7, len(text).to_bytes(4, "little") + text)
+            writer.write(opaque, T0 + k * 10**7 + 1, b"\x01\x02\x03")
+    return path
+
+
+@pytest.mark.parametrize("value", [
+    T0 + 5 * 10**7, np.int64(T0 + 5 * 10**7), np.uint64(T0 + 5 * 10**7),
+    Time(1_700_000_000, 50_000_000),                                  # what m.msg.header.stamp holds
+    datetime.datetime(2023, 11, 14, 22, 13, 20, 50_000, tzinfo=datetime.timezone.utc),
+    np.datetime64(T0 + 5 * 10**7, "ns"), np.datetime64("2023-11-14T22:13:20.050"),
+])
+def test_time_bounds_in_every_form_users_hold_them(strings_bag, value):
+    with fastbag.open(strings_bag) as bag:
+        assert bag.times("/good", start=value)[0] == T0 + 5 * 10**7
+        assert len(bag.read("/good", end=value)) == 5
+        assert [m.msg.data for m in bag.messages(topics="/good", start=value, end=T0 + 7 * 10**7)] == ["m5", "m6"]
+
+
+def test_time_bounds_from_other_libraries():
+    pd = pytest.importorskip("pandas")
+    assert time_ns(pd.Timestamp(T0 + 123, unit="ns")) == T0 + 123  # nanoseconds kept
+    naive = datetime.datetime(2023, 11, 14, 22, 13, 20)
+    assert time_ns(naive) == int(naive.timestamp()) * 10**9  # naive: local time, as datetime.timestamp() reads it
+
+    class Ros2Stamp:  # builtin_interfaces/Time as rclpy and rosbags give it
+        sec, nanosec = 1_700_000_000, 7
+
+    assert time_ns(Ros2Stamp()) == T0 + 7 and time_ns(None) is None
+
+
+@pytest.mark.parametrize("value, hint", [(T0 / 1e9 + 1, "seconds"), (np.float64(3.0), "seconds"), ("1", ""),
+                                         (True, "")])
+def test_float_and_other_time_bounds_are_refused(strings_bag, value, hint):
+    """A float was read as nanoseconds: seconds since the epoch selected every message (start) or none
+    (end), with no word. Seconds and nanoseconds cannot be told apart, so a float is refused."""
+    with fastbag.open(strings_bag) as bag:
+        for call in (lambda: bag.read("/good", start=value), lambda: list(bag.messages(end=value)),
+                     lambda: bag.times("/good", start=value)):
+            with pytest.raises(TypeError, match=f"must be int nanoseconds.*{hint}"):
+                call()
+
+
+def test_topic_arguments_of_the_wrong_type_say_so(strings_bag):
+    with fastbag.open(strings_bag) as bag:
+        with pytest.raises(TypeError, match=r"a topic is one name \(str\), not list"):
+            bag.read(["/good"])
+        with pytest.raises(TypeError, match="not bytes"):
+            list(bag.messages(topics=b"/good"))
+        with pytest.raises(TypeError, match="got int 3"):
+            list(bag.messages(topics=["/good", 3]))
+        with pytest.raises(KeyError, match="no topic '/nope'"):
+            bag.read("/nope")
+
+
+def test_whole_bag_iteration_goes_past_a_topic_that_cannot_be_decoded(strings_bag):
+    """bag.messages() raised at the first /opaque message (no definition), so /good yielded nothing; now
+    every message comes, /opaque's with a msg that raises the error when used, said once in a warning."""
+    with fastbag.open(strings_bag) as bag, pytest.warns(fastbag.FastbagWarning, match="/opaque cannot be decoded"):
+        got = list(bag.messages())
+    assert [m.topic for m in got] == ["/good", "/opaque"] * 20
+    assert [m.msg.data for m in got if m.topic == "/good"] == [f"m{k}" for k in range(20)]
+    opaque = got[1]
+    assert not opaque.msg and bytes(opaque.data) == b"\x01\x02\x03" and "undecodable" in repr(opaque.msg)
+    for use in (lambda: opaque.msg.data, lambda: opaque.msg["data"], lambda: opaque.msg.to_dict()):
+        with pytest.raises(fastbag.DecodeError, match="definition is empty.*pass definitions="):
+            use()
+    with pytest.raises(AttributeError):  # protocols probed by name stay absent
+        opaque.msg.__array_interface__
+
+
+def test_a_wrong_stored_definition_is_overridden_by_the_users():
+    """The talker recording stores 'uint8 level' as rcl_interfaces/msg/Log: its /rosout rows cannot decode
+    with it (rosbags, with its own Log, decodes them). The whole-bag loop still yields /topic's messages, and
+    definitions= replaces the stored text."""
+    path = DATA / "db3" / "ros2__rosbag2__rosbag2_py__test__resources__sqlite3__talker"
+    if not path.exists():
+        pytest.skip(NO_DATA)
+    from rosbags.typesys import Stores, get_typestore
+
+    from fastbag.rosbag2.definitions import shipped
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    with fastbag.open(path) as bag:
+        assert bag.topics["/rosout"].connections[0].definition == "uint8 level"
+        with pytest.raises(fastbag.DecodeError, match=r"bytes left over .*at byte 5 of its 176"):
+            bag.read("/rosout")
+        with pytest.warns(fastbag.FastbagWarning, match="/rosout cannot be decoded"):
+            got = list(bag.messages())
+        topic = [m.msg.data for m in got if m.topic == "/topic"]
+        rosout = [bytes(m.data) for m in got if m.topic == "/rosout"]
+    assert len(topic) == 10 and topic[0].startswith("Hello, world!") and rosout
+    log = shipped("rcl_interfaces", "msg", "Log")
+    with fastbag.open(path, definitions={"rcl_interfaces/msg/Log": log}) as bag:
+        logs = bag.read("/rosout")
+        messages = [m.msg for m in bag.messages(topics="/rosout")]
+    theirs = [store.deserialize_cdr(data, "rcl_interfaces/msg/Log") for data in rosout]
+    assert list(logs["msg"]) == [m.msg for m in theirs] and [m.name for m in messages] == [m.name for m in theirs]
+    assert [m.level for m in messages] == [m.level for m in theirs]
