@@ -7,17 +7,28 @@ prints its info, reads every topic and prints the speed. ``fastbag plot`` and
 ``pip install 'fastbag[plot]'``) to a window or a file. ``fastbag export
 BAG OUT --format parquet`` writes one file per topic (see
 :mod:`fastbag.convert.export`).
+
+As a Unix tool: errors are one ``fastbag: ...`` line on stderr (bad arguments
+``fastbag: error: ...``, exit 2); warnings ``fastbag: warning: ...``; output
+into a closed pipe (``| head``) ends quietly (exit 141); Ctrl-C and SIGTERM
+interrupt cleanly (exit 130 and 143, export's temporary file removed).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import signal
 import sys
 import tempfile
+import threading
 import time
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,13 +36,17 @@ from .bag import Bag
 from .bag import open as open_bag
 from .errors import EncryptionKeyError, FastbagError
 from .viz.html import size_text as _size  # viz/html.py imports no matplotlib
-
-
+from .viz.timeline import check_gap_factor  # numpy only: no matplotlib either
 
 
 def _stamp(ns: int) -> str:
-    moment = datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)
-    return f"{moment:%b %d %Y %H:%M:%S}.{(ns // 10_000_000) % 100:02d} ({ns / 1e9:.2f})"
+    """``May 03 2024 13:00:15.79 (1714741215.79)``: both forms truncated to the same hundredth (in integers:
+    a float would round, and the clock time and the epoch seconds could then differ)."""
+    hundredths = int(ns) // 10_000_000
+    seconds, rest = divmod(hundredths, 100)
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    sign = "-" if hundredths < 0 else ""
+    return f"{moment:%b %d %Y %H:%M:%S}.{rest:02d} ({sign}{abs(hundredths) // 100}.{abs(hundredths) % 100:02d})"
 
 
 def info_dict(bag: Bag) -> dict[str, object]:
@@ -101,30 +116,39 @@ def format_info(bag: Bag) -> str:
     return "\n".join(lines)
 
 
+def _info_text(path: str, options: dict[str, Any], as_json: bool) -> tuple[str, bool]:
+    """``(what fastbag info prints for path, whether it is a full report)``; FastbagError or OSError when
+    the file cannot be read at all."""
+    try:
+        bag = open_bag(path, **options)
+    except EncryptionKeyError as exc:
+        # Encrypted for someone else (or the key is elsewhere): say so, and for whom; the rest of
+        # the index (topics, types) is encrypted with the key.
+        if exc.encryption is None:
+            raise
+        if as_json:
+            return json.dumps({"path": str(path), "encryption": _encryption_dict(exc.encryption),
+                               "error": str(exc)}, indent=2), False
+        return "\n".join([f"path:        {path}", _encryption_line(exc.encryption),
+                          f"key:         not available ({exc})"]), False
+    with bag:
+        return (json.dumps(info_dict(bag), indent=2) if as_json else format_info(bag)), True
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
-    status = 0
-    options = {"aes_key": bytes.fromhex(args.aes_key)} if args.aes_key else {}
-    for k, path in enumerate(args.bags):
+    status, shown = 0, 0
+    options = {"aes_key": args.aes_key} if args.aes_key else {}
+    for path in args.bags:
         try:
-            bag = open_bag(path, **options)
-        except EncryptionKeyError as exc:
-            # Encrypted for someone else (or the key is elsewhere): say so, and for whom; the rest of
-            # the index (topics, types) is encrypted with the key.
-            if exc.encryption is None:
-                raise
+            text, full = _info_text(path, options, args.json)
+        except (FastbagError, OSError) as exc:  # that file only, like rosbag info: the others are still shown
+            sys.stdout.flush()  # in order with the reports before it, when both streams go to one file
+            print(f"fastbag: {path}: {exc}", file=sys.stderr)
             status = 1
-            if args.json:
-                print(json.dumps({"path": str(path), "encryption": _encryption_dict(exc.encryption),
-                                  "error": str(exc)}, indent=2))
-            else:
-                print(("\n" if k else "") + "\n".join([f"path:        {path}", _encryption_line(exc.encryption),
-                                                       f"key:         not available ({exc})"]))
             continue
-        with bag:
-            if args.json:
-                print(json.dumps(info_dict(bag), indent=2))
-            else:
-                print(("\n" if k else "") + format_info(bag))
+        print(("\n" if shown and not args.json else "") + text)
+        shown += 1
+        status = status if full else 1
     return status
 
 
@@ -223,7 +247,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         try:
             figure = plot_topics(bag, plot_selections(bag, args.items), stamp=args.stamp,
                                  use_pyplot=args.output is None)
-        except (KeyError, ValueError) as exc:  # a topic or field that is not there, or not a number
+        except (KeyError, ValueError, IndexError) as exc:  # no such topic, field or element, or not a number
             print(f"fastbag: {exc.args[0] if exc.args else exc}", file=sys.stderr)
             return 2
         save_or_show(figure, args.output)
@@ -237,6 +261,8 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
         ax = plot_timeline(bag, gap_factor=args.gap_factor, use_pyplot=args.output is None)
         save_or_show(ax.figure, args.output)
     return 0
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     from .convert.export import export
 
@@ -253,6 +279,77 @@ def _cmd_export(args: argparse.Namespace) -> int:
     print(f"{result.messages} messages of {len(result.files)} topics written to {args.out}"
           + (f"; {len(result.skipped)} skipped" if result.skipped else ""), file=sys.stderr)
     return 1 if result.skipped and not result.files else 0
+
+
+def _step(text: str) -> int | str:
+    """``--step``: a whole number (``10000``, ``10_000``, as Python writes them) is a message count; anything
+    else is a size (``"256 MB"``) for :func:`fastbag.bag.parse_step` to read."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+class _UsageError(ValueError):
+    """An argument argparse's types cannot check: printed as one ``fastbag: error: ...`` line, exit 2."""
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Check (and convert) what argparse cannot, before any bag is opened or file written: _UsageError."""
+    if getattr(args, "aes_key", None) is not None:
+        try:
+            key = bytes.fromhex(args.aes_key)
+        except ValueError:
+            raise _UsageError(f"argument --aes-key: {args.aes_key!r} is not hexadecimal") from None
+        if len(key) != 16:  # AES-128
+            raise _UsageError(f"argument --aes-key: an AES key is 32 hex digits, not {len(args.aes_key)}")
+        args.aes_key = key
+    for name in ("seconds", "bz2_seconds"):  # demo, bench
+        value = getattr(args, name, None)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise _UsageError(f"argument --{name.replace('_', '-')}: a length in seconds is 0 or more, not {value}")
+    if getattr(args, "gap_factor", None) is not None:
+        try:
+            check_gap_factor(args.gap_factor)
+        except ValueError:
+            raise _UsageError(f"argument --gap-factor: must be a positive number, not {args.gap_factor}") from None
+    if getattr(args, "output", None) is not None:  # plot, timeline: a misspelt suffix fails now, not after drawing
+        from .viz.plot import check_output
+
+        try:
+            check_output(args.output)
+        except ValueError as exc:
+            raise _UsageError(f"argument -o/--output: {exc}") from None
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` of the command: ``fastbag: warning: ...`` on one line (the source line in
+    fastbag that raised it means nothing to a user)."""
+    text = " ".join(str(message).splitlines())
+    try:
+        print(f"fastbag: warning: {text}", file=file if file is not None else sys.stderr)
+    except OSError:  # a closed stderr loses the warning, not the command (as warnings' own does)
+        pass
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is (like Ctrl-C's KeyboardInterrupt), so that cleanups run: export
+    removes its temporary file."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null after a closed pipe: Python flushes it at exit, which would fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor (a test's capture)
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,20 +401,42 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("out", metavar="OUT", help="output folder (created if needed)")
     export.add_argument("--format", choices=("parquet", "csv", "npz"), default="parquet")
     export.add_argument("--topics", nargs="+", metavar="TOPIC", help="only these topics (default: all)")
-    export.add_argument("--step", default="256 MB", help="read this much at a time: a size or a message count")
+    export.add_argument("--step", type=_step, default="256 MB",
+                        help="read this much at a time: a size (256 MB) or a message count (10000)")
     export.add_argument("--compression", choices=("lz4", "zstd", "snappy", "gzip", "brotli", "none"), default=None,
                         help="Parquet codec (default lz4)")
     export.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal "
                         "when tqdm is installed)")
     export.set_defaults(run=_cmd_export)
     args = parser.parse_args(argv)
-    if getattr(args, "step", None) is not None and str(args.step).isdigit():
-        args.step = int(args.step)  # a message count
+    showwarning, warnings.showwarning = warnings.showwarning, _show_warning
+    # SIGTERM (kill, timeout, batch schedulers) interrupts as Ctrl-C does; a handler only in the main thread
+    catch_term = threading.current_thread() is threading.main_thread()
+    on_term = signal.signal(signal.SIGTERM, _raise_terminated) if catch_term else None
     try:
-        return args.run(args)
+        _check(args)
+        status = args.run(args)
+        sys.stdout.flush()  # here, so that a closed pipe shows now and not at exit
+        return status
+    except _UsageError as exc:
+        print(f"fastbag: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as Unix tools do
+        _quiet_stdout()
+        return 128 + 13  # as if killed by SIGPIPE
+    except _Terminated:
+        print("fastbag: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except KeyboardInterrupt:
+        print("fastbag: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
     except (FastbagError, OSError) as exc:
         print(f"fastbag: {exc}", file=sys.stderr)
         return 1
     except ImportError as exc:  # an optional extra that is not installed: its message says what to install
         print(f"fastbag: {exc}", file=sys.stderr)
         return 1
+    finally:
+        warnings.showwarning = showwarning
+        if catch_term:
+            signal.signal(signal.SIGTERM, on_term if on_term is not None else signal.SIG_DFL)

@@ -207,6 +207,58 @@ def test_text_and_struct_fields_say_what_to_pick():
         scan.plot("ranges[-1]")
 
 
+def test_an_element_past_a_fixed_size_array_is_an_error(capsys, tmp_path):
+    """``float64[9]`` has 9 elements in every message: [20] is a mistake, not NaN. Past the end of a variable
+    array (``ranges``, here dense: every scan has 726) it stays NaN, as for a Ragged one."""
+    path = data_file(IMU)
+    _, imus = rosbags_topic(path, "/imu/data_raw")
+    _, odoms = rosbags_topic(data_file(ROBOT), "/odom")
+    with fastbag.open(path) as bag:
+        imu = bag.read("/imu/data_raw")
+    with fastbag.open(data_file(ROBOT)) as bag:
+        odom, scan = bag.read("/odom"), bag.read("/scan")
+    with pytest.raises(IndexError, match=r"^field 'orientation_covariance' is a fixed-size array of 9 elements: "
+                                         r"it has no element \[20\]$"):
+        series(imu, "orientation_covariance[20]")
+    with pytest.raises(IndexError, match=r"'orientation_covariance' is a fixed-size array of 9 elements"):
+        imu.plot("orientation_covariance[9]")
+    y, _ = series(imu, "orientation_covariance[8]")
+    np.testing.assert_array_equal(y, [m.orientation_covariance[8] for m in imus])
+    with pytest.raises(IndexError, match=r"'pose.covariance' is a fixed-size array of 36 elements"):  # in a struct
+        series(odom, "pose.covariance[36]")
+    np.testing.assert_array_equal(series(odom, "pose.covariance[35]")[0], [m.pose.covariance[35] for m in odoms])
+    assert isinstance(scan["ranges"], np.ndarray) and scan["ranges"].shape[1] == 726  # dense, but variable
+    assert np.isnan(series(scan, "ranges[726]")[0]).all()
+    # the command: one line naming the field and its length, exit 2, no picture
+    out = tmp_path / "x.png"
+    assert main(["plot", str(path), "/imu/data_raw", "orientation_covariance[20]", "-o", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "fastbag: field 'orientation_covariance' is a fixed-size array of 9 elements: it has no element [20]"]
+    assert not out.exists()
+
+
+def test_fixed_and_variable_arrays_of_structs(tmp_path):
+    """``Point[3]`` is fixed by the definition; ``float64[]`` of one length in every message is not."""
+    definition = ("geometry_msgs/Point[3] corners\nfloat64[] weights\n" + "=" * 80 +
+                  "\nMSG: geometry_msgs/Point\nfloat64 x\nfloat64 y\nfloat64 z\n")
+    path = tmp_path / "triangles.bag"
+    with fastbag.Writer(path) as writer:
+        connection = writer.add_connection("/triangles", "test_msgs/Triangle", definition,
+                                           "d75522e75d8cb11707d189cca10ea983")
+        for k in range(5):
+            corners = np.arange(9, dtype=np.float64) + 100 * k
+            writer.write(connection, 10**9 + k, corners.tobytes() + (2).to_bytes(4, "little")
+                         + np.array([k, -k], np.float64).tobytes())
+    with fastbag.open(path) as bag:
+        arr = bag.read("/triangles")
+    np.testing.assert_array_equal(series(arr, "corners[2].x")[0], [100 * k + 6 for k in range(5)])
+    with pytest.raises(IndexError, match=r"^field 'corners' is a fixed-size array of 3 elements"):
+        series(arr, "corners[3].x")
+    assert isinstance(arr["weights"], np.ndarray) and arr["weights"].shape == (5, 2)
+    np.testing.assert_array_equal(series(arr, "weights[1]")[0], [-k for k in range(5)])
+    assert np.isnan(series(arr, "weights[2]")[0]).all()
+
+
 # -- the command line ------------------------------------------------------------------
 
 def test_cli_plot_writes_png_svg_and_pdf(tmp_path, capsys):
@@ -369,6 +421,23 @@ def test_dropouts_are_gaps_and_bursts_are_not(tmp_path):
     assert any(t.get_text().endswith("600 msgs, 1 gap") for t in ax.texts)
     assert html.count('class="gap"') == 1
     rendered(ax.figure)
+
+
+def test_gap_factor_must_be_positive(tmp_path, capsys):
+    """At 0 or below every interval would be a gap: refused, by the library and the command."""
+    times = np.array([*range(0, 101, 10), 400], np.int64) * 10**6  # period 36 ms, one 300 ms dropout
+    assert find_gaps(times, 5).tolist() == [[100 * 10**6, 400 * 10**6]]
+    with fastbag.open(data_file(IMU)) as bag:
+        for factor in (0, -1, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match="gap factor must be a positive number"):
+                find_gaps(times, factor)
+            with pytest.raises(ValueError, match="gap factor must be a positive number"):
+                bag.plot_timeline(gap_factor=factor)
+    out = tmp_path / "t.png"
+    assert main(["timeline", str(data_file(IMU)), "--gap-factor", "0", "-o", str(out)]) == 2
+    said = "fastbag: error: argument --gap-factor: must be a positive number, not 0.0"
+    assert capsys.readouterr().err.splitlines() == [said]
+    assert not out.exists()
 
 
 def test_an_undecodable_topic_is_on_the_timeline():

@@ -42,17 +42,32 @@ def _names(value: Any) -> list[str]:
     return []
 
 
-def _field(value: Any, name: str, where: str) -> Any:
+def _field(value: Any, name: str, where: str, fixed: bool) -> tuple[Any, bool]:
+    """``(field name of value, whether its array dimensions are fixed by the definition)``.
+
+    ``fixed`` says the same of ``value``. A dense ``(N, k)`` array is either a fixed-size array
+    (``float64[9]``: in the message's fixed rows) or a variable one whose messages happen to have one length.
+    """
     names = _names(value)
     if name not in names:
         what = f"fields: {', '.join(names)}" if names else "it has no fields"
         raise KeyError(f"no field {name!r} in {where or 'the message'}; {what}")
-    return value[name]
+    if isinstance(value, StructArray):
+        return value[name], value.node.fields[name][0] == "fixed"
+    # a field of a structured array: fixed, unless the array is itself a dense variable array of structs
+    return value[name], fixed or value.ndim == 1
 
 
-def _element(value: Any, k: int, where: str) -> tuple[Any, np.ndarray]:
-    """Element ``k`` of each message's array: (values of the messages that have one, which do)."""
+def _element(value: Any, k: int, where: str, fixed: bool = False) -> tuple[Any, np.ndarray]:
+    """Element ``k`` of each message's array: (values of the messages that have one, which do).
+
+    IndexError when ``k`` is past the end of an array whose size the definition fixes (``fixed``):
+    no message can have that element.
+    """
     if isinstance(value, np.ndarray) and value.ndim >= 2:  # a dense (N, k, ...) array
+        if fixed and k >= value.shape[1]:
+            raise IndexError(f"field {where!r} is a fixed-size array of {value.shape[1]} elements: "
+                             f"it has no element [{k}]")
         has = np.full(value.shape[0], k < value.shape[1])
         return (value[:, k] if k < value.shape[1] else np.empty((0,) + value.shape[2:], value.dtype)), has
     if isinstance(value, (Ragged, Nested)):
@@ -79,17 +94,21 @@ def series(arr: StructArray, path: str) -> tuple[np.ndarray, str]:
     Numbers as they are (bools as 0/1), times as seconds, a per-message array
     without an index as its length per message (label ``len(path)``). Raises
     KeyError for a field that does not exist, ValueError for one that is not
-    a number (text, a struct: the message lists what is inside).
+    a number (text, a struct: the message lists what is inside), IndexError for
+    an element past the end of a fixed-size array (``orientation_covariance[9]``
+    of a ``float64[9]``); past the end of a variable array it is NaN.
     """
     n = len(arr)
     present = np.ones(n, dtype=bool)
     value: Any = arr
+    fixed = True  # arr has one row per message: no array dimension yet
     done = ""
     for name, k in _parse(path):
-        value = _field(value, name, done)
+        value, fixed = _field(value, name, done, fixed)
         done = f"{done}.{name}" if done else name
         if k is not None:
-            value, has = _element(value, k, done)
+            value, has = _element(value, k, done, fixed)
+            fixed = True  # what is left of an element's dimensions comes from its type
             rows = np.flatnonzero(present)
             present[rows[~has]] = False
             done = f"{done}[{k}]"

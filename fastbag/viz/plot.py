@@ -141,7 +141,8 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
     gaps longer than ``gap_factor`` periods shaded red (see
     :func:`~fastbag.viz.timeline.find_gaps`); the mean rate and message
     count right of each row. Only the index is read: topics that
-    cannot be decoded are drawn too.
+    cannot be decoded are drawn too. ValueError for a ``gap_factor`` that is
+    not a positive number.
     """
     rows = bag_timeline(bag, gap_factor)
     _matplotlib()
@@ -183,6 +184,23 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
     if not rows:
         ax.text(0.5, 0.5, "no messages", transform=ax.transAxes, ha="center")
     return ax
+
+
+def check_output(output: str | os.PathLike[str] | None) -> None:
+    """ValueError unless matplotlib writes the format ``output``'s suffix names (none: PNG), so that a
+    misspelt suffix fails before a bag is read rather than after the figure is drawn."""
+    if output is None:
+        return
+    suffix = os.path.splitext(os.fspath(output))[1][1:].lower()  # as Figure.savefig reads it
+    if not suffix:
+        return
+    _matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in formats:
+        raise ValueError(f"cannot write {os.fspath(output)!r}: matplotlib writes no {suffix!r} images; "
+                         f"suffixes: {', '.join(sorted(formats))}")
 
 
 def save_or_show(figure: Any, output: str | os.PathLike[str] | None) -> None:

@@ -42,13 +42,27 @@ class TopicTimeline:
         return int(self.times.size)
 
 
+def check_gap_factor(factor: float) -> float:
+    """``factor`` as a float; ValueError unless it is a positive finite number (at 0 or below every
+    interval would be a gap)."""
+    try:
+        value = float(factor)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0 < value < float("inf"):  # NaN too
+        raise ValueError(f"gap factor must be a positive number (of periods), not {factor!r}")
+    return value
+
+
 def find_gaps(times: np.ndarray, factor: float = GAP_FACTOR) -> np.ndarray:
     """Intervals between consecutive ``times`` longer than ``factor`` periods: int64 ``(k, 2)``.
 
     The period is the larger of the median and the mean interval: the median
     alone is tiny for a bursty topic, and the mean grows with a dropout only
-    in proportion to the dropout's share of the recording.
+    in proportion to the dropout's share of the recording. ValueError for a
+    ``factor`` that is not a positive number.
     """
+    factor = check_gap_factor(factor)
     times = np.asarray(times, dtype=np.int64)
     if times.size < GAP_MIN_MESSAGES:
         return np.empty((0, 2), dtype=np.int64)
@@ -81,7 +95,10 @@ def density(times: np.ndarray, start: int, end: int, bins: int) -> tuple[np.ndar
 
 
 def bag_timeline(bag: "Bag", gap_factor: float = GAP_FACTOR) -> list[TopicTimeline]:
-    """A :class:`TopicTimeline` per topic of ``bag``, sorted by topic name, from the index alone."""
+    """A :class:`TopicTimeline` per topic of ``bag``, sorted by topic name, from the index alone.
+
+    ValueError for a ``gap_factor`` that is not a positive number (checked before the index is read)."""
+    gap_factor = check_gap_factor(gap_factor)
     rows = []
     every = bag.times_by_topic()
     for name, info in bag.topics.items():

@@ -1,0 +1,200 @@
+"""The ``fastbag`` command as a Unix tool: per-file errors, one-line warnings and argument errors, closed
+pipes, Ctrl-C and SIGTERM, and the ``--step`` spelling.
+
+Bags are written here with :class:`fastbag.Writer` (times chosen to the nanosecond), and damaged by cutting
+their bytes; signals and pipes are checked on a real ``python -m fastbag`` process.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fastbag
+from fastbag.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+FLOAT64 = ("std_msgs/Float64", "float64 data\n", "fdb28210bfa9d7c91146260178d9a584")
+#: 2024-05-03 13:00:15.796545476 UTC: the hundredths round up (.80) but truncate to .79.
+LATE = 1714741215796545476
+
+
+def write_floats(path: Path, times: list[int] | np.ndarray, topic: str = "/x") -> Path:
+    """A ROS1 bag with one std_msgs/Float64 topic, message k (value k) received at ``times[k]``."""
+    with fastbag.Writer(path) as writer:
+        connection = writer.add_connection(topic, *FLOAT64)
+        for k, t in enumerate(times):
+            writer.write(connection, int(t), np.float64(k).tobytes())
+    return path
+
+
+def run_fastbag(*args: str, **options) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "fastbag", *args], cwd=REPO, **options)
+
+
+def stderr_lines(capsys) -> list[str]:
+    return capsys.readouterr().err.splitlines()
+
+
+# -- fastbag info -------------------------------------------------------------------------------------------
+
+def test_info_reports_each_file_and_fails_at_the_end(tmp_path, capsys):
+    empty = tmp_path / "empty.bag"
+    empty.write_bytes(b"")
+    good = write_floats(tmp_path / "good.bag", [10**9, 2 * 10**9])
+    missing = tmp_path / "missing.bag"
+    assert main(["info", str(empty), str(good), str(missing)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"path:        {good}\n")  # the good bag after the bad one is described
+    assert "messages:    2" in captured.out.splitlines()
+    errors = captured.err.splitlines()
+    assert len(errors) == 2, errors
+    assert errors[0].startswith(f"fastbag: {empty}: ") and "file is empty" in errors[0]
+    assert errors[1].startswith(f"fastbag: {missing}: ") and "No such file" in errors[1]
+    # JSON: one document per readable bag, the errors on stderr
+    assert main(["info", "--json", str(empty), str(good)]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["messages"] == 2
+    assert captured.err.startswith(f"fastbag: {empty}: ")
+    assert main(["info", str(good), str(good)]) == 0  # all readable: success, a blank line between reports
+    assert capsys.readouterr().out.count(f"\n\npath:        {good}\n") == 1
+
+
+def test_info_start_and_end_show_one_instant(tmp_path, capsys):
+    path = write_floats(tmp_path / "late.bag", [LATE - 60_123_456_789, LATE])
+    assert main(["info", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # both forms truncated to the hundredth: .79 beside .79 (the epoch seconds were rounded to .80)
+    assert "start:       May 03 2024 12:59:15.67 (1714741155.67)" in lines
+    assert "end:         May 03 2024 13:00:15.79 (1714741215.79)" in lines
+    from fastbag.cli import _stamp
+
+    assert _stamp(LATE // 10_000_000 * 10_000_000) == "May 03 2024 13:00:15.79 (1714741215.79)"  # exact
+    assert _stamp(-1) == "Dec 31 1969 23:59:59.99 (-0.01)"  # before 1970: both floored the same way
+
+
+# -- warnings ---------------------------------------------------------------------------------------------
+
+def test_warnings_are_one_fastbag_line(tmp_path, capsys):
+    path = write_floats(tmp_path / "whole.bag", np.arange(1, 201) * 10**9)
+    cut = tmp_path / "cut.bag"
+    cut.write_bytes(path.read_bytes()[:-3000])  # the index and the end of the chunk lost: opens with a warning
+    before = warnings.showwarning, signal.getsignal(signal.SIGTERM)
+    assert main(["info", str(cut)]) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"fastbag: warning: {cut}: ") and "rebuilt the index by scanning" in lines[0]
+    assert "cli.py" not in err and "FastbagWarning" not in err
+    assert "problems:" in out
+    assert (warnings.showwarning, signal.getsignal(signal.SIGTERM)) == before  # restored for the caller
+    with pytest.warns(fastbag.FastbagWarning):  # the library's warnings are untouched outside the command
+        fastbag.open(cut).close()
+
+
+# -- pipes and signals ----------------------------------------------------------------------------------
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    path = write_floats(tmp_path / "a.bag", [10**9, 2 * 10**9])
+    process = run_fastbag("info", "--json", *[str(path)] * 200, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+    process.stdout.close()  # the reader is gone before anything is written (as `| head` once it has its line)
+    err = process.stderr.read()
+    process.stderr.close()
+    assert process.wait(timeout=120) == 141
+    assert err == ""
+
+
+@pytest.mark.parametrize(("sig", "code", "said"), [(signal.SIGTERM, 143, "fastbag: terminated"),
+                                                   (signal.SIGINT, 130, "fastbag: interrupted")])
+def test_an_interrupted_export_leaves_no_partial_file(tmp_path, sig, code, said):
+    pytest.importorskip("pyarrow.parquet")
+    path = write_floats(tmp_path / "long.bag", np.arange(1, 20001) * 10**6)
+    out = tmp_path / "out"
+    # one message a part: seconds of work, a temporary file open the whole time
+    process = run_fastbag("export", str(path), str(out), "--step", "1", "--no-progress",
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out.is_dir() and any(f.name.endswith(".partial") for f in out.iterdir())):
+        assert process.poll() is None and time.monotonic() < deadline, "the export ended before it was interrupted"
+        time.sleep(0.01)
+    process.send_signal(sig)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == code, err
+    assert err.strip().splitlines() == [said]
+    assert sorted(f.name for f in out.iterdir()) == []  # neither a half-written file nor a hidden .partial
+
+
+# -- bad arguments ---------------------------------------------------------------------------------------------
+
+GAP = "argument --gap-factor: must be a positive number, not "
+FORMAT = "argument -o/--output: cannot write '{tmp}/%s': matplotlib writes no %r images"
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["info", "--aes-key", "zz", "{bag}"], "argument --aes-key: 'zz' is not hexadecimal"),
+    (["info", "--aes-key", "00ff", "{bag}"], "argument --aes-key: an AES key is 32 hex digits, not 4"),
+    (["plot", "{bag}", "/x", "-o", "{tmp}/x.xyz"], FORMAT % ("x.xyz", "xyz")),
+    (["timeline", "{bag}", "-o", "{tmp}/t.jpgg"], FORMAT % ("t.jpgg", "jpgg")),
+    (["timeline", "{bag}", "--gap-factor", "0", "-o", "{tmp}/t.png"], GAP + "0.0"),
+    (["timeline", "{bag}", "--gap-factor", "-1", "-o", "{tmp}/t.png"], GAP + "-1.0"),
+    (["demo", "--seconds", "-1"], "argument --seconds: a length in seconds is 0 or more, not -1.0"),
+    (["demo", "--seconds", "nan"], "argument --seconds: a length in seconds is 0 or more, not nan"),
+], ids=["aes-not-hex", "aes-short", "plot-format", "timeline-format", "gap-0", "gap-negative", "demo-negative",
+        "demo-nan"])
+def test_bad_arguments_are_one_error_line(tmp_path, capsys, args, said):
+    if any(a.startswith("{tmp}") for a in args):
+        pytest.importorskip("matplotlib")
+    path = write_floats(tmp_path / "a.bag", [10**9, 2 * 10**9])
+    args = [a.format(bag=path, tmp=tmp_path) for a in args]
+    assert main(args) == 2
+    lines = stderr_lines(capsys)
+    assert len(lines) == 1 and lines[0].startswith("fastbag: error: " + said.format(tmp=tmp_path)), lines
+    if "-o/--output" in said:  # and what it can write instead
+        assert ", png, " in lines[0].split("; suffixes: ")[1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bag"]  # checked before anything was written
+
+
+def test_a_hex_aes_key_opens_an_encrypted_bag(tmp_path, capsys):
+    pytest.importorskip("cryptography")
+    key = bytes(range(16))
+    path = tmp_path / "enc.bag"
+    with fastbag.Writer(path, aes_key=key) as writer:
+        connection = writer.add_connection("/x", *FLOAT64)
+        for k in range(3):
+            writer.write(connection, (k + 1) * 10**9, np.float64(k).tobytes())
+    assert main(["info", "--aes-key", key.hex().upper(), str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "messages:    3" in out and any(line.startswith("encryption:  ") for line in out)
+    assert main(["info", "--aes-key", bytes(16).hex(), str(path)]) == 1  # the wrong key
+    assert any(line.startswith("key:         not available (") for line in capsys.readouterr().out.splitlines())
+
+
+# -- --step ---------------------------------------------------------------------------------------------------
+
+def test_step_numbers_are_message_counts_in_python_spelling(tmp_path, monkeypatch, capsys):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import fastbag.convert.export as export_module
+
+    path = write_floats(tmp_path / "a.bag", np.arange(1, 26) * 10**9)
+    steps, real_export = [], export_module.export
+
+    def export(*args, step, **options):
+        steps.append(step)
+        return real_export(*args, step=step, **options)
+
+    monkeypatch.setattr(export_module, "export", export)
+    for k, text in enumerate(["10_000", "10000", "1_0", "256 MB"]):
+        assert main(["export", str(path), str(tmp_path / f"out{k}"), "--step", text, "--no-progress"]) == 0
+        assert len(pq.read_table(tmp_path / f"out{k}" / "x.parquet")) == 25
+    capsys.readouterr()
+    assert steps == [10_000, 10_000, 10, "256 MB"]
+    assert [type(s) for s in steps] == [int, int, int, str]
