@@ -177,3 +177,94 @@ def test_read_topic_on_real_ros2_recordings(monkeypatch):
     assert ddf.npartitions > 3
     with fastbag.open(sqlite) as bag:
         same_frame(ddf.compute(scheduler="sync"), bag.read("/joint_states").to_pandas())
+
+
+def test_bags_of_two_message_types_fail_at_build_time():
+    """Two real versions of one recording: /imu/mag is a MagneticField in one, a Vector3Stamped in the other.
+    Building the collection raises (no lazy frame whose columns are the first bag's while the data mixes both)."""
+    from tests.conftest import data_file
+
+    folder = "ros1v2/CCNYRoboticsLab__imu_tools__imu_filter_madgwick__sample__"
+    paths = [data_file(folder + "sparkfun_razor.bag"), data_file(folder + "sparkfun_razor@940d7874.bag")]
+    for build in (lambda: fastbag.dask.read_topic(paths, "/imu/mag"),
+                  lambda: fastbag.dask.read_array(paths, "/imu/mag", "magnetic_field"),
+                  lambda: fastbag.dask.read_array(paths[::-1], "/imu/mag", "vector")):
+        with pytest.raises(ValueError, match="differs between the bags") as info:
+            build()
+        message = str(info.value)
+        assert "sensor_msgs/MagneticField in " in message and "geometry_msgs/Vector3Stamped in " in message
+        assert str(paths[0]) in message and str(paths[1]) in message
+    # Each bag alone reads, with its own type's columns.
+    alone = fastbag.dask.read_topic(paths[1:], "/imu/mag").compute(scheduler="sync")
+    assert {"vector.x", "vector.y", "vector.z"} <= set(alone.columns) and len(alone) == 2144
+    assert not any(c.startswith("magnetic_field") for c in alone.columns)
+
+
+def write_vector_bag(path, msgtype, definition, rows, md5sum=None):
+    """A bag of one topic "/v" whose messages are three float64 each (``rows``), 1 ms apart."""
+    import struct
+
+    from fastbag.msg.msgdef import parse_definition
+
+    md5sum = parse_definition(msgtype, definition).md5sum() if md5sum is None else md5sum
+    with fastbag.Writer(path) as w:
+        conn = w.add_connection("/v", msgtype, definition, md5sum)
+        for k, row in enumerate(rows):
+            w.write(conn, 1_700_000_000 * 10**9 + k * 10**6, struct.pack("<3d", *row))
+    return path
+
+
+XYZ = "float64 x\nfloat64 y\nfloat64 z\n"
+
+
+def test_same_columns_of_another_type_fail(tmp_path):
+    """Two types with the same columns (and md5sums that differ) are still two types, not one frame; two names of
+    one md5sum are one wire format, as a bag merges them (tf/tfMessage and tf2_msgs/TFMessage)."""
+    rows = [(1.0, 2.0, 3.0), (4.0, 5.0, 6.0)]
+    paths = [write_vector_bag(tmp_path / "a.bag", "geometry_msgs/Point", XYZ, rows),
+             write_vector_bag(tmp_path / "b.bag", "my_msgs/P", "int8 KIND=2\n" + XYZ, rows)]
+    for build in (lambda: fastbag.dask.read_topic(paths, "/v"), lambda: fastbag.dask.read_array(paths, "/v", "x")):
+        with pytest.raises(ValueError, match=r"geometry_msgs/Point in .*a\.bag, my_msgs/P in .*b\.bag"):
+            build()
+    renamed = write_vector_bag(tmp_path / "c.bag", "geometry_msgs/Vector3", XYZ, rows)  # Point's md5sum
+    got = fastbag.dask.read_topic([paths[0], renamed], "/v").compute(scheduler="sync")
+    assert got["y"].tolist() == [2.0, 5.0, 2.0, 5.0]
+
+
+def test_one_type_of_two_definitions(tmp_path):
+    """One type name, two definitions: different fields fail naming the md5sums (or, without md5sums, the first
+    line that differs); a definition that adds only a constant has the same columns and reads as one frame."""
+    rows = [(1.0, 2.0, 3.0), (4.0, 5.0, 6.0)]
+    renamed = "float64 x\nfloat64 y\nfloat64 w\n"
+    paths = [write_vector_bag(tmp_path / "a.bag", "my_msgs/V", XYZ, rows),
+             write_vector_bag(tmp_path / "b.bag", "my_msgs/V", renamed, rows)]
+    from fastbag.msg.msgdef import parse_definition
+
+    md5s = [parse_definition("my_msgs/V", text).md5sum() for text in (XYZ, renamed)]
+    with pytest.raises(ValueError, match=f"my_msgs/V with md5sum {md5s[0]} in .*a.bag, md5sum {md5s[1]} in .*b.bag"):
+        fastbag.dask.read_topic(paths, "/v")
+    with pytest.raises(ValueError, match="md5sum"):
+        fastbag.dask.read_array(paths, "/v", "z")  # a's field z, b has none
+    # The field x is the same in both: one array of both bags' values.
+    np.testing.assert_array_equal(fastbag.dask.read_array(paths, "/v", "x").compute(scheduler="sync"), [1, 4, 1, 4])
+    unknown = [write_vector_bag(tmp_path / "c.bag", "my_msgs/V", XYZ, rows, md5sum="*"),
+               write_vector_bag(tmp_path / "d.bag", "my_msgs/V", renamed, rows, md5sum="*")]
+    with pytest.raises(ValueError, match="two definitions .*first difference: 'float64 z' / 'float64 w'"):
+        fastbag.dask.read_topic(unknown, "/v")
+    constant = write_vector_bag(tmp_path / "e.bag", "my_msgs/V", "int32 ONE=1\n" + XYZ, [(7.0, 8.0, 9.0)])
+    got = fastbag.dask.read_topic([paths[0], constant], "/v").compute(scheduler="sync")
+    assert got["z"].tolist() == [3.0, 6.0, 9.0]
+
+
+def test_ros1_and_ros2_recordings_of_one_type(fleet, ros2_fleet):
+    """sensor_msgs/Imu (ROS1) and sensor_msgs/msg/Imu (ROS2, no header.seq): not one frame, but one type, so a
+    field both hold the same way is one array."""
+    paths = [fleet / "run0.bag", ros2_fleet["mcap"][1]]
+    with pytest.raises(ValueError, match="sensor_msgs/Imu in .*, sensor_msgs/msg/Imu in "):
+        fastbag.dask.read_topic(paths, "/imu")
+    want = []
+    for path in paths:
+        with fastbag.open(path) as bag:
+            want.append(bag.read("/imu")["linear_acceleration"]["z"])
+    got = fastbag.dask.read_array(paths, "/imu", "linear_acceleration.z").compute(scheduler="sync")
+    np.testing.assert_array_equal(got, np.concatenate(want))

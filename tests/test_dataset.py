@@ -169,6 +169,39 @@ def test_bad_arguments(bags):
                    {"anchor": "imu", "windows": {"imu": 0.1}}, {"anchor": "cloud", "windows": {"gps": 1}}):
         with pytest.raises(ValueError):
             fastbag.SyncedDataset(path, topics, **kwargs)
+    # A negative (or not finite) tolerance or window would leave no sample or empty windows, silently.
+    for kwargs, name in (({"tolerance": -1}, "tolerance"), ({"tolerance": float("nan")}, "tolerance"),
+                         ({"tolerance": float("inf")}, "tolerance"), ({"windows": {"imu": -0.5}}, r"windows\['imu'\]"),
+                         ({"windows": {"imu": 0}}, r"windows\['imu'\]")):
+        with pytest.raises(ValueError, match=name):
+            fastbag.SyncedDataset(path, topics, anchor="cloud", **kwargs)
+    assert len(fastbag.SyncedDataset(path, topics, anchor="cloud", tolerance=0)) == 0  # exact matches only: none
+
+
+def test_an_empty_dataset_says_why(bags):
+    topics = {name: s[0] for name, s in STREAMS.items()}
+    ds = fastbag.SyncedDataset([p for p, _ in bags], topics, anchor="cloud", tolerance=1e-9)
+    anchors = sum(len(w["cloud"][0]) for _, w in bags)
+    assert len(ds) == 0
+    for access in (lambda: ds[0], lambda: ds.sample_bag(0), lambda: ds[-1]):
+        with pytest.raises(IndexError, match=f"the dataset is empty: none of the {anchors} anchor messages has a "
+                                             "match within tolerance=1e-09 s"):
+            access()
+
+
+def test_sample_indexes_are_integers(bags):
+    topics = {name: s[0] for name, s in STREAMS.items()}
+    ds = fastbag.SyncedDataset([p for p, _ in bags], topics, anchor="cloud")
+    for index in (True, False, np.True_, 1.0, np.float64(1), "1", None):
+        with pytest.raises(TypeError, match="a sample index is an integer"):
+            ds[index]
+        with pytest.raises(TypeError, match="a sample index is an integer"):
+            ds.sample_bag(index)
+    assert ds[np.int64(1)]["time"] == ds[np.uint8(1)]["time"] == ds[1]["time"] != ds[0]["time"]
+    assert ds[np.int32(-1)]["time"] == ds[len(ds) - 1]["time"]
+    assert ds.sample_bag(np.int64(-1)) == str(bags[-1][0]) and ds.sample_bag(0) == str(bags[0][0])
+    with pytest.raises(IndexError):
+        ds.sample_bag(len(ds))
 
 
 def test_header_stamps_need_a_header(tmp_path):
@@ -216,8 +249,77 @@ def test_collate():
     if __import__("importlib").util.find_spec("torch"):
         batch = fastbag.collate([points, points])
         assert set(batch) == {"x", "ring"} and tuple(batch["x"].shape) == (2, 4)
-        labelled = np.zeros(3, dtype=[("x", "<f4"), ("frame", "U4")])  # text: stays one NumPy array
-        assert fastbag.collate([labelled, labelled]).dtype == labelled.dtype
+        labelled = np.zeros(3, dtype=[("x", "<f4"), ("frame", "U4")])
+        labelled["frame"] = ["a", "bb", "ccc"]
+        batch = fastbag.collate([labelled, labelled])  # text: lists of str
+        assert tuple(batch["x"].shape) == (2, 3) and batch["frame"] == [["a", "bb", "ccc"]] * 2
+
+
+def test_collate_without_torch_stacks_rows_whose_text_differs_in_length():
+    """Each message's text is as wide as it is long ('<U3', '<U4'): one structured array all the same."""
+    rows = [np.array(("imu", 1.5), dtype=[("frame", "U3"), ("x", "<f8")])[()],
+            np.array(("base", 2.5), dtype=[("frame", "U4"), ("x", "<f8")])[()]]
+    batch = fastbag.collate(rows, tensors=False)
+    assert isinstance(batch, np.ndarray) and batch.dtype == np.dtype([("frame", "U4"), ("x", "<f8")])
+    assert batch["frame"].tolist() == ["imu", "base"] and batch["x"].tolist() == [1.5, 2.5]
+    words = fastbag.collate([np.array(["a", "bb"]), np.array(["ccc", "d"])], tensors=False)
+    assert words.dtype == np.dtype("U3") and words.tolist() == [["a", "bb"], ["ccc", "d"]]
+
+
+def test_collate_ragged_values_are_lists_of_tensors():
+    """What varies in size per sample is a list, of the tensors a stack would have held, field by field."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    clouds = [np.zeros(k, dtype=[("x", "<f4"), ("label", "U2")]) for k in (2, 3)]
+    clouds[1]["x"] = [1, 2, 3]
+    batch = fastbag.collate([{"cloud": c, "jpeg": np.arange(k, dtype=np.uint8)} for k, c in zip((4, 5), clouds)])
+    assert set(batch["cloud"]) == {"x", "label"} and batch["cloud"]["label"] == [["", ""], ["", "", ""]]
+    assert [t.tolist() for t in batch["cloud"]["x"]] == [[0, 0], [1, 2, 3]]
+    assert all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in batch["jpeg"])
+    assert [t.tolist() for t in batch["jpeg"]] == [[0, 1, 2, 3], [0, 1, 2, 3, 4]]
+    # One LaserScan's row holds its ranges as an array of its count: scans of two counts, one dict all the same.
+    scans = [np.zeros((), dtype=[("angle_min", "<f4"), ("ranges", "<f4", (k,))])[()] for k in (3, 4)]
+    batch = fastbag.collate(scans)
+    assert batch["angle_min"].tolist() == [0, 0] and [t.shape[0] for t in batch["ranges"]] == [3, 4]
+    assert isinstance(fastbag.collate(scans, tensors=False), list)  # NumPy: one structured array cannot hold both
+
+
+def test_collate_gives_structured_rows_as_tensors_whatever_their_text():
+    """Real recordings: a Pose row collates as a point cloud does, a dict of tensors (by dotted path); Imu rows
+    whose frame_id differs in length ('imu', '/imu') give the same batch type in every shuffled batch."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    from tests.conftest import data_file
+
+    ds = fastbag.SyncedDataset(data_file("ros1v2/eric-wieser__ros_numpy__test__test.bag"),
+                               {"cloud": "/pointcloud", "pose": "/pose"}, anchor="cloud", tolerance=0.01)
+    batch = fastbag.collate([ds[0], ds[0]])
+    assert list(batch["pose"]) == ["position.x", "position.y", "position.z", "orientation.x", "orientation.y",
+                                   "orientation.z", "orientation.w"]
+    for name, column in batch["pose"].items():
+        path = name.split(".")
+        assert isinstance(column, torch.Tensor) and column.dtype == torch.float64
+        assert column.tolist() == [float(ds[0]["pose"][path[0]][path[1]])] * 2
+    assert all(isinstance(column, torch.Tensor) for column in batch["cloud"].values())
+
+    folder = "ros1v2/CCNYRoboticsLab__imu_tools__imu_filter_madgwick__sample__"
+    ds = fastbag.SyncedDataset([data_file(folder + "phidgets_imu_upside_down.bag"),
+                                data_file(folder + "sparkfun_razor.bag")],
+                               {"imu": "/imu/data_raw", "mag": "/imu/mag"}, anchor="imu", tolerance=0.002)
+    x, y = ds[0], ds[len(ds) - 1]
+    assert x["imu"]["header"]["frame_id"].dtype != y["imu"]["header"]["frame_id"].dtype  # <U3, <U4
+    mixed, same = fastbag.collate([x, y]), fastbag.collate([x, x])
+    assert mixed["imu"]["header.frame_id"] == [str(x["imu"]["header"]["frame_id"]),
+                                               str(y["imu"]["header"]["frame_id"])] == ["imu", "/imu"]
+    assert mixed["imu"]["linear_acceleration.z"].tolist() == [x["imu"]["linear_acceleration"]["z"],
+                                                              y["imu"]["linear_acceleration"]["z"]]
+    assert tuple(mixed["imu"]["orientation_covariance"].shape) == (2, 9)
+    shape = {name: type(value) for name, value in same["imu"].items()}
+    assert shape == {name: type(value) for name, value in mixed["imu"].items()}
+    assert shape["header.frame_id"] is list and shape["header.seq"] is torch.Tensor
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, shuffle=True, collate_fn=fastbag.collate,
+                                         generator=torch.Generator().manual_seed(0))
+    for _, batch in zip(range(100), loader):
+        assert {name: type(value) for name, value in batch["imu"].items()} == shape
+        assert isinstance(batch["mag"]["magnetic_field.x"], torch.Tensor)
 
 
 def test_dataloader_with_two_workers_yields_what_one_process_does(bags):
@@ -239,8 +341,11 @@ def test_dataloader_with_two_workers_yields_what_one_process_does(bags):
             assert isinstance(column, torch.Tensor) and column.shape == (len(one["time"]), 32, 10)
             assert torch.equal(column, two["cloud"][name])
         assert one["cloud"]["ring"].dtype == torch.uint16
-        for a, b in zip(one["imu"], two["imu"]):
-            np.testing.assert_array_equal(a, b)
+        assert one["imu"].keys() == two["imu"].keys() and "linear_acceleration.x" in one["imu"]
+        for name, column in one["imu"].items():  # windows of varying counts: a list of one tensor per sample
+            assert type(column) is type(two["imu"][name]) and len(column) == len(one["time"])
+            for a, b in zip(column, two["imu"][name]):
+                assert a == b if isinstance(a, list) else torch.equal(a, b)  # frame_id: lists of str
     assert np.array_equal(single[0]["cloud"]["x"][0].numpy(), ds[0]["cloud"]["x"])
 
 

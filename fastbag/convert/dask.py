@@ -10,17 +10,23 @@ positions and runs on ``dask.distributed`` worker processes. A task decodes
 on one thread by default (``threads=1``): Dask's workers are the
 parallelism, and a task that also spread over every core would compete with
 the tasks beside it.
+
+Every bag's type of the topic is checked then too: bags whose types differ
+(or one type's definitions, where its columns or the field differ) raise
+ValueError naming them, since one collection's columns and dtypes cannot
+describe both.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..bag import Bag
 from ..bag import open as open_bag
 from ..msg.arrays import StructArray
 from .tables import require
@@ -29,6 +35,8 @@ from .tables import require
 DEFAULT_STEP = "128 MB"
 #: Decoding threads per task (``Bag(workers=...)``): Dask runs the tasks side by side.
 DEFAULT_THREADS = 1
+#: The md5sum of connections that have none (rosbag2; ROS1 channels of an MCAP file that name none).
+NO_MD5 = "*"
 
 
 def expand_paths(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -47,21 +55,61 @@ def expand_paths(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathL
     return paths
 
 
-def _plan(paths: list[str], topic: str, step: int | str) -> tuple[list[tuple[str, int, int]], list[int], list[int]]:
-    """Parts ``(path, a, b)`` of the topic in every bag holding it, with each part's first and last time."""
+def _plan(paths: list[str], topic: str, step: int | str,
+          describe: Callable[[Bag], Any]) -> tuple[list[tuple[str, int, int]], list[int], list[int], Any]:
+    """Parts ``(path, a, b)`` of the topic in every bag holding it, each part's first and last time, and
+    the first bag's ``describe(bag)``: ``(signature, value)``, what a collection needs of the topic's type (its
+    columns' names and dtypes, a field's dtype and shape) and the value it builds on.
+
+    ``describe`` runs once per distinct type and definition; ValueError where two bags' types differ, or their
+    signatures do, since one collection cannot hold both.
+    """
     parts, first, last = [], [], []
+    formats: dict[tuple[str, str, str], tuple[str, Any]] = {}  # (type, md5sum, definition) -> (first bag, description)
     for path in paths:
         with open_bag(path, workers=1) as bag:  # the index only: no decoding threads
             if topic not in bag.topics:
                 continue  # a fleet's bags need not all record every topic
-            times = bag.topic_times(topic)
+            times = bag.topic_times(topic)  # DecodeError for a topic in two formats within the bag
+            info = bag.topics[topic]
+            key = (info.msgtype, info.md5sum, info.definition)
+            if key not in formats:
+                formats[key] = (path, describe(bag))
+                _check_same_format(topic, formats, key)
             for a, b in bag.part_bounds(topic, step):
                 parts.append((path, a, b))
                 first.append(int(times[a]))
                 last.append(int(times[b - 1]))
     if not parts:
         raise KeyError(f"no bag among {len(paths)} holds messages of topic {topic!r}")
-    return parts, first, last
+    return parts, first, last, next(iter(formats.values()))[1][1]
+
+
+def _check_same_format(topic: str, formats: dict[tuple[str, str, str], tuple[str, Any]],
+                       key: tuple[str, str, str]) -> None:
+    """ValueError unless the format ``key`` is the first one's type with the same description.
+
+    One type: the same name (``pkg/Name`` as ``pkg/msg/Name``) or, as within a bag, the same ROS1 md5sum under
+    two names (tf/tfMessage, tf2_msgs/TFMessage). Definitions that differ only where the description does not
+    look (comments, a constant) still make one collection.
+    """
+    (msgtype, md5sum, definition), (path, description) = next(iter(formats.items()))
+    other_type, other_md5sum, other_definition = key
+    other_path, other_description = formats[key]
+    same_type = msgtype.replace("/msg/", "/") == other_type.replace("/msg/", "/") or \
+        (md5sum == other_md5sum and md5sum != NO_MD5)
+    if same_type and description[0] == other_description[0]:
+        return
+    if msgtype != other_type:
+        what = f"{msgtype} in {path}, {other_type} in {other_path}"
+    elif md5sum != other_md5sum and NO_MD5 not in (md5sum, other_md5sum):
+        what = f"{msgtype} with md5sum {md5sum} in {path}, md5sum {other_md5sum} in {other_path}"
+    else:
+        line = next((f"{a!r} / {b!r}" for a, b in zip(definition.splitlines() + [""], other_definition.splitlines() +
+                                                       [""]) if a != b), "")
+        what = f"{msgtype} of two definitions in {path} and {other_path} (first difference: {line})"
+    raise ValueError(f"topic {topic!r} differs between the bags: {what}; one collection cannot hold "
+                     "both: read those bags separately")
 
 
 def _known_divisions(first: list[int], last: list[int]) -> list[int] | None:
@@ -69,6 +117,12 @@ def _known_divisions(first: list[int], last: list[int]) -> list[int] | None:
     if all(last[k] < first[k + 1] for k in range(len(first) - 1)) and all(a <= b for a, b in zip(first, last)):
         return first + [last[-1]]
     return None
+
+
+def _frame_meta(bag: Bag, topic: str) -> tuple[Any, Any]:
+    """The topic's empty frame (decoding nothing: the columns and dtypes), with its columns and dtypes."""
+    meta = bag.take(topic, slice(0, 0)).to_pandas()
+    return (tuple(meta.columns), tuple(str(d) for d in meta.dtypes)), meta
 
 
 def _read_frame(part: tuple[str, int, int], topic: str, threads: int = DEFAULT_THREADS) -> Any:
@@ -86,14 +140,13 @@ def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     sorted); divisions are receive times when the parts follow each other
     in time. Bags without the topic are passed over. ``threads`` is how
     many threads a task decodes on (default 1: Dask's workers run tasks side
-    by side).
+    by side). ValueError names two bags whose message types (or types'
+    columns) differ.
     """
     dd = require("dask.dataframe", "dask", "fastbag.dask")
     pd = require("pandas", "pandas", "fastbag.dask")
     paths = expand_paths(paths_or_glob)
-    parts, first, last = _plan(paths, topic, step)
-    with open_bag(parts[0][0], workers=1) as bag:
-        meta = bag.take(topic, slice(0, 0)).to_pandas()  # decodes nothing: the columns and dtypes
+    parts, first, last, meta = _plan(paths, topic, step, lambda bag: _frame_meta(bag, topic))
     divisions = _known_divisions(first, last)
     if divisions is not None:
         divisions = [pd.Timestamp(t, unit="ns") for t in divisions]
@@ -108,6 +161,22 @@ def _field(arr: StructArray, field: str) -> Any:
     return value
 
 
+def _field_meta(bag: Bag, topic: str, field: str) -> tuple[Any, Any]:
+    """The field's kind (``"slot"`` where its size varies) and empty value, with its kind, dtype and shape; the
+    KeyError for a type without the field."""
+    empty = bag.take(topic, slice(0, 0))  # decodes nothing
+    try:
+        parent = _field(empty, field.rpartition(".")[0]) if "." in field else empty
+        kind = parent.node.fields.get(field.rpartition(".")[2], ("fixed",))[0] if isinstance(parent, StructArray) \
+            else "fixed"
+        value = _field(empty, field)
+    except KeyError as error:
+        return ("no field",), error
+    if isinstance(value, np.ndarray):
+        return (kind, value.dtype, value.shape[1:]), (kind, value)
+    return (kind, type(value).__name__), (kind, value)
+
+
 def _read_field(part: tuple[str, int, int], topic: str, field: str, threads: int = DEFAULT_THREADS) -> np.ndarray:
     path, a, b = part
     with open_bag(path, workers=threads) as bag:
@@ -120,18 +189,17 @@ def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
 
     One block per part, and ``threads`` per task, as :func:`read_topic`. Fixed structs give
     structured arrays; fields whose size varies per message (``T[]``,
-    strings) raise ValueError: use :func:`read_topic`.
+    strings) raise ValueError: use :func:`read_topic`. So do two bags whose
+    message types differ, or whose field does (one type recorded in ROS1 and
+    ROS2 is one type: a field both hold alike is one array).
     """
     da = require("dask.array", "dask", "fastbag.dask")
     dask = require("dask", "dask", "fastbag.dask")
     paths = expand_paths(paths_or_glob)
-    parts, _, _ = _plan(paths, topic, step)
-    with open_bag(parts[0][0], workers=1) as bag:
-        empty = bag.take(topic, slice(0, 0))
-        parent = _field(empty, field.rpartition(".")[0]) if "." in field else empty
-        kind = parent.node.fields.get(field.rpartition(".")[2], ("fixed",))[0] if isinstance(parent, StructArray) \
-            else "fixed"
-        value = _field(empty, field)
+    parts, _, _, found = _plan(paths, topic, step, lambda bag: _field_meta(bag, topic, field))
+    if isinstance(found, KeyError):
+        raise found
+    kind, value = found
     if kind == "slot" or not isinstance(value, np.ndarray) or value.dtype.kind in "OU":
         raise ValueError(f"{topic} field {field!r} varies in size per message; read_array takes fixed-size fields "
                          "(use read_topic)")

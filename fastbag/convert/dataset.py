@@ -16,6 +16,7 @@ mapping on first use, so it works with DataLoader worker processes.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ class _BagSamples:
     matched_time: dict[str, np.ndarray]
     window: dict[str, tuple[np.ndarray, np.ndarray]]  # name -> (lo, hi) into that topic's sorted times
     topics: dict[str, _Topic]
+    anchors: int                                  # anchor messages in the bag, matched or not
 
 
 class SyncedDataset:
@@ -61,6 +63,10 @@ class SyncedDataset:
     give every message in ``(t - window, t]`` instead. ``stamp`` is
     ``"receive"`` (the bag's receive times, from the index) or ``"header"``
     (``header.stamp``). Several bags are one dataset, in the order given.
+    ``tolerance`` is finite and >= 0, a window finite and > 0 (ValueError
+    otherwise). ``ds[i]`` takes an integer (NumPy's too; TypeError for a
+    bool or a float), negative from the end; on an empty dataset its
+    IndexError says why no anchor was kept.
 
     A sample is ``{"time": anchor time (int ns), "times": {name: matched
     time}, name: value}``: a PointCloud2 gives its structured points, an
@@ -82,6 +88,11 @@ class SyncedDataset:
         self.windows = dict(windows or {})
         self.match = match
         self.open_options = open_options
+        if not 0 <= self.tolerance < np.inf:  # NaN fails too
+            raise ValueError(f"tolerance must be a finite number of seconds >= 0, not {tolerance!r}")
+        for name, seconds in self.windows.items():
+            if not 0 < float(seconds) < np.inf:
+                raise ValueError(f"windows[{name!r}] must be a finite number of seconds > 0, not {seconds!r}")
         if anchor not in self.topics:
             raise ValueError(f"the anchor {anchor!r} is not among the topics' names: {', '.join(self.topics)}")
         if anchor in self.windows:
@@ -132,19 +143,35 @@ class SyncedDataset:
             window[name] = (lo[keep], hi[keep])
         return _BagSamples(anchor.positions[keep], t[keep],
                            {name: topics[name].positions[k[keep]] for name, k in found.items()},
-                           {name: topics[name].times[k[keep]] for name, k in found.items()}, window, topics)
+                           {name: topics[name].times[k[keep]] for name, k in found.items()}, window, topics,
+                           int(t.size))
 
     # -- access ----------------------------------------------------------------------
     def __len__(self) -> int:
         return int(self._starts[-1])
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
+    def _locate(self, i: int) -> tuple[int, int]:
+        """Sample ``i`` (an integer, negative from the end) as (bag number, sample number within the bag)."""
+        if isinstance(i, (bool, np.bool_)):  # operator.index takes True as 1: a mask is not a position
+            raise TypeError(f"a sample index is an integer, not {type(i).__name__} {i!r}")
+        try:
+            i = operator.index(i)  # ints, NumPy integers, 0-d integer tensors; not floats
+        except TypeError:
+            raise TypeError(f"a sample index is an integer, not {type(i).__name__} {i!r}") from None
         n = len(self)
-        if not isinstance(i, (int, np.integer)) or not -n <= i < n:
+        if n == 0:
+            anchors = sum(s.anchors for s in self._samples)
+            why = (f"none of the {anchors} anchor messages has a match within tolerance={self.tolerance} s in every "
+                   "other topic") if anchors else "the bags hold no message of the anchor topic"
+            raise IndexError(f"the dataset is empty: {why} ({self.anchor!r}: {self.topics[self.anchor]})")
+        if not -n <= i < n:
             raise IndexError(f"sample {i} out of range for {n} samples")
-        i = int(i) % n
+        i %= n
         b = int(np.searchsorted(self._starts, i, side="right")) - 1
-        k = i - int(self._starts[b])
+        return b, i - int(self._starts[b])
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        b, k = self._locate(i)
         samples, bag = self._samples[b], self._bag(b)
         sample: dict[str, Any] = {"time": int(samples.time[k]), "times": {self.anchor: int(samples.time[k])}}
         sample[self.anchor] = present(bag.take(self.topics[self.anchor], [int(samples.anchor[k])]))
@@ -160,8 +187,8 @@ class SyncedDataset:
         return sample
 
     def sample_bag(self, i: int) -> str:
-        """The path of the bag sample ``i`` comes from."""
-        return self.paths[int(np.searchsorted(self._starts, i % len(self), side="right")) - 1]
+        """The path of the bag sample ``i`` comes from (IndexError and TypeError as ``ds[i]``)."""
+        return self.paths[self._locate(i)[0]]
 
     def _bag(self, b: int) -> Bag:
         """This process's open bag number ``b`` (a forked or spawned worker opens its own)."""
@@ -241,11 +268,17 @@ def collate(samples: Sequence[Any], *, tensors: bool | None = None) -> Any:
     """A batch of samples: arrays of one shape and dtype stacked, ragged ones kept as lists, dicts by key.
 
     With torch installed (or ``tensors=True``), stacked numeric arrays become
-    torch tensors, and stacked structured arrays of numbers (point clouds) a
-    dict of one tensor per field (``batch["cloud"]["x"]``): tensors cross
-    from DataLoader workers in shared memory, where NumPy arrays are
-    pickled through a pipe. Text stays NumPy. Pass it as a DataLoader's
-    ``collate_fn``.
+    torch tensors, and ragged numeric arrays lists of tensors; a structured
+    value (a message's row, a window's rows, a point cloud) becomes a dict of
+    its leaf fields by dotted path (``batch["odom"]["pose.pose.position.x"]``,
+    ``batch["cloud"]["x"]``), each a tensor (a list of tensors where the
+    samples' shapes differ), and text a list of ``str`` (nested lists for
+    arrays of text), whatever the strings' lengths. So a field's batch type
+    depends on its message type, not on the values, and tensors cross from
+    DataLoader workers in shared memory, where NumPy arrays are pickled
+    through a pipe. Without torch, structured values stack into one
+    structured array (string fields as wide as the longest). Pass it as a
+    DataLoader's ``collate_fn``.
     """
     if tensors is None:
         import importlib.util
@@ -258,15 +291,55 @@ def _collate(values: list[Any], tensors: bool) -> Any:
     first = values[0] if values else None
     if isinstance(first, dict) and all(isinstance(v, dict) and v.keys() == first.keys() for v in values):
         return {key: _collate([v[key] for v in values], tensors) for key in first}
-    if isinstance(first, np.ndarray) and all(isinstance(v, np.ndarray) and v.shape == first.shape and
-                                             v.dtype == first.dtype for v in values) and first.dtype.kind != "O":
-        return _stack(values, tensors)
-    if isinstance(first, np.void) and all(isinstance(v, np.void) and v.dtype == first.dtype for v in values):
-        return np.array(values, dtype=first.dtype)
+    # The same type of value: string widths may differ (each message's text is as wide as it is long), and with
+    # tensors, which stack field by field, the counts of array fields.
+    kinds = _kinds(first.dtype, not tensors) if isinstance(first, (np.ndarray, np.void)) else None
+    if kinds is not None and first.dtype.kind != "O" and \
+            all(isinstance(v, (np.ndarray, np.void)) and _kinds(v.dtype, not tensors) == kinds for v in values):
+        arrays = [np.asarray(v) for v in values]
+        if tensors and (first.dtype.names or first.dtype.kind in "US"):
+            return _columns(arrays)
+        if all(a.shape == arrays[0].shape for a in arrays):
+            dtype = np.result_type(*(a.dtype for a in arrays))
+            return _stack([a.astype(dtype, copy=False) for a in arrays], tensors)
+        return [_stack([a], tensors)[0] for a in arrays] if tensors else values
     if isinstance(first, (int, float, np.integer, np.floating)) and not isinstance(first, bool) and \
             all(isinstance(v, type(first)) for v in values):
         return _stack([np.asarray(v) for v in values], tensors)
     return values
+
+
+def _kinds(dtype: np.dtype, shapes: bool) -> Any:
+    """A dtype with string widths left out (and the counts of its array fields unless ``shapes``): what two
+    messages of one type have in common, one message's ``T[]`` field being an array of its count."""
+    if dtype.names:
+        return tuple((name, _kinds(dtype[name], shapes)) for name in dtype.names)
+    if dtype.subdtype is not None:
+        return _kinds(dtype.subdtype[0], shapes), dtype.subdtype[1] if shapes else None
+    return dtype.kind if dtype.kind in "US" else dtype.str
+
+
+def _columns(arrays: list[np.ndarray], prefix: str = "") -> Any:
+    """Values of one structured type as a dict of their leaf fields by dotted path (a plain type: one column)."""
+    if not arrays[0].dtype.names:
+        return _column(arrays)
+    out: dict[str, Any] = {}
+    for name in arrays[0].dtype.names:
+        fields = [a[name] for a in arrays]
+        if fields[0].dtype.names:
+            out.update(_columns(fields, f"{prefix}{name}."))
+        else:
+            out[f"{prefix}{name}"] = _column(fields)
+    return out
+
+
+def _column(arrays: list[np.ndarray]) -> Any:
+    """One leaf field of every sample: text as lists of str, numbers a tensor (a list of tensors when ragged)."""
+    if arrays[0].dtype.kind in "US":
+        return [a.tolist() for a in arrays]
+    if all(a.shape == arrays[0].shape for a in arrays):
+        return _stack(arrays, True)
+    return [_stack([a], True)[0] for a in arrays]
 
 
 _MADV_POPULATE_WRITE = 23  # Linux 5.14
@@ -308,17 +381,12 @@ def _madvise() -> Any:
 
 
 def _stack(values: list[np.ndarray], tensors: bool) -> Any:
-    """Arrays of one shape and dtype stacked: a NumPy array, a tensor, or a dict of tensors per field.
+    """Arrays of one shape and dtype stacked: a tensor of numbers (with ``tensors``), else a NumPy array.
 
     In a DataLoader worker the tensor's memory is shared from the start, so
     the batch is copied once (into it), not again on its way to the loader.
     """
     first = values[0]
-    if tensors and first.dtype.names:
-        fields = {name: _stack([v[name] for v in values], tensors) for name in first.dtype.names}
-        if all(not isinstance(f, np.ndarray) for f in fields.values()):
-            return fields
-        return np.stack(values)
     if not tensors or first.dtype.kind not in "biuf":
         return np.stack(values)
     import torch
