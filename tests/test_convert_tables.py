@@ -135,6 +135,7 @@ def test_conversions_equal_read_on_real_bags(path, tmp_path):
 
             records = arr.to_awkward()
             assert len(records) == len(arr)
+            assert "?" not in str(ak.type(records)), ak.type(records)  # ROS values are never null: no option types
             got = ak.to_list(records[ak.Array(rows)])
             assert plain([{k: v for k, v in r.items() if k != time_name(arr)} for r in got]) == \
                 plain([arr[int(i)].to_dict() for i in rows])
@@ -165,6 +166,35 @@ def test_ragged_columns_share_their_values_with_arrow(tmp_path):
         frame = bag.read("/imu").to_pandas()
         assert frame["linear_acceleration.z"].mean() == pytest.approx(9.81, abs=0.05)
         assert "orientation_covariance[8]" in frame.columns and "header.stamp.secs" in frame.columns
+
+
+def test_fields_are_not_nullable(tmp_path):
+    """ROS values are never null: Arrow fields are declared non-nullable at every depth, so Awkward gives plain
+    types (``float64``, not ``?float64``) and a Parquet round trip keeps the schema."""
+    from fastbag.tooling.synth import write_demo_bag
+
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=0.3, points=100)
+    with fastbag.open(path) as bag:
+        for topic in ("/imu", "/tf", "/points"):
+            arr = bag.read(topic)
+            table = arr.to_arrow()
+
+            def nullable(kind):
+                if pa.types.is_struct(kind):
+                    return any(f.nullable or nullable(f.type) for f in kind)
+                if hasattr(kind, "value_field"):
+                    return kind.value_field.nullable or nullable(kind.value_type)
+                return False
+
+            assert not any(f.nullable or nullable(f.type) for f in table.schema), table.schema
+            records = arr.to_awkward()
+            assert "?" not in str(ak.type(records))
+            pq.write_table(table, tmp_path / "t.parquet")
+            assert pq.read_table(tmp_path / "t.parquet").schema.equals(table.schema)
+        imu = bag.read("/imu")
+        assert str(ak.type(imu.to_awkward().linear_acceleration.x)) == f"{len(imu)} * float64"
+        assert np.array_equal(ak.to_numpy(imu.to_awkward().linear_acceleration.x), imu["linear_acceleration"]["x"])
 
 
 def test_missing_library_names_the_extra(monkeypatch, tmp_path):

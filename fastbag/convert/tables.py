@@ -6,7 +6,10 @@ per message. Numbers go in without a copy when they are contiguous (strided
 fields of a packed row are copied once); a :class:`Ragged` column already
 holds Arrow's layout (``values`` and int64 ``offsets``), so it becomes a
 ``large_list`` sharing those buffers; a :class:`Nested` column becomes a
-``large_list`` of structs. Polars and Awkward are built from the Arrow table.
+``large_list`` of structs. Every field is declared non-nullable (ROS
+values are never null), so Awkward gives plain types (``float64``, not
+``?float64``) and Parquet stores required columns. Polars and Awkward are
+built from the Arrow table.
 
 pandas gets flat columns named by their path (``pose.pose.position.x``):
 nested structs are flattened, fixed-size arrays of at most
@@ -68,8 +71,7 @@ def arrow_array(value: Any, kind: str = "fixed") -> "pyarrow.Array":
         names = value.fields
         if not names:  # a type without fields (std_msgs/Empty)
             return pa.StructArray.from_buffers(pa.struct([]), len(value), [None])
-        return pa.StructArray.from_arrays([arrow_array(value[name], value.node.fields[name][0]) for name in names],
-                                          names=names)
+        return _struct([arrow_array(value[name], value.node.fields[name][0]) for name in names], names)
     if isinstance(value, Ragged):
         return _list(value.offsets, arrow_array(value.values))
     if isinstance(value, Nested):
@@ -95,9 +97,19 @@ def nested_child(value: Nested) -> tuple[Any, np.ndarray]:
     return child, offsets
 
 
+def required(name: str, kind: "pyarrow.DataType") -> "pyarrow.Field":
+    """A non-nullable Arrow field: ROS values are never null (Awkward then gives ``float64``, not ``?float64``)."""
+    return _pa().field(name, kind, nullable=False)
+
+
+def _struct(children: list["pyarrow.Array"], names: list[str]) -> "pyarrow.Array":
+    return _pa().StructArray.from_arrays(children, fields=[required(n, c.type) for n, c in zip(names, children)])
+
+
 def _list(offsets: np.ndarray, child: "pyarrow.Array") -> "pyarrow.Array":
     pa = _pa()
-    return pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64, copy=False)), child)
+    return pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64, copy=False)), child,
+                                         type=pa.large_list(required("item", child.type)))
 
 
 def _numpy_arrow(a: np.ndarray) -> "pyarrow.Array":
@@ -107,12 +119,12 @@ def _numpy_arrow(a: np.ndarray) -> "pyarrow.Array":
         child = _numpy_arrow(a.reshape((a.shape[0] * k,) + a.shape[2:]))
         if k == 0:  # Arrow has no fixed-size lists of 0 elements
             return _list(np.zeros(a.shape[0] + 1, dtype=np.int64), child)
-        return pa.FixedSizeListArray.from_arrays(child, k)
+        return pa.FixedSizeListArray.from_arrays(child, type=pa.list_(required("item", child.type), k))
     if a.dtype.names is not None:  # () too: a type without fields (CDR pads it with one byte)
         names = list(a.dtype.names)
         if not names:
             return pa.StructArray.from_buffers(pa.struct([]), a.size, [None])
-        return pa.StructArray.from_arrays([_numpy_arrow(a[name]) for name in names], names=names)
+        return _struct([_numpy_arrow(a[name]) for name in names], names)
     if a.dtype.kind == "O":  # strings with bytes that are not UTF-8, or text ending in NULs
         try:
             return pa.array(a, type=pa.large_string())
@@ -167,13 +179,14 @@ def to_arrow(arr: "TopicArray") -> "pyarrow.Table":
 
     Nested messages are struct columns, arrays are (large) list columns;
     the schema's metadata names the topic and its ROS type (``ros.msgtype``,
-    ``ros.md5sum``, ``ros.definition``).
+    ``ros.md5sum``, ``ros.definition``). Every field is non-nullable.
     """
     pa = _pa()
     names = [time_column(arr)] + arr.fields
     columns = [pa.array(arr.time.astype(np.int64, copy=False), type=pa.timestamp("ns"))]
     columns += [arrow_array(arr[name], arr.node.fields[name][0]) for name in arr.fields]
-    return pa.Table.from_arrays(columns, names=names, metadata=schema_metadata(arr))
+    schema = pa.schema([required(n, c.type) for n, c in zip(names, columns)], metadata=schema_metadata(arr))
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def to_polars(arr: "TopicArray") -> Any:
