@@ -13,6 +13,7 @@ from typing import Any
 from .bag import Bag, Message, TopicInfo, open
 from .convert.dataset import SyncedDataset, collate
 from .convert.export import ExportResult, export
+from .msg.arrays import to_ns
 from .msg.sensors import image, pointcloud
 from .container import Connection
 from .errors import (BagFormatError, DecodeError, DecryptionError, DefinitionError, EncryptionKeyError, FastbagError,
@@ -24,7 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Bag", "BagFormatError", "Connection", "DecodeError", "DecryptionError", "DefinitionError", "EncryptionKeyError",
     "ExportResult", "FastbagError", "FastbagWarning", "Message", "SyncedDataset", "TopicInfo", "UnsupportedError",
-    "Writer", "collate", "export", "image", "open", "pointcloud",
+    "Writer", "collate", "export", "image", "open", "pointcloud", "to_ns",
 ]
 
 

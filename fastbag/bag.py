@@ -291,11 +291,15 @@ class Bag:
 
     @property
     def compression(self) -> dict[str, int]:
-        """Chunk count per compression, e.g. ``{"lz4": 12}``."""
-        counts: dict[str, int] = {}
-        for compression in self._chunks.compression:
-            counts[compression] = counts.get(compression, 0) + 1
-        return counts
+        """How the data is compressed: a count per compression of :attr:`compression_unit`, e.g. ``{"lz4": 12}``
+        chunks of a ROS1 bag or MCAP file, ``{"zstd": 2}`` storage files of a rosbag2 sqlite3 recording (zstd
+        per file or per message), ``{"none": 1}``."""
+        return self._container.compression_counts()
+
+    @property
+    def compression_unit(self) -> str:
+        """What :attr:`compression` counts: ``"chunks"``, or ``"files"`` (rosbag2 sqlite3 storage)."""
+        return self._container.compression_unit
 
     @property
     def attachments(self) -> list[Any]:

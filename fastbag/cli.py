@@ -90,8 +90,9 @@ def format_info(bag: Bag) -> str:
         lines += [f"duration:    {bag.duration / 1e9:.1f}s", f"start:       {_stamp(bag.start_time)}",  # type: ignore[arg-type]
                   f"end:         {_stamp(bag.end_time)}"]  # type: ignore[arg-type]
     lines += [f"size:        {_size(bag.size)}", f"messages:    {bag.message_count}"]
-    chunks = bag.chunk_count
-    compression = ", ".join(f"{name} [{n}/{chunks} chunks]" for name, n in bag.compression.items()) or "none"
+    counts = bag.compression
+    total = sum(counts.values())
+    compression = ", ".join(f"{name} [{n}/{total} {bag.compression_unit}]" for name, n in counts.items()) or "none"
     lines.append(f"compression: {compression}")
     if bag.encryption is not None:
         lines.append(_encryption_line(bag.encryption))

@@ -249,6 +249,16 @@ class Container(ABC):
         """
         return -1
 
+    #: What :meth:`compression_counts` counts, for people (``fastbag info``).
+    compression_unit = "chunks"
+
+    def compression_counts(self) -> dict[str, int]:
+        """How the data is compressed, as :attr:`Bag.compression` gives it: chunks per compression name."""
+        counts: dict[str, int] = {}
+        for name in self.chunks.compression:
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
     @property
     def windows(self) -> bool:
         """Whether :meth:`window_spans` locates messages in windows onto their records (Bag._decode_windows)."""

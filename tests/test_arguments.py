@@ -123,3 +123,28 @@ def test_a_wrong_stored_definition_is_overridden_by_the_users():
     theirs = [store.deserialize_cdr(data, "rcl_interfaces/msg/Log") for data in rosout]
     assert list(logs["msg"]) == [m.msg for m in theirs] and [m.name for m in messages] == [m.name for m in theirs]
     assert [m.level for m in messages] == [m.level for m in theirs]
+
+
+def test_field_names_are_in_a_topic_array_and_stamps_widen_to_ns():
+    """'header' in imu was False (in iterated the messages); header.stamp.secs * 10**9 overflows uint32
+    silently: to_ns widens first. Checked against rosbags' stamps of a real Imu topic and a ROS 2 one."""
+    from rosbags.highlevel import AnyReader
+
+    for relative, topic in [("ros1v2/CCNYRoboticsLab__imu_tools__imu_filter_madgwick__sample__phidgets_imu_upside_down"
+                             ".bag", "/imu/data_raw"), ("db3/MichaelGrupp__evo__test__data__tf_example", "/tf")]:
+        path = DATA / relative
+        if not path.exists():
+            pytest.skip(NO_DATA)
+        with fastbag.open(path) as bag:
+            arr = bag.read(topic)
+            stamps = fastbag.to_ns(arr.header.stamp) if "header" in arr else \
+                fastbag.to_ns(arr["transforms"].child["header"]["stamp"])
+            assert "nope" not in arr and ("header" in arr) == (topic != "/tf")
+        with AnyReader([path]) as reader:
+            connections = [c for c in reader.connections if c.topic == topic]
+            msgs = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages(connections=connections)]
+        heads = [m.header for m in msgs] if topic != "/tf" else [t.header for m in msgs for t in m.transforms]
+        assert stamps.dtype == np.int64
+        assert stamps.tolist() == [h.stamp.sec * 10**9 + h.stamp.nanosec for h in heads]
+    with pytest.raises(TypeError, match="not ROS times"):
+        fastbag.to_ns(np.zeros(3))

@@ -310,7 +310,7 @@ def test_message_compression_is_undone_per_row(tmp_path):
     rows = write_db3(tmp_path / "r_0.db3", sample_rows(200), compress=True)
     write_metadata(tmp_path, ["r_0.db3"], mode="MESSAGE")
     with fastbag.open(tmp_path) as bag:
-        assert bag.compression == {"sqlite3+zstd": 2}
+        assert bag.compression == {"zstd": 1} and bag.chunk_count == 2  # one file, its rows in two batches
         assert [bytes(m.data) for m in bag.messages(raw=True)] == [r[2] for r in rows]
         assert [bytes(m.data) for m in bag.messages("/b", raw=True)] == [r[2] for r in rows if r[0] == 2]
 
@@ -888,3 +888,38 @@ def test_row_ids_with_and_without_gaps_index_the_same_messages(tmp_path, monkeyp
     with fastbag.open(tmp_path) as bag:
         assert [bytes(m.data) for m in bag.messages(raw=True)] == [r[2] for _, r in sorted(kept, key=lambda x: x[1][1])]
         assert bag.read("/b")["data"].tolist() == [int.from_bytes(r[2][4:], "little") for _, r in kept if r[0] == 2]
+
+
+def test_compression_is_counted_in_storage_files(tmp_path):
+    """bag.compression and fastbag info said 'sqlite3 [N/N chunks]' of an uncompressed recording (SQLite is not
+    a compression, and its chunks are fastbag's batches of rows) and never zstd for FILE compression."""
+    from fastbag.cli import format_info
+
+    for name, want in [("MichaelGrupp__evo__test__data__tf_example", {"none": 1}),
+                       ("ros2__rosbag2__rosbag2_tests__resources__compressed_bag", {"zstd": 1}),
+                       ("ros2__rosbag2__rosbag2_tests__resources__reindex_test_bags__file_compression", {"zstd": 4})]:
+        path = DATA / "db3" / name
+        if not path.exists():
+            pytest.skip(NO_DATA)
+        with open_quietly(path) as bag:
+            assert (bag.compression, bag.compression_unit) == (want, "files"), name
+            (kind, count), = want.items()
+            assert f"compression: {kind} [{count}/{count} files]" in format_info(bag)
+    write_db3(tmp_path / "r_0.db3", sample_rows(20), compress=True)
+    write_db3(tmp_path / "r_1.db3", sample_rows(20, start=2 * 10**18), compress=True)
+    write_metadata(tmp_path, ["r_0.db3", "r_1.db3"], mode="MESSAGE")
+    with fastbag.open(tmp_path) as bag:
+        assert bag.compression == {"zstd": 2} and len(bag.read("/a")) == 20
+
+
+def test_a_folder_of_sqlite3_and_mcap_files_without_metadata_says_so():
+    """The error said 'open the recording with fastbag.open', the call just made."""
+    path = DATA / "mcap" / "ros2__rosbag2__rosbag2_cpp__test__rosbag2_cpp__bags"
+    if not path.exists():
+        pytest.skip(NO_DATA)
+    with pytest.raises(fastbag.UnsupportedError, match=r"both sqlite3 \(\.db3\) and MCAP \(\.mcap\) storage files "
+                                                       r"and no metadata.yaml.*open one of the files"):
+        fastbag.open(path)
+    for name in sorted(os.listdir(path)):  # each file alone opens
+        with open_quietly(path / name) as bag:
+            assert bag.message_count >= 0

@@ -70,3 +70,6 @@ def test_image_and_compressed_image(store) -> None:
                          [T["sensor_msgs/msg/CompressedImage"](_header(store, "cam"), "jpeg",
                                                                np.frombuffer(jpeg, np.uint8))])
     assert compressed[0].format == "jpeg" and bytes(np.asarray(compressed[0].data)) == jpeg
+    for value in (compressed, compressed[0]):  # said plainly (it was a KeyError inside a DecodeError: no 'height')
+        with pytest.raises(fastbag.UnsupportedError, match="CompressedImage holds encoded images.*image library"):
+            fastbag.image(value)

@@ -304,6 +304,13 @@ class StructArray:
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self.node.fields))
 
+    def __contains__(self, item: Any) -> bool:
+        """``"header" in arr``: whether the type has that field (as ``in`` asks a DataFrame for a column);
+        anything else is looked for among the messages."""
+        if isinstance(item, str):
+            return item in self.node.fields
+        return any(message == item for message in self)
+
     def record_class(self) -> type:
         """The message class of this array's rows (one per message type, built on first use)."""
         return node_class(self.node, self.rows.dtype if self.rows is not None else None, self.types)
@@ -371,6 +378,26 @@ class StructArray:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.node.msgtype}: {self._n} rows; fields {', '.join(self.node.fields)}>"
+
+
+def to_ns(times: Any) -> np.ndarray:
+    """ROS times as int64 nanoseconds: ``fastbag.to_ns(imu.header.stamp)``.
+
+    ``times`` is a field of ``time``/``duration`` values (ROS1: ``secs``,
+    ``nsecs``) or of ``builtin_interfaces/Time``/``Duration`` (ROS 2: ``sec``,
+    ``nanosec``), as a read gives it. The seconds are widened first: uint32
+    ``secs * 10**9`` overflows silently in NumPy.
+    """
+    if isinstance(times, StructArray):
+        names = times.fields
+        times = {name: times[name] for name in names}
+    else:
+        times = np.asarray(times)
+        names = list(times.dtype.names or ())
+    for sec, nsec in (("secs", "nsecs"), ("sec", "nanosec")):
+        if sec in names and nsec in names:
+            return np.asarray(times[sec]).astype(np.int64) * 1_000_000_000 + np.asarray(times[nsec]).astype(np.int64)
+    raise TypeError(f"not ROS times (fields secs, nsecs or sec, nanosec): fields {', '.join(names) or 'none'}")
 
 
 def _take_rows(first: np.ndarray, k: int) -> np.ndarray:

@@ -281,6 +281,11 @@ def image(images: Any, *, stack: bool = True) -> Any:
     the same size and encoding, else a list of per-message views.
     (CompressedImage data stays bytes: decode it with an image library.)
     """
+    msgtype = images.msgtype if isinstance(images, StructArray) else str(getattr(images, "_type", ""))
+    if msgtype.endswith("CompressedImage"):
+        raise UnsupportedError(f"{msgtype} holds encoded images (jpeg, png...), not pixels: decode each message's "
+                               "data with an image library, e.g. PIL.Image.open(io.BytesIO(bytes(arr['data'][i]))) "
+                               "or cv2.imdecode(arr['data'][i], cv2.IMREAD_UNCHANGED)")
     if not isinstance(images, StructArray):
         with _explained("Image", *_origin(images)):
             return _image(images)

@@ -139,6 +139,19 @@ class Rosbag2Reader(LazyIndexContainer):
         self.source = StorageSource(path, sum(f.size for f in self.files))
         self._opened = True
 
+    #: rosbag2 compresses per file or per message, never per chunk (the chunks here are batches of rows).
+    compression_unit = "files"
+
+    def compression_counts(self) -> dict[str, int]:
+        """Storage files per compression: ``zstd`` for a ``.db3.zstd`` (FILE mode) or a file of zstd messages
+        (MESSAGE mode), else ``none``."""
+        per_message = self.bag_metadata is not None and self.bag_metadata.compression_mode == "MESSAGE"
+        counts: dict[str, int] = {}
+        for db in self.files:
+            name = "zstd" if db.compressed or per_message else "none"
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
     # What the Bag needs at open, answered without the index (see LazyIndexContainer).
     @property
     def recovered(self) -> bool:
@@ -174,6 +187,11 @@ class Rosbag2Reader(LazyIndexContainer):
             if not found:
                 raise BagFormatError("directory has neither metadata.yaml nor any .db3 or .mcap storage file",
                                      path=path)
+            mcap = [n for n in found if n.endswith((".mcap", ".mcap.zstd"))]
+            if mcap and len(mcap) < len(found):  # two recordings' files, or a converted copy beside its source
+                raise UnsupportedError(f"directory holds both sqlite3 (.db3) and MCAP (.mcap) storage files and no "
+                                       "metadata.yaml to say which make the recording: open one of the files, or "
+                                       f"move the others out ({path}: {', '.join(found)})")
             problems.append("no metadata.yaml (a recording still running, or stopped abruptly): reading the "
                             f"storage files present ({', '.join(found)})")
             self._refuse_mcap(found, path)

@@ -99,6 +99,7 @@ class Db3:
 
     def __init__(self, path: str, *, compressed: bool = False) -> None:
         self.path = path
+        self.compressed = compressed  # a .db3.zstd (rosbag2's FILE compression)
         self.problems: list[str] = []
         self._row_count: int | None = None  # count(*) as totals() or _read_pages found it, for a file no one writes
         # SQL that keeps only the rows the index took, where it left malformed rows out (see _rows_one_by_one):
