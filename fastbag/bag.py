@@ -1206,7 +1206,7 @@ def time_ns(value: Any, name: str = "time") -> int | None:
                     f"got {type(value).__name__} {value!r}{hint}")
 
 
-_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
           "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
 
 
@@ -1225,7 +1225,7 @@ def parse_step(step: int | str) -> tuple[int, bool]:
             value = float(number)
         except ValueError:
             value = -1.0
-        if unit in _UNITS and unit and 0 < value < 1e18:  # not inf, not nan
+        if unit in _UNITS and 0 < value < 1e18:  # not inf, not nan
             return max(1, int(value * _UNITS[unit])), True
         if not unit and value > 0:  # "10000": messages or bytes? An int says messages, a unit bytes.
             raise ValueError(f"step {step!r} has no unit: pass an int for messages ({int(value)}) or a size with "
