@@ -20,13 +20,17 @@ Proves, with rosbags (and genpy for rospy's time API) as the oracle:
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import copy
+import dataclasses
+import json
 import math
 import multiprocessing
 import pickle
 import warnings
 from pathlib import Path
+from typing import Any
 
 import genpy
 import numpy as np
@@ -228,7 +232,8 @@ def test_time_and_duration_follow_rospy():
     for secs, nsecs in [(0, 0), (1, 500_000_000), (1_700_000_000, 999_999_999), (2**32 - 1, 2**32 - 1)]:
         ours, theirs = Time(secs, nsecs), genpy.Time(secs, nsecs)
         assert ours.to_sec() == theirs.to_sec() and ours.to_nsec() == theirs.to_nsec()
-        assert (ours.secs, ours.nsecs, ours.sec, ours.nanosec) == (secs, nsecs, secs, nsecs)
+        # constructed values are normalized as genpy's (decoded ones keep the stored fields)
+        assert (ours.secs, ours.nsecs, ours.sec, ours.nanosec) == (theirs.secs, theirs.nsecs) * 2
         assert ours == Time(secs, nsecs) and hash(ours) == hash(Time(secs, nsecs))
         assert ours != Duration(secs, nsecs)  # a time is not a duration
         assert pickle.loads(pickle.dumps(ours)) == ours and copy.deepcopy(ours) == ours
@@ -406,3 +411,114 @@ def test_fields_are_read_only(demo):
     with pytest.raises(AttributeError):
         msg.linear_acceleration = None
     assert math.isfinite(msg.linear_acceleration.x)
+
+
+# -- structs with no fields (constants only) --------------------------------------------------
+
+def test_fixed_array_of_constants_only_structs_on_a_real_file():
+    """test_msgs/Arrays.constants_values (Constants[3]: constants, no field) in rosbag2's cdr_test MCAP: message
+    objects with the type's constants, as rosbags gives them (mcap_ros2 gives objects too, without constants)."""
+    path = data_file("mcap/ros2__rosbag2__rosbag2_tests__resources__mcap__cdr_test")
+    with AnyReader([path]) as reader:
+        conns = [c for c in reader.connections if c.topic == "/array_topic"]
+        theirs = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages(conns)]
+    with warnings.catch_warnings():  # mcap_ros2.reader warns that it is deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from mcap_ros2.reader import read_ros2_messages
+        peer = [m.ros_msg for m in read_ros2_messages(str(path / "cdr_test_0.mcap"), topics=["/array_topic"])]
+    with fastbag.open(path) as bag:
+        got = [m.msg for m in bag.messages(topics="/array_topic")]
+        arr = bag.read("/array_topic")
+    assert len(got) == len(theirs) == len(peer) == len(arr) > 0
+    names = [n for n in dir(theirs[0].constants_values[0]) if n.isupper()]
+    assert "INT8_CONST" in names
+    for k, (ours, their, other) in enumerate(zip(got, theirs, peer)):
+        for values in (ours.constants_values, arr[k].constants_values):
+            assert len(values) == len(their.constants_values) == len(other.constants_values) == 3
+            for mine, theirs_element in zip(values, their.constants_values):
+                assert isinstance(mine, Record) and mine._type == "test_msgs/Constants" and mine._fields == ()
+                for name in names:
+                    assert getattr(mine, name) == getattr(theirs_element, name) == mine._constants[name], name
+                assert not isinstance(other.constants_values[0], np.void)  # mcap_ros2: an object too
+        assert ours.constants_values[0].INT8_CONST == -50
+        assert ours.to_dict()["constants_values"] == [{}, {}, {}]
+        assert ours.to_dict(plain=True)["constants_values"] == [{}, {}, {}]
+        assert isinstance(ours.basic_types_values[0], Record)  # as it was: elements of structs with fields
+        back = pickle.loads(pickle.dumps(ours))
+        assert back == ours and back.constants_values[1].UINT64_CONST == their.constants_values[1].UINT64_CONST
+
+
+# -- to_dict(plain=True): JSON-ready ------------------------------------------------------------
+
+def _json_oracle(value: Any, ros1: bool) -> Any:
+    """A rosbags value as to_dict(plain=True) must give it: dicts by field (constants left out), arrays as
+    lists, uint8 arrays as base64 text, ROS1 time/duration as {"secs", "nsecs"}."""
+    name = type(value).__name__
+    if ros1 and name in ("builtin_interfaces__msg__Time", "builtin_interfaces__msg__Duration"):
+        nsecs = value.nanosec if name.endswith("Time") else (value.nanosec + 2**31) % 2**32 - 2**31
+        return {"secs": value.sec, "nsecs": nsecs}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {f.name: _json_oracle(getattr(value, f.name), ros1) for f in dataclasses.fields(value)
+               if f.default is dataclasses.MISSING and f.name != "__msgtype__"}
+        if name == "std_msgs__msg__ByteMultiArray" and not ros1:  # ROS2 byte[]: an octet (uint8, as in fastbag)
+            out["data"] = base64.b64encode(value.data.tobytes()).decode("ascii")  # rosbags reads it as int8
+        return out
+    if isinstance(value, np.ndarray):
+        if value.dtype == np.uint8:
+            return base64.b64encode(value.tobytes()).decode("ascii")
+        return value.tolist()
+    if isinstance(value, list):
+        return [_json_oracle(v, ros1) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+@pytest.mark.parametrize("relative", [
+    REAL_IMU,                                                    # Imu
+    REAL_FIX,                                                    # NavSatFix
+    "ros1v2/eric-wieser__ros_numpy__test__test.bag",             # Image, PointCloud2, CompressedImage, OccupancyGrid
+    "ros1v2/CCNYRoboticsLab__scan_tools__laser_scan_matcher__demo__demo.bag",  # LaserScan
+    "db3/geocamxyz__rosbags-rs__tests__test_bags__test_bag_sqlite3",  # ROS2: 94 types (Image, JointState, ...)
+])
+def test_to_dict_plain_is_json_ready_on_real_messages(relative):
+    path = data_file(relative)
+    ros1 = relative.startswith("ros1")
+    with AnyReader([path]) as reader:
+        theirs = {}
+        for conn, _, raw in reader.messages():
+            if conn.topic not in theirs:
+                theirs[conn.topic] = reader.deserialize(raw, conn.msgtype)
+    with fastbag.open(path) as bag:
+        ours = {}
+        for m in bag.messages():
+            ours.setdefault(m.topic, m.msg)
+    assert set(ours) == set(theirs) and len(ours) >= (90 if not ros1 else 1)
+    types = set()
+    for topic, msg in ours.items():
+        text = json.dumps(msg.to_dict(plain=True))
+        assert text == json.dumps(_json_oracle(theirs[topic], ros1)), topic
+        assert json.loads(text).keys() == msg.to_dict().keys()
+        assert json.dumps(msg._asdict(True)) == text
+        types.add(msg._type)
+    if ros1 and "Image" in relative:
+        assert {"sensor_msgs/Image", "sensor_msgs/PointCloud2"} <= types
+    if not ros1:
+        assert {"sensor_msgs/Image", "sensor_msgs/JointState", "sensor_msgs/Imu", "sensor_msgs/PointCloud2"} <= types
+
+
+def test_to_dict_default_keeps_numpy_arrays_and_plain_converts(demo):
+    with fastbag.open(demo) as bag:
+        imu = next(bag.messages(topics=["/imu"])).msg
+        cloud = next(bag.messages(topics=["/points"])).msg
+    default = imu.to_dict()
+    assert isinstance(default["orientation_covariance"], np.ndarray)  # as documented: arrays stay NumPy
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        json.dumps(default)
+    plain = imu.to_dict(plain=True)
+    assert plain["orientation_covariance"] == imu.orientation_covariance.tolist()
+    assert all(type(v) is float for v in plain["orientation_covariance"])
+    assert plain["header"]["stamp"] == {"secs": imu.header.stamp.secs, "nsecs": imu.header.stamp.nsecs}
+    data = json.loads(json.dumps(cloud.to_dict(plain=True)))["data"]
+    assert base64.b64decode(data) == bytes(cloud.data)  # uint8[] as base64 text (rosbridge's convention)
+    assert json.loads(json.dumps(cloud.to_dict(plain=True)))["fields"][0]["name"] == cloud.fields[0].name

@@ -22,9 +22,15 @@ means the field. The object's own API has spellings no ROS field can take
 same where no field has that name. genpy's ``__slots__`` / ``_slot_types`` and
 rosbags' ``__msgtype__`` are there too.
 
-``time`` and ``duration`` values are :class:`Time` and :class:`Duration`:
-``secs``/``nsecs`` (also rosbags' ``sec``/``nanosec``), ``to_sec()``,
-``to_nsec()``, compared and hashed as values.
+``time`` and ``duration`` values are :class:`Time` and :class:`Duration`, with
+genpy's API: ``secs``/``nsecs`` (also rosbags' ``sec``/``nanosec``),
+``to_sec()``, ``to_nsec()``, ``to_time()``, ``is_zero()``, genpy's arithmetic
+(``t1 - t0`` is a Duration) and order, compared and hashed as values. ROS2
+``builtin_interfaces/Time``/``Duration`` messages take the same comparisons and
+arithmetic, by ``(sec, nanosec)``.
+
+``to_dict()`` gives nested dicts whose number arrays stay NumPy arrays;
+``to_dict(plain=True)`` only what :func:`json.dumps` takes (see :func:`json_value`).
 
 A message pickles as its type's name, field names, constants and values (a
 detached copy of what it holds, never the batch behind it).
@@ -32,6 +38,8 @@ detached copy of what it holds, never the batch behind it).
 
 from __future__ import annotations
 
+import base64
+import numbers
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any, Callable
@@ -47,20 +55,84 @@ ROS2_TIME_TYPES = ("builtin_interfaces/Time", "builtin_interfaces/Duration")
 
 # -- time values -------------------------------------------------------------------------
 
-class Time:
-    """A ROS ``time``: ``secs`` and ``nsecs`` (rospy's names; ``sec`` and ``nanosec`` too).
+_NS = 1_000_000_000
 
-    ``to_sec()`` and ``to_nsec()`` as in rospy; equal, ordered and hashed by value.
+
+def _canon(secs: int, nsecs: int) -> tuple[int, int]:
+    """genpy's canonical form: ``nsecs`` in ``[0, 1e9)``, the rest carried into ``secs`` (floor)."""
+    over = nsecs // _NS
+    return secs + over, nsecs - over * _NS
+
+
+def _raw_value(cls: type, secs: int, nsecs: int) -> Any:
+    """A Time/Duration holding ``secs``/``nsecs`` as given: decoded values (what the message stores) and unpickling.
+
+    Faster than the constructor (no checks, no normalization): the per-message path.
+    """
+    value = _new(cls)
+    value.secs = secs
+    value.nsecs = nsecs
+    return value
+
+
+_new = object.__new__
+
+
+def _nsec_of(value: Any, kind: str) -> int | None:
+    """``value`` as int nanoseconds if it is a time value of ``kind`` ("time" or "duration"), else None.
+
+    Time values are fastbag's :class:`Time`/:class:`Duration` and ROS2 ``builtin_interfaces/Time``/``Duration``
+    messages.
+    """
+    if getattr(value, "_time_kind", None) != kind:
+        return None
+    return value.to_nsec()  # type: ignore[no-any-return]
+
+
+class Time:
+    """A ROS ``time``, with genpy's API: ``secs`` and ``nsecs`` (``sec`` and ``nanosec`` too, rosbags' names).
+
+    As ``genpy.Time``: ``Time(secs, nsecs)`` and ``Time(float_secs)`` normalize
+    ``nsecs`` into ``[0, 1e9)`` and refuse a negative time (TypeError);
+    ``from_sec()``, ``to_sec()``, ``to_time()``, ``to_nsec()``, ``is_zero()``,
+    ``canon()``, ``set()``; ``Time - Time`` is a :class:`Duration`, ``Time +/- Duration``
+    a Time; ordered, equal and hashed by value; false when zero; ``str()`` is the
+    nanoseconds. No ``float(t)``, as in genpy: use ``to_sec()``.
+
+    Decoded values hold the fields as the message stores them (as rosbags gives
+    them; genpy normalizes an ``nsecs`` of 1e9 or more, which no ROS writer produces).
     """
 
     __slots__ = ("secs", "nsecs")
     _type = "time"
+    _time_kind = "time"
     _fields = ("secs", "nsecs")
     _constants: dict[str, Any] = {}
 
-    def __init__(self, secs: int = 0, nsecs: int = 0) -> None:
-        self.secs = secs
-        self.nsecs = nsecs
+    def __init__(self, secs: float = 0, nsecs: int = 0) -> None:
+        if isinstance(secs, numbers.Integral):
+            secs = int(secs)
+        else:  # float seconds, as genpy takes them
+            if nsecs != 0:
+                raise ValueError("if secs is a float, nsecs cannot be set")
+            float_secs = secs
+            secs = int(float_secs)
+            nsecs = int((float_secs - secs) * _NS)
+        self.secs, self.nsecs = _canon(secs, int(nsecs))
+        self._check()
+
+    def _check(self) -> None:
+        if self.secs < 0:
+            raise TypeError("time values must be positive")
+
+    @classmethod
+    def from_sec(cls, float_secs: float) -> Any:
+        """A value from float seconds (``time.time()`` format), as genpy computes it."""
+        secs = int(float_secs)
+        return cls(secs, int((float_secs - secs) * _NS))
+
+    #: rospy's name for :meth:`from_sec`.
+    from_seconds = from_sec
 
     @property
     def sec(self) -> int:
@@ -76,9 +148,26 @@ class Time:
         """Seconds as a float (rospy's formula)."""
         return float(self.secs) + float(self.nsecs) / 1e9
 
+    def to_time(self) -> float:
+        """Seconds as a float: genpy's alias of :meth:`to_sec`."""
+        return self.to_sec()
+
     def to_nsec(self) -> int:
         """Nanoseconds as an int."""
-        return int(self.secs) * 1_000_000_000 + int(self.nsecs)
+        return int(self.secs) * _NS + int(self.nsecs)
+
+    def is_zero(self) -> bool:
+        """``secs`` and ``nsecs`` both zero."""
+        return self.secs == 0 and self.nsecs == 0
+
+    def set(self, secs: int, nsecs: int) -> None:
+        """Set both fields, as given (genpy)."""
+        self.secs = secs
+        self.nsecs = nsecs
+
+    def canon(self) -> None:
+        """Normalize the fields in place: ``nsecs`` into ``[0, 1e9)`` (genpy)."""
+        self.secs, self.nsecs = _canon(int(self.secs), int(self.nsecs))
 
     @property
     def fields(self) -> list[str]:
@@ -95,58 +184,149 @@ class Time:
             return self.nsecs
         raise KeyError(f"{self._type} has no field {name!r}; fields: secs, nsecs")
 
-    def to_dict(self) -> dict[str, int]:
-        """``{"secs": ..., "nsecs": ...}``."""
+    def to_dict(self, plain: bool = False) -> dict[str, int]:
+        """``{"secs": ..., "nsecs": ...}`` (``plain`` changes nothing: both are ints)."""
         return {"secs": self.secs, "nsecs": self.nsecs}
 
     _asdict = to_dict
 
+    # Equal, ordered and hashed by value (nanoseconds), with values of the same kind only: a Time, or a
+    # ROS2 builtin_interfaces/Time message (whose methods then answer); never a Duration.
     def __eq__(self, other: object) -> bool:
-        if type(other) is type(self):
-            return self.secs == other.secs and self.nsecs == other.nsecs  # type: ignore[attr-defined]
-        return NotImplemented
+        ns = _nsec_of(other, self._time_kind)
+        return NotImplemented if ns is None else self.to_nsec() == ns
 
     def __hash__(self) -> int:
-        return hash((self._type, self.secs, self.nsecs))
+        return hash((self._time_kind, self.to_nsec()))
 
-    def __lt__(self, other: "Time") -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self.to_nsec() < other.to_nsec()
+    def __lt__(self, other: Any) -> bool:
+        ns = _nsec_of(other, self._time_kind)
+        return NotImplemented if ns is None else self.to_nsec() < ns
 
-    def __le__(self, other: "Time") -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self.to_nsec() <= other.to_nsec()
+    def __le__(self, other: Any) -> bool:
+        ns = _nsec_of(other, self._time_kind)
+        return NotImplemented if ns is None else self.to_nsec() <= ns
 
-    def __gt__(self, other: "Time") -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self.to_nsec() > other.to_nsec()
+    def __gt__(self, other: Any) -> bool:
+        ns = _nsec_of(other, self._time_kind)
+        return NotImplemented if ns is None else self.to_nsec() > ns
 
-    def __ge__(self, other: "Time") -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self.to_nsec() >= other.to_nsec()
+    def __ge__(self, other: Any) -> bool:
+        ns = _nsec_of(other, self._time_kind)
+        return NotImplemented if ns is None else self.to_nsec() >= ns
+
+    def __bool__(self) -> bool:
+        return not self.is_zero()
+
+    def __add__(self, other: Any) -> Any:
+        """Time + Duration: a Time."""
+        ns = _nsec_of(other, "duration")
+        return NotImplemented if ns is None else Time(*divmod(self.to_nsec() + ns, _NS))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        """Time - Time: a Duration; Time - Duration: a Time."""
+        ns = _nsec_of(other, "time")
+        if ns is not None:
+            return Duration(*divmod(self.to_nsec() - ns, _NS))
+        ns = _nsec_of(other, "duration")
+        return NotImplemented if ns is None else Time(*divmod(self.to_nsec() - ns, _NS))
+
+    def __str__(self) -> str:
+        return str(self.to_nsec())  # genpy's
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(secs={self.secs}, nsecs={self.nsecs})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return type(self), (self.secs, self.nsecs)
+        return _raw_value, (type(self), self.secs, self.nsecs)
 
 
 class Duration(Time):
-    """A ROS ``duration`` (signed ``secs`` and ``nsecs``); the same API as :class:`Time`."""
+    """A ROS ``duration`` (signed ``secs`` and ``nsecs``), with genpy's API: that of :class:`Time`, and
+
+    ``Duration +/- Duration``, ``Duration + Time`` (a Time), ``-d``, ``abs(d)``,
+    ``d * number``, ``d / number`` (a Duration), ``d / Duration`` (a float),
+    ``d // number``, ``%`` and ``divmod`` of two durations, computed as genpy does
+    (with float seconds where genpy uses them). Negative durations are
+    ``secs < 0`` with ``nsecs`` in ``[0, 1e9)``.
+    """
 
     __slots__ = ()
     _type = "duration"
+    _time_kind = "duration"
+
+    def _check(self) -> None:
+        pass
+
+    def _make(self, ns: int) -> Duration:
+        return Duration(*divmod(ns, _NS))
+
+    def __neg__(self) -> Duration:
+        return Duration(-self.secs, -self.nsecs)
+
+    def __abs__(self) -> Duration:
+        return self if self.secs >= 0 else -self
+
+    def __add__(self, other: Any) -> Any:
+        """Duration + Duration: a Duration (Duration + Time is Time's)."""
+        ns = _nsec_of(other, "duration")
+        return NotImplemented if ns is None else self._make(self.to_nsec() + ns)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        ns = _nsec_of(other, "duration")
+        return NotImplemented if ns is None else self._make(self.to_nsec() - ns)
+
+    def __rsub__(self, other: Any) -> Any:
+        ns = _nsec_of(other, "duration")
+        return NotImplemented if ns is None else self._make(ns - self.to_nsec())
+
+    def __mul__(self, val: Any) -> Any:
+        if isinstance(val, numbers.Integral):
+            return Duration(self.secs * int(val), self.nsecs * int(val))
+        if isinstance(val, numbers.Real):
+            return Duration.from_sec(self.to_sec() * val)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, val: Any) -> Any:
+        if isinstance(val, numbers.Real):
+            return Duration.from_sec(self.to_sec() // val)
+        if _nsec_of(val, "duration") is not None:
+            return int(self.to_sec() // val.to_sec())
+        return NotImplemented
+
+    def __truediv__(self, val: Any) -> Any:
+        if isinstance(val, numbers.Real):
+            return Duration.from_sec(self.to_sec() / val)
+        if _nsec_of(val, "duration") is not None:
+            return self.to_sec() / val.to_sec()
+        return NotImplemented
+
+    def __mod__(self, val: Any) -> Any:
+        if _nsec_of(val, "duration") is not None:
+            return Duration.from_sec(self.to_sec() % val.to_sec())
+        return NotImplemented
+
+    def __divmod__(self, val: Any) -> Any:
+        if _nsec_of(val, "duration") is not None:
+            quotient, remainder = divmod(self.to_sec(), val.to_sec())
+            return int(quotient), Duration.from_sec(remainder)
+        return NotImplemented
 
 
 class _Ros2Time:
-    """``to_sec()``/``to_nsec()`` and the ROS1 names for messages of type builtin_interfaces/Time or Duration."""
+    """For messages of type builtin_interfaces/Time or Duration: the ROS1 names (``secs``, ``nsecs``),
+    ``to_sec()``, ``to_nsec()``, ``is_zero()``, ``to_time()`` (Time), and the values' order, equality,
+    hash and arithmetic, as the :class:`Time`/:class:`Duration` of the same ``sec``, ``nanosec``
+    (results are fastbag Time/Duration values, which have ``sec``/``nanosec`` too)."""
 
     __slots__ = ()
+    _time_kind = ""  # "time" or "duration": set per class
 
     @property
     def secs(self) -> int:
@@ -160,7 +340,72 @@ class _Ros2Time:
         return float(self.sec) + float(self.nanosec) / 1e9  # type: ignore[attr-defined]
 
     def to_nsec(self) -> int:
-        return int(self.sec) * 1_000_000_000 + int(self.nanosec)  # type: ignore[attr-defined]
+        return int(self.sec) * _NS + int(self.nanosec)  # type: ignore[attr-defined]
+
+    def to_time(self) -> float:
+        return self.to_sec()
+
+    def is_zero(self) -> bool:
+        return self.sec == 0 and self.nanosec == 0  # type: ignore[attr-defined,no-any-return]
+
+    def _value(self) -> Time:
+        """The same value as a fastbag Time or Duration (fields as stored)."""
+        return _raw_value(Time if self._time_kind == "time" else Duration, self.sec, self.nanosec)  # type: ignore
+
+    def __eq__(self, other: object) -> bool:
+        if getattr(other, "_time_kind", None) is None:
+            return Record.__eq__(self, other)  # type: ignore[arg-type]
+        return self._value() == other
+
+    def __hash__(self) -> int:
+        return hash(self._value())
+
+    def __lt__(self, other: Any) -> bool:
+        return self._value().__lt__(other)
+
+    def __le__(self, other: Any) -> bool:
+        return self._value().__le__(other)
+
+    def __gt__(self, other: Any) -> bool:
+        return self._value().__gt__(other)
+
+    def __ge__(self, other: Any) -> bool:
+        return self._value().__ge__(other)
+
+    def __add__(self, other: Any) -> Any:
+        return self._value().__add__(other)
+
+    def __radd__(self, other: Any) -> Any:
+        return self._value().__radd__(other)
+
+    def __sub__(self, other: Any) -> Any:
+        return self._value().__sub__(other)
+
+    def __rsub__(self, other: Any) -> Any:
+        value = self._value()
+        return value.__rsub__(other) if isinstance(value, Duration) else NotImplemented
+
+    def __mul__(self, other: Any) -> Any:
+        value = self._value()
+        return value.__mul__(other) if isinstance(value, Duration) else NotImplemented
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> Any:
+        value = self._value()
+        return value.__truediv__(other) if isinstance(value, Duration) else NotImplemented
+
+    def __neg__(self) -> Any:
+        value = self._value()
+        if not isinstance(value, Duration):
+            raise TypeError(f"bad operand type for unary -: {type(self).__name__}")
+        return -value
+
+    def __abs__(self) -> Any:
+        value = self._value()
+        if not isinstance(value, Duration):
+            raise TypeError(f"bad operand type for abs(): {type(self).__name__}")
+        return abs(value)
 
 
 # -- messages ----------------------------------------------------------------------------
@@ -200,9 +445,17 @@ class Record:
             raise KeyError(f"{self._type or 'the message'} has no field {name!r}; fields: {', '.join(self._fields)}")
         return getattr(self, name)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Nested dicts of plain values: numbers, str/bytes, NumPy arrays, lists of dicts (also ``_asdict()``)."""
-        return {name: plain(getattr(self, name)) for name in self._fields}
+    def to_dict(self, plain: bool = False) -> dict[str, Any]:
+        """The fields as nested dicts (also ``_asdict()``).
+
+        Numbers as Python numbers, ``string`` as str (bytes where not UTF-8),
+        ``time``/``duration`` as ``{"secs", "nsecs"}``, arrays of messages as lists
+        of dicts, arrays of numbers as NumPy arrays (as the field gives them: not
+        JSON-ready). ``plain=True`` gives what :func:`json.dumps` takes: number
+        arrays as lists, bytes (``uint8[]``, ``char[]``) as base64 text; see :func:`json_value`.
+        """
+        convert = json_value if plain else _plain
+        return {name: convert(getattr(self, name)) for name in self._fields}
 
     _asdict = to_dict
 
@@ -241,14 +494,45 @@ def _short_repr(value: Any) -> str:
 
 
 def plain(value: Any) -> Any:
-    """A field's value as plain data: messages as dicts, arrays of them as lists."""
+    """A field's value as ``to_dict()`` gives it: messages as dicts, arrays of them as lists, number arrays as
+    they are (NumPy arrays)."""
     if isinstance(value, (Record, Time)):
-        return value.to_dict() if not isinstance(value, Record) else value._asdict()
+        return value._asdict()
     if isinstance(value, (MessageList, list)):
         return [plain(v) for v in value]
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def json_value(value: Any) -> Any:
+    """A field's value as ``to_dict(plain=True)`` gives it: only what :func:`json.dumps` takes.
+
+    Messages and times as dicts, arrays as lists of Python numbers, bools and
+    str; ``bytes`` (``uint8[]``/``char[]``/ROS2 ``byte[]`` arrays, strings that
+    are not UTF-8) as base64 text, rosbridge's convention. NaN and infinities
+    stay floats (``json.dumps`` writes ``NaN``/``Infinity``; ``allow_nan=False`` refuses them).
+    """
+    if isinstance(value, (Record, Time)):
+        return value._asdict(True)
+    if isinstance(value, np.ndarray):
+        if value.dtype == np.uint8:
+            return base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")
+        if value.dtype.names is not None:  # records without a message class: by field name
+            return [json_value(v) for v in value]
+        return value.tolist()
+    if isinstance(value, np.void) and value.dtype.names is not None:
+        return {name: json_value(value[name]) for name in value.dtype.names}
+    if isinstance(value, (MessageList, list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, np.generic):
+        return json_value(value.item())
+    return value
+
+
+_plain = plain  # to_dict's argument "plain" hides the function there
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -312,6 +596,7 @@ def _new_class(msgtype: str, fields: tuple[str, ...], constants: dict[str, Any],
     bases: tuple[type, ...] = (Record,)
     if msgtype in ROS2_TIME_TYPES and {"sec", "nanosec"} <= set(fields):
         bases = (_Ros2Time, Record)
+        namespace["_time_kind"] = "time" if msgtype.endswith("Time") else "duration"
     cls = type(_class_name(msgtype), bases, namespace)
     cls.__slots__ = fields  # genpy's spelling of the field list (set after creation: no slot is made)
     return cls
@@ -389,11 +674,11 @@ def per_row(value: Any, element: type | None) -> Any:
         strings = value.child.tolist()  # string[]: lists of str (bytes where not UTF-8)
         return _PerRow(lambda i: strings[first[i]:first[i] + counts[i]])
     if hasattr(value, "buffers"):  # Ragged: views per message
-        if value.dtype.names:
+        if value.dtype.names is not None:  # () for structs with no fields (only constants)
             return _PerRow(lambda i: elements_of(value[i], element))
         return value
     if isinstance(value, np.ndarray):
-        if value.dtype.names:  # (N, k) fixed structs: dense arrays, fixed-size arrays
+        if value.dtype.names is not None:  # (N, k) fixed structs: dense arrays, fixed-size arrays
             return _PerRow(lambda i: elements_of(value[i], element))
         if value.ndim == 1:
             return value.tolist()  # Python numbers and str: what genpy and rosbags give
@@ -406,7 +691,7 @@ def elements_of(array: np.ndarray, element: type | None) -> Any:
     if element is None:
         element = dtype_class(array.dtype, "", None)
     if issubclass(element, Time):
-        return [element(s, n) for s, n in array.tolist()]
+        return [_raw_value(element, s, n) for s, n in array.tolist()]
     return MessageList(Source(element, array=array), 0, len(array))
 
 
@@ -638,14 +923,20 @@ def _struct_getter(name: str, cls: type) -> Callable[[Any], Any]:
 
 
 def _time_getter(name: str, cls: type) -> Callable[[Any], Any]:
+    new = object.__new__
+
     def get(self: Any) -> Any:
         try:
             secs, nsecs = self._src.times[name]
         except KeyError:
             secs, nsecs = self._src.time(name)
-        return cls(secs[self._i], nsecs[self._i])
+        i = self._i
+        value = new(cls)  # the fields as stored, without the constructor's checks (see _raw_value)
+        value.secs = secs[i]
+        value.nsecs = nsecs[i]
+        return value
     return get
 
 
 __all__ = ["Duration", "MessageList", "MessageTypes", "Record", "Source", "Time", "message_types", "node_class",
-           "dtype_class", "plain"]
+           "dtype_class", "json_value", "plain"]
