@@ -61,6 +61,9 @@ WINDOW_HEAD = 1024
 WINDOW_TAIL = 512
 #: Bytes between two windows read as one range (see Bag._read_windows): about what one pread costs in copying.
 WINDOW_GAP = 1024
+#: Messages of a topic bag.messages() finds undecodable one by one before it stops looking for the good ones
+#: among them (Bag._undecodable): a wrong definition spoils every message, a damaged one only itself.
+SALVAGE_LIMIT = 16
 #: Messages a windowed read reads and decodes at a time (bounded memory: at most ~2.5 KB of windows each).
 WINDOW_PART = 4096
 #: Messages the first part of a windowed read holds (see Bag._decode_windows).
@@ -605,7 +608,7 @@ class Bag:
         # read counts them: each batch has builders of its own, and a definition declaring 100,000 such
         # elements a message would otherwise cost a Python object each, batch after batch.
         unbacked: dict[int, int] = {}
-        warned: set[str] = set()
+        failed: dict[str, int] = {}  # topics that had messages it could not decode: how many
         for payload, offset, a, b, starts, lengths in self._batches(selected):
             conns = conn_of[a:b]
             # Per connection of the batch: its message class, where its messages read their fields,
@@ -642,7 +645,7 @@ class Bag:
                     # A topic that cannot be decoded must not stop the others (a user iterating the whole
                     # bag): its messages come with a msg that raises the error when used, said once.
                     decoded[rank] = (operator.getitem, self._undecodable(decode, mine, exc, connections[rank].topic,
-                                                                         warned),
+                                                                         failed),
                                      row_of.tolist())
             view = memoryview(payload)
             if len(decoded) == 1:  # one connection (the usual case): message k is row k
@@ -659,25 +662,37 @@ class Bag:
                 yield Message(connection.topic, time_of[a + k], view[s:s + n], connection, cls(source, row_of[k]))
 
     @staticmethod
-    def _undecodable(decode: Any, mine: np.ndarray, error: FastbagError, topic: str, warned: set[str]) -> list[Any]:
+    def _undecodable(decode: Any, mine: np.ndarray, error: FastbagError, topic: str, failed: dict[str, int]
+                     ) -> list[Any]:
         """The messages ``mine`` of one connection of ``topic`` in a batch whose decoding failed with
-        ``error``: each decoded alone (one damaged message spoils only itself), an :class:`Undecodable`
-        where that fails."""
-        if topic not in warned:
-            warned.add(topic)
+        ``error``, each a message or an :class:`Undecodable`.
+
+        The batch is split in halves until the bad messages stand alone, so one
+        damaged message spoils only itself, at a few decodes of the halves
+        around it. Once a topic has had SALVAGE_LIMIT bad messages (a wrong
+        definition spoils them all) its failing batches are not split again.
+        """
+        if topic not in failed:
+            failed[topic] = 0
             warnings.warn(f"messages of {topic} cannot be decoded ({error}); bag.messages() yields them with a "
                           "msg that raises this error when used (m.data holds their bytes)", FastbagWarning,
                           stacklevel=4)
-        if isinstance(error, (DefinitionError, UnsupportedError)):  # the type, not one message's bytes
-            return [Undecodable(error)] * mine.size
-        out: list[Any] = []
-        for k in range(mine.size):
-            try:
-                cls, source = decode(mine[k:k + 1])
-                out.append(cls(source, 0))
-            except (DecodeError, DefinitionError, UnsupportedError) as exc:
-                out.append(Undecodable(exc))
-        return out
+
+        def salvage(which: np.ndarray, error: FastbagError) -> list[Any]:
+            if which.size == 1 or failed[topic] >= SALVAGE_LIMIT or isinstance(error, (DefinitionError,
+                                                                                         UnsupportedError)):
+                failed[topic] += 1  # (a type fastbag cannot decode at all: every message, at once)
+                return [Undecodable(error)] * which.size
+            out: list[Any] = []
+            for part in (which[:which.size // 2], which[which.size // 2:]):
+                try:
+                    cls, source = decode(part)
+                    out += map(cls, repeat(source), range(part.size))
+                except (DecodeError, DefinitionError, UnsupportedError) as exc:
+                    out += salvage(part, exc)
+            return out
+
+        return salvage(mine, error)
 
     def _message_types(self, connection: Connection) -> Any:
         """The message classes' type information for a connection (the definition its layout used), cached:

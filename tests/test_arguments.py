@@ -148,3 +148,35 @@ def test_field_names_are_in_a_topic_array_and_stamps_widen_to_ns():
         assert stamps.tolist() == [h.stamp.sec * 10**9 + h.stamp.nanosec for h in heads]
     with pytest.raises(TypeError, match="not ROS times"):
         fastbag.to_ns(np.zeros(3))
+
+
+def test_a_topic_that_never_decodes_costs_a_few_decodes_a_batch(tmp_path, monkeypatch):
+    """Every message of /x is 4 bytes where its definition says 8: after SALVAGE_LIMIT of them are found one by
+    one, its failing batches are not split again, so iterating stays a few decode attempts a batch."""
+    import struct
+
+    from fastbag.bag import SALVAGE_LIMIT
+    from fastbag.msg import arrays
+
+    path = tmp_path / "bad.bag"
+    with fastbag.Writer(path, chunk_size=16 * 1024) as writer:
+        bad = writer.add_connection("/x", "std_msgs/Int64", "int64 data\n", "34add168574510e6e17f5d23ecc077ef")
+        good = writer.add_connection("/g", "std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+        for k in range(20_000):
+            writer.write(bad, T0 + 2 * k, struct.pack("<i", k))
+            writer.write(good, T0 + 2 * k + 1, struct.pack("<i", k))
+    builders = []
+    original = arrays.TopicBuilder.__init__
+
+    def counting(self, *args, **kwargs):
+        builders.append(kwargs.get("topic"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(arrays.TopicBuilder, "__init__", counting)
+    with fastbag.open(path) as bag, pytest.warns(fastbag.FastbagWarning, match="/x cannot be decoded"):
+        got = [(m.topic, m.msg) for m in bag.messages()]
+        batches = len({int(c) for c in bag._index.chunk})
+    assert [msg.data for topic, msg in got if topic == "/g"] == list(range(20_000))
+    assert not any(msg for topic, msg in got if topic == "/x")
+    tries = builders.count("/x")
+    assert batches > 20 and tries <= batches + SALVAGE_LIMIT * 16, (tries, batches)
