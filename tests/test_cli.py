@@ -129,7 +129,8 @@ def test_an_interrupted_export_leaves_no_partial_file(tmp_path, sig, code, said)
     process.send_signal(sig)
     _, err = process.communicate(timeout=120)
     assert process.returncode == code, err
-    assert err.strip().splitlines() == [said]
+    # (a fresh install also says, on stderr, that it compiles its kernels, and when that is done)
+    assert [line for line in err.strip().splitlines() if "kernels" not in line] == [said], err
     assert sorted(f.name for f in out.iterdir()) == []  # neither a half-written file nor a hidden .partial
 
 
