@@ -801,11 +801,16 @@ class Bag:
             raise KeyError(f"no topic {topic!r} in {self.path}; topics: {', '.join(self._topic_connections)}")
         # Connections whose md5sums agree share a wire format, even under two
         # names (tf/tfMessage and tf2_msgs/TFMessage): they merge into one array.
-        md5sums = {c.md5sum for c in connections}
-        if len(md5sums) > 1:
+        # Where one names none ("*": ROS1 channels of an MCAP file written
+        # without it), the type and its definition must agree instead.
+        formats = {c.md5sum for c in connections}
+        if "*" in formats:
+            formats = {(c.encoding, c.msgtype, c.definition.strip()) for c in connections}  # type: ignore[misc]
+        if len(formats) > 1:
             msgtypes = dict.fromkeys(c.msgtype for c in connections)
-            raise DecodeError(f"topic is recorded with {len(md5sums)} different message formats "
-                              f"({', '.join(msgtypes)}); they cannot share one array", topic=topic)
+            raise DecodeError(f"topic is recorded with {len(formats)} different message formats "
+                              f"({', '.join(msgtypes)}); they cannot share one array: bag.messages(topics="
+                              f"{topic!r}) decodes each message with its own", topic=topic)
 
     def topic_rows(self, topic: str) -> np.ndarray:
         """Index rows of every message of ``topic``, in read order (cached): the positions ``take`` uses."""

@@ -771,3 +771,30 @@ def test_cdr_channel_without_a_schema_or_with_an_unknown_schema_encoding(tmp_pat
         assert info.value.topic == "/bare"
         with pytest.raises(fastbag.UnsupportedError, match=rf"'roc1msg'.*{path}.*topic /labelled"):
             bag.read("/labelled")
+
+
+def test_a_topic_on_two_schemas_without_md5sums_is_not_one_array(tmp_path):
+    """ROS1 channels name no md5sum unless the writer adds one ("*"): /x on Int32 and on Float32 merged into
+    one array, the float's bits read as int32 with no word. Now the types and definitions must agree, as
+    md5sums must in a ROS1 bag; messages() decodes each with its own schema."""
+    path = tmp_path / "two.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f)
+        writer.start("ros1", "test")
+        as_int = writer.register_schema("std_msgs/Int32", "ros1msg", b"int32 data\n")
+        as_float = writer.register_schema("std_msgs/Float32", "ros1msg", b"float32 data\n")
+        same = writer.register_schema("std_msgs/Int32", "ros1msg", b"int32 data\n")
+        for k, schema in enumerate((as_int, as_float, same)):
+            topic = "/x" if k < 2 else "/y"
+            channel = writer.register_channel(topic, "ros1", schema)
+            writer.add_message(channel, log_time=10 + k, publish_time=0, data=struct.pack("<i", 7) if k != 1 else
+                               struct.pack("<f", 2.5))
+            if topic == "/y":  # a second channel of one type and definition: one array
+                other = writer.register_channel("/y", "ros1", as_int)
+                writer.add_message(other, log_time=20, publish_time=0, data=struct.pack("<i", 8))
+        writer.finish()
+    with fastbag.open(path) as bag:
+        with pytest.raises(fastbag.DecodeError, match="2 different message formats.*Int32, std_msgs/Float32"):
+            bag.read("/x")
+        assert [m.msg.data for m in bag.messages(topics="/x")] == [7, 2.5]
+        assert bag.read("/y")["data"].tolist() == [7, 8]
