@@ -129,6 +129,16 @@ class Message:
     def __repr__(self) -> str:
         return f"Message(topic={self.topic!r}, time={self.time}, {len(self.data)} bytes)"
 
+    @property
+    def publish_time(self) -> int | None:
+        """When the message was published (int ns), where the format records it (MCAP); else None."""
+        return None
+
+    @property
+    def sequence(self) -> int | None:
+        """The publisher's sequence number of the message, where the format records it (MCAP); else None."""
+        return None
+
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickles (to DataLoader workers, other processes) with a copy of its bytes, not the file's view.
         return _unpickle_message, (self.topic, self.time, bytes(self.data), self.connection, self.msg)
@@ -181,8 +191,43 @@ class Undecodable:
         return f"<undecodable message: {self.error}>"
 
 
+class _StampedMessage(Message):
+    """A message with the publish_time and sequence its record holds (MCAP)."""
+
+    __slots__ = ("publish_time", "sequence")
+
+    def __init__(self, topic: str, time: int, data: memoryview, connection: Connection, msg: Any,
+                 publish_time: int, sequence: int) -> None:
+        super().__init__(topic, time, data, connection, msg)
+        self.publish_time = publish_time  # type: ignore[misc]
+        self.sequence = sequence  # type: ignore[misc]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _unpickle_stamped, (self.topic, self.time, bytes(self.data), self.connection, self.msg,
+                                   self.publish_time, self.sequence)
+
+
+class _DecodedStampedMessage(_DecodedMessage):
+    """A decoded message with the publish_time and sequence its record holds (MCAP)."""
+
+    __slots__ = ("publish_time", "sequence")
+
+    def __init__(self, topic: str, time: int, spans: tuple[memoryview, list[int], list[int]], k: int,
+                 connection: Connection, msg: Any, publish_time: int, sequence: int) -> None:
+        super().__init__(topic, time, spans, k, connection, msg)
+        self.publish_time = publish_time  # type: ignore[misc]
+        self.sequence = sequence  # type: ignore[misc]
+
+    __reduce__ = _StampedMessage.__reduce__
+
+
 def _unpickle_message(topic: str, time: int, data: bytes, connection: Connection, msg: Any) -> Message:
     return Message(topic, time, memoryview(data), connection, msg)
+
+
+def _unpickle_stamped(topic: str, time: int, data: bytes, connection: Connection, msg: Any, publish_time: int,
+                      sequence: int) -> Message:
+    return _StampedMessage(topic, time, memoryview(data), connection, msg, publish_time, sequence)
 
 
 class Bag:
@@ -583,6 +628,12 @@ class Bag:
         for buf, _, a, b, starts, lengths in self._runs(selected, kernel=_raw_kernel(selected.size)):
             if buf is not last:
                 last, view = buf, memoryview(buf)
+            headers = self._container.message_headers(buf, starts)
+            if headers is not None:  # MCAP: publish_time and sequence too
+                for c, t, s, n, p, q in zip(conn_of[a:b], time_of[a:b], starts.tolist(), lengths.tolist(),
+                                            headers[0].tolist(), headers[1].tolist()):
+                    yield _StampedMessage(topics[c], t, view[s:s + n], connections[c], None, p, q)
+                continue
             # zip over the run's own lists: no indexing per message (a third of this loop's cost)
             for c, t, s, n in zip(conn_of[a:b], time_of[a:b], starts.tolist(), lengths.tolist()):
                 yield Message(topics[c], t, view[s:s + n], connections[c])
@@ -648,18 +699,31 @@ class Bag:
                                                                          failed),
                                      row_of.tolist())
             view = memoryview(payload)
+            headers = self._container.message_headers(payload, starts)  # MCAP: publish_time and sequence
             if len(decoded) == 1:  # one connection (the usual case): message k is row k
                 (rank, (cls, source, _)), = decoded.items()
                 connection = connections[rank]
                 # Built by map (a C loop), not by a Python loop: most of the per-message cost here.
                 spans = (view, starts.tolist(), (starts + lengths).tolist())
-                yield from map(_DecodedMessage, repeat(connection.topic), time_of[a:b], repeat(spans),
-                               range(b - a), repeat(connection), map(cls, repeat(source), range(b - a)))
+                messages = map(cls, repeat(source), range(b - a))
+                if headers is None:
+                    yield from map(_DecodedMessage, repeat(connection.topic), time_of[a:b], repeat(spans),
+                                   range(b - a), repeat(connection), messages)
+                else:
+                    yield from map(_DecodedStampedMessage, repeat(connection.topic), time_of[a:b], repeat(spans),
+                                   range(b - a), repeat(connection), messages, headers[0].tolist(),
+                                   headers[1].tolist())
                 continue
+            published, sequence = (headers[0].tolist(), headers[1].tolist()) if headers is not None else (None, None)
             for k, rank, s, n in zip(range(b - a), conns.tolist(), starts.tolist(), lengths.tolist()):
                 connection = connections[rank]
                 cls, source, row_of = decoded[rank]
-                yield Message(connection.topic, time_of[a + k], view[s:s + n], connection, cls(source, row_of[k]))
+                msg = cls(source, row_of[k])
+                if published is None:
+                    yield Message(connection.topic, time_of[a + k], view[s:s + n], connection, msg)
+                else:
+                    yield _StampedMessage(connection.topic, time_of[a + k], view[s:s + n], connection, msg,
+                                          published[k], sequence[k])
 
     @staticmethod
     def _undecodable(decode: Any, mine: np.ndarray, error: FastbagError, topic: str, failed: dict[str, int]

@@ -249,6 +249,11 @@ class Container(ABC):
         """
         return -1
 
+    def message_headers(self, buf: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(publish_time, sequence)`` (int64) of the messages whose bytes start at ``starts`` in ``buf``
+        (their run's buffer), where the format records them (MCAP); None where it does not (the default)."""
+        return None
+
     #: What :meth:`compression_counts` counts, for people (``fastbag info``).
     compression_unit = "chunks"
 

@@ -99,6 +99,35 @@ def test_real_files_equal_the_mcap_reader(path):
                 assert info.message_count == sum(counts.get(c.id, 0) for c in info.connections)
 
 
+@pytest.mark.parametrize("path", real_mcaps())
+def test_publish_time_and_sequence_equal_the_mcap_reader(path):
+    """Every message's publish_time and sequence (m.publish_time, m.sequence), raw and decoded, as the mcap
+    package reads them; ROS1 bags record neither (None)."""
+    try:
+        with path.open("rb") as f:
+            theirs = [(c.topic, m.log_time, m.publish_time, m.sequence)
+                      for _, c, m in make_reader(f).iter_messages(log_time_order=True)]
+    except Exception:  # noqa: BLE001 - the oracle's own limits (channels only in the data section)
+        with path.open("rb") as f:
+            theirs = sorted(((c.topic, m.log_time, m.publish_time, m.sequence)
+                             for _, c, m in NonSeekingReader(f).iter_messages()), key=lambda row: row[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)  # recovery, and topics that do not decode
+        with fastbag.open(path) as bag:
+            for raw in (True, False):
+                got = [(m.topic, m.time, m.publish_time, m.sequence) for m in bag.messages(raw=raw)]
+                assert got == theirs, f"raw={raw}"
+
+
+def test_ros1_messages_have_no_publish_time():
+    path = DATA / "ros1v2" / "cruise-automation__rosbag.js__fixtures__example.bag"
+    if not path.exists():
+        pytest.skip("../shared/data is absent")
+    with fastbag.open(path) as bag:
+        m = next(bag.messages())
+        assert (m.publish_time, m.sequence, next(bag.messages(raw=True)).sequence) == (None, None, None)
+
+
 def conformance_files() -> list:
     files = sorted(CONFORMANCE.glob("*/*.mcap")) if CONFORMANCE.is_dir() else []
     if not files:

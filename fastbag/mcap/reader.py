@@ -59,6 +59,13 @@ class _Summary:
     metadata_indexes: list[MetadataIndex] = field(default_factory=list)
 
 
+def message_headers(buf: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(publish_time, sequence)`` of Message records whose data start at ``starts`` in ``buf``: the record's
+    fields before its data are channel id (u16), sequence (u32), log_time and publish_time (u64)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    return le_uint(buf, starts - 8, 8).astype(np.int64), le_uint(buf, starts - 20, 4).astype(np.int64)
+
+
 class McapReader(LazyIndexContainer):
     """An open MCAP file (any profile; ROS2 ``cdr`` and ROS1 ``ros1`` messages decode into arrays)."""
 
@@ -570,6 +577,10 @@ class McapReader(LazyIndexContainer):
         conn_ids = np.array([c.id for c in index.connections], dtype=np.int64)
         return file_spans(self.source.array, selected, index.chunk, index.offset, index.time, index.conn, conn_ids,
                           table.data_offset, table.size, table.data_len, starts, lengths, verified)
+
+    def message_headers(self, buf: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A Message record's sequence (u32) and publish_time (u64) lie 20 and 8 bytes before its data."""
+        return message_headers(buf, starts)
 
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
                       conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:

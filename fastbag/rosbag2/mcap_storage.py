@@ -31,7 +31,7 @@ import numpy as np
 from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
-from ..mcap.reader import McapReader
+from ..mcap.reader import McapReader, message_headers
 from ..mcap.records import MAGIC
 from .compression import decompress_file
 from .metadata import BagMetadata
@@ -222,6 +222,9 @@ class McapStorage(LazyIndexContainer):
     def part_of_position(self, position: np.ndarray) -> np.ndarray:
         """The file of each chunk position (see the module docstring)."""
         return np.searchsorted(self._file_base, position, side="right") - 1
+
+    def message_headers(self, buf: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return message_headers(buf, starts)
 
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
                       conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
