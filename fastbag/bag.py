@@ -250,6 +250,9 @@ class Bag:
                  definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
                  aes_key: bytes | None = None, passphrase: str | None = None) -> None:
         self.path = os.fspath(path)
+        # what pickling passes on: the other process opens the file again, with the same options
+        self._reopen = {"cache_bytes": cache_bytes, "workers": workers, "definitions": definitions,
+                        "aes_key": aes_key, "passphrase": passphrase}
         if definitions is None or isinstance(definitions, Mapping):
             self._definitions = dict(definitions or {})
         else:
@@ -1254,9 +1257,20 @@ class Bag:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A Bag pickles as its path and options (to multiprocessing workers, say): unpickling opens the
+        file again, a mapping of that process's own. A closed bag stays closed."""
+        if self.closed:
+            raise TypeError(f"bag {self.path} is closed: pickle an open bag (the other process opens it again)")
+        return _reopen_bag, (self.path, self._reopen)
+
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.message_count} messages, {len(self.topics)} topics"
         return f"<fastbag.Bag {self.path!r} v{self.version}, {state}>"
+
+
+def _reopen_bag(path: str, options: dict[str, Any]) -> Bag:
+    return Bag(path, **options)
 
 
 def time_ns(value: Any, name: str = "time") -> int | None:

@@ -180,3 +180,23 @@ def test_a_topic_that_never_decodes_costs_a_few_decodes_a_batch(tmp_path, monkey
     assert not any(msg for topic, msg in got if topic == "/x")
     tries = builders.count("/x")
     assert batches > 20 and tries <= batches + SALVAGE_LIMIT * 16, (tries, batches)
+
+
+def test_a_bag_pickles_as_its_path_and_opens_again(strings_bag):
+    """pickle.dumps(bag) raised "cannot pickle 'mmap.mmap' object" (a Bag passed to multiprocessing)."""
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    with fastbag.open(strings_bag, workers=1) as bag:
+        copy = pickle.loads(pickle.dumps(bag))
+        with ProcessPoolExecutor(1) as pool:
+            texts = pool.submit(_good_texts, bag).result()
+    with copy:
+        assert copy.path == str(strings_bag) and copy._store.workers == 1 and copy._source is not bag._source
+        assert list(copy.read("/good")["data"]) == texts == [f"m{k}" for k in range(20)]
+    with pytest.raises(TypeError, match="is closed"):
+        pickle.dumps(bag)
+
+
+def _good_texts(bag):
+    return list(bag.read("/good")["data"])
