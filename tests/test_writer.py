@@ -15,12 +15,22 @@ Proves:
   regenerates from the seed and decode equal to the Noetic definition's reading,
   and every topic's values are physically what the generator makes;
 - a round trip: real bags copied with ``Writer`` from ``bag.messages(raw=True)``
-  read in rosbags exactly as the originals do (connections and messages).
+  read in rosbags exactly as the originals do (connections and messages);
+- the Writer refuses the path of a bag open for reading (it would truncate the
+  file under the mapping: SIGBUS), sorts each chunk's index entries by time (as
+  classic rosbag needs), refuses float times, and closes itself, with a
+  warning, when garbage-collected unclosed.
 """
 
 from __future__ import annotations
 
+import gc
+import os
+import struct
+import subprocess
+import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +42,11 @@ from rosbags.rosbag1 import Reader
 from rosbags.typesys.msg import normalize_msgtype
 
 import fastbag
+from fastbag.io.source import Source, is_mapped
 from fastbag.tooling import synth
 from conftest import data_file
 from rosbags_fixtures import (
-    TYPESTORE, ConnSpec, assert_same_as_rosbags, conn_spec, fastbag_read, open_quietly, payload_for,
+    TYPESTORE, ConnSpec, _records, assert_same_as_rosbags, conn_spec, fastbag_read, open_quietly, payload_for,
     rosbags_read, scan_file, spec_order, write_with_fastbag)
 
 T0 = 1_650_000_000 * 10**9
@@ -338,3 +349,169 @@ def test_round_trip_copy_of_real_bag(tmp_path, relative, compression):
         assert rosbags_read(b) == expected
         assert {t: i.msgcount for t, i in a.topics.items()} == {t: i.msgcount for t, i in b.topics.items()}
     assert assert_same_as_rosbags(copy) == expected
+
+
+# -- writing over an open bag, time order, time types, unclosed writers -------------------
+
+STRING = ("std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+
+
+def _string(text: str) -> bytes:
+    return struct.pack("<I", len(text)) + text.encode()
+
+
+def test_writer_refuses_the_path_of_an_open_bag(tmp_path):
+    """Writing a bag in place while it is open for reading truncated it under the reader's mapping: the
+    process died of SIGBUS and the input was lost. Run in a subprocess so that a regression cannot kill
+    the test run; the file must come out unchanged, also when reached through a hard link."""
+    path = tmp_path / "in.bag"
+    with fastbag.Writer(path, chunk_size=200) as w:
+        c = w.add_connection("/s", *STRING)
+        for i in range(100):
+            w.write(c, T0 + i, _string(f"m{i}"))
+    os.link(path, tmp_path / "link.bag")
+    before = path.read_bytes()
+    script = textwrap.dedent(f"""
+        import fastbag
+        for target in ({str(path)!r}, {str(tmp_path / "link.bag")!r}):
+            with fastbag.open({str(path)!r}) as bag:
+                try:
+                    with fastbag.Writer(target) as w:      # crop in place
+                        c = w.add_connection("/s", "std_msgs/String")
+                        for m in bag.messages(raw=True):
+                            w.write(c, m.time, m.data)
+                except ValueError as exc:
+                    assert "rename" in str(exc) and "open for reading" in str(exc), exc
+                    print("refused")
+                print(sum(1 for _ in bag.messages(raw=True)))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert (result.returncode, result.stdout.split()) == (0, ["refused", "100", "refused", "100"]), result.stderr
+    assert path.read_bytes() == before
+
+
+def test_writer_may_write_a_bag_no_longer_mapped(tmp_path):
+    """Once the bag is closed (or collected unclosed), and no view of its file remains, the path is free."""
+    path = tmp_path / "in.bag"
+    with fastbag.Writer(path) as w:
+        w.write(w.add_connection("/s", *STRING), T0, _string("a"))
+    with fastbag.open(path) as bag:
+        assert is_mapped(path) and len(bag.read("/s")) == 1
+    assert not is_mapped(path)
+    bag = fastbag.open(path)
+    assert is_mapped(path)
+    del bag
+    gc.collect()
+    assert not is_mapped(path)
+    source = Source(path)
+    view = source.view(0, 13, "magic")
+    source.close()
+    assert is_mapped(path)  # the view still reads the mapping: truncating the file would kill the reader of it
+    with pytest.raises(ValueError, match="open for reading"):
+        fastbag.Writer(path)
+    assert bytes(view) == b"#ROSBAG V2.0\n"
+    del view
+    assert not is_mapped(path)
+    with fastbag.Writer(path) as w:  # crop in place, done right: read, close, then write
+        w.write(w.add_connection("/s", *STRING), T0 + 1, _string("b"))
+    with open_quietly(path) as bag:
+        assert bag.message_count == 1 and bag.start_time == T0 + 1
+    assert not is_mapped(tmp_path / "missing.bag")
+
+
+def _index_entries(path: Path) -> list[tuple[int, list[int]]]:
+    """(connection, times) of each index data record, in file order, parsed from the file."""
+    buf = path.read_bytes()
+    layout = scan_file(path)
+    out = []
+    for _, fields, start, end in _records(buf, layout.header_end, layout.index_pos):
+        if fields["op"] == b"\x04":
+            entries = struct.iter_unpack("<III", buf[start:end])
+            out.append((struct.unpack("<I", fields["conn"])[0], [s * 10**9 + n for s, n, _ in entries]))
+    return out
+
+
+def test_index_entries_are_in_time_order(tmp_path):
+    """Times written out of order (merged recordings, header stamps as times): each chunk's index data
+    entries are sorted by time, stably, as rosbag writes them; classic rosbag, which bisects them as they
+    are, then yields time order and answers time windows right."""
+    path = tmp_path / "shuffled.bag"
+    times = [5, 3, 4, 1, 2, 3]
+    with fastbag.Writer(path) as w:
+        a, b = w.add_connection("/a", *STRING), w.add_connection("/b", *STRING)
+        for k, t in enumerate(times):
+            w.write(a, t * 10**9, _string(f"a{t}.{k}"))
+            w.write(b, (10 - t) * 10**9, _string(f"b{t}"))
+    assert _index_entries(path) == [(0, sorted(t * 10**9 for t in times)),
+                                    (1, sorted((10 - t) * 10**9 for t in times))]
+    with open_quietly(path) as bag:
+        assert (bag.start_time, bag.end_time) == (10**9, 9 * 10**9)
+        assert [m.data for m in bag.messages(raw=True, topics="/a")][2:4] == [_string("a3.1"), _string("a3.5")]
+    rosbag = pytest.importorskip("rosbag")
+    genpy = pytest.importorskip("genpy")
+    with rosbag.Bag(str(path)) as classic:
+        got = [(topic, ts.to_nsec(), bytes(raw[1])) for topic, raw, ts in classic.read_messages(raw=True)]
+        assert [t for _, t, _ in got] == sorted(t for _, t, _ in got)
+        assert [d for topic, _, d in got if topic == "/a"] == [_string(x) for x in ("a1.3", "a2.4", "a3.1", "a3.5",
+                                                                                    "a4.2", "a5.0")]
+        assert [ts.secs for _, _, ts in classic.read_messages(topics="/a", raw=True, start_time=genpy.Time(3))] \
+            == [3, 3, 4, 5]
+        assert [ts.secs for _, _, ts in classic.read_messages(topics="/a", raw=True, end_time=genpy.Time(3))] \
+            == [1, 2, 3, 3]
+
+
+def test_write_time_must_be_int_nanoseconds(tmp_path):
+    """A float (seconds, as ``stamp.to_sec()`` gives them) was stored as nanoseconds, 1.7 s after 1970:
+    refused, as the readers refuse it; ints of any kind and times with ``to_nsec()`` are taken."""
+    path = tmp_path / "t.bag"
+
+    class Stamp:
+        def to_nsec(self) -> int:
+            return T0 + 3
+
+    with fastbag.Writer(path) as w:
+        c = w.add_connection("/s", *STRING)
+        for bad in (1_700_000_000.25, np.float64(1.7e18), None, "1700000000", True):
+            with pytest.raises(TypeError, match="int nanoseconds"):
+                w.write(c, bad, _string("x"))
+        with pytest.raises(TypeError, match=r"int\(seconds \* 1e9\)"):
+            w.write(c, 1_700_000_000.25, _string("x"))
+        w.write(c, T0, _string("int"))
+        w.write(c, np.int64(T0 + 1), _string("numpy"))
+        w.write(c, np.uint64(T0 + 2), _string("numpy unsigned"))
+        w.write(c, Stamp(), _string("to_nsec"))
+    with open_quietly(path) as bag:
+        assert [(m.time, m.data) for m in bag.messages(raw=True)] == [
+            (T0, _string("int")), (T0 + 1, _string("numpy")), (T0 + 2, _string("numpy unsigned")),
+            (T0 + 3, _string("to_nsec"))]
+
+
+def _write_unclosed(path: Path) -> None:
+    w = fastbag.Writer(path, chunk_size=1000)
+    c = w.add_connection("/s", *STRING)
+    for i in range(100):
+        w.write(c, T0 + i, _string("abc"))
+
+
+def test_unclosed_writer_is_closed_with_a_warning(tmp_path):
+    """A Writer garbage-collected unclosed lost its open chunk, and the reader then said "nothing lost":
+    it is closed then (last chunk and index written), with a FastbagWarning naming the file; also at exit."""
+    path = tmp_path / "unclosed.bag"
+    with pytest.warns(fastbag.FastbagWarning, match="unclosed.bag was never closed"):
+        _write_unclosed(path)  # collected on return
+    with open_quietly(path) as bag:
+        assert bag.message_count == 100 and not bag.problems
+    with pytest.raises(ValueError):  # a Writer that never opened its file has nothing to close: no warning
+        fastbag.Writer(tmp_path / "bad.bag", compression="zstd")
+    exiting = tmp_path / "exit.bag"  # a global still open when the interpreter exits
+    script = textwrap.dedent(f"""
+        import fastbag
+        w = fastbag.Writer({str(exiting)!r}, chunk_size=1000)
+        c = w.add_connection("/s", "std_msgs/String")
+        for i in range(100):
+            w.write(c, {T0} + i, b"\\x03\\x00\\x00\\x00abc")
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0 and "FastbagWarning" in result.stderr and "exit.bag" in result.stderr, result.stderr
+    with open_quietly(exiting) as bag:
+        assert bag.message_count == 100 and not bag.problems

@@ -13,6 +13,8 @@ import mmap
 import os
 import struct
 import sys
+import threading
+import weakref
 
 import numpy as np
 
@@ -24,6 +26,36 @@ KERNEL_SPANS = 64
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+
+# -- the files this process maps ------------------------------------------------
+# Every live mapping a Source made, with its file's (st_dev, st_ino): writing such a file in place (truncating
+# it) would make the next read of the mapping raise SIGBUS and kill the process. Keys are weak, so a Source
+# garbage-collected without close() (and all its views) drops out by itself; a mapping that close() could not
+# unmap, because views of it are still alive, stays listed until the last view is gone.
+_MAPPED: weakref.WeakKeyDictionary[mmap.mmap, tuple[int, int]] = weakref.WeakKeyDictionary()
+_MAPPED_LOCK = threading.Lock()
+
+
+def _register(mapping: mmap.mmap, identity: tuple[int, int]) -> None:
+    with _MAPPED_LOCK:
+        _MAPPED[mapping] = identity
+
+
+def _unregister(mapping: mmap.mmap) -> None:
+    with _MAPPED_LOCK:
+        _MAPPED.pop(mapping, None)
+
+
+def is_mapped(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at ``path`` (the same file: device and inode, through links) is mapped by a
+    :class:`Source` of this process, that is: read by an open bag, or by views of a closed one."""
+    try:
+        stat = os.stat(path)
+    except OSError:  # no such file (yet)
+        return False
+    identity = (stat.st_dev, stat.st_ino)
+    with _MAPPED_LOCK:
+        return any(mapped == identity and not mapping.closed for mapping, mapped in list(_MAPPED.items()))
 
 
 class Source:
@@ -45,6 +77,7 @@ class Source:
             self._mmap: mmap.mmap | None = None
             if self.size:
                 self._mmap = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+                _register(self._mmap, self._identity)
                 self.array = np.frombuffer(self._mmap, dtype=np.uint8)
             else:
                 self.array = np.empty(0, dtype=np.uint8)
@@ -153,8 +186,10 @@ class Source:
                 mm.close()
             except BufferError:
                 # Views still point into the mapping: it is unmapped when the
-                # last of them is collected, never before.
+                # last of them is collected, never before (and stays registered till then).
                 pass
+            else:
+                _unregister(mm)
 
 
 class BufferSource(Source):

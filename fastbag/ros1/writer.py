@@ -15,6 +15,10 @@ random AES-128 key and stores it in the bag header encrypted by ``gpg`` to
 that user's public key; ``aes_key=`` uses a given key (stored for
 ``encrypt_for`` when both are given; otherwise only readers given the key
 can read the bag).
+
+A Writer must be closed (``close()`` or a ``with`` block): until then the
+last chunk and the index are not in the file. One garbage-collected unclosed
+is closed then, with a :class:`~fastbag.errors.FastbagWarning`.
 """
 
 from __future__ import annotations
@@ -22,10 +26,14 @@ from __future__ import annotations
 import bz2
 import os
 import struct
+import warnings
 from dataclasses import dataclass
+from typing import Any
 
+from ..bag import time_ns
 from ..container import Connection
-from ..errors import FastbagError
+from ..errors import FastbagError, FastbagWarning
+from ..io.source import is_mapped
 from .encryption import AES_CBC, BLOCK, AesCbcEncryptor, gpg_encrypt_key
 from .records import MAGIC_V20, Op
 
@@ -91,6 +99,10 @@ class Writer:
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
         self.path = os.fspath(path)
+        if is_mapped(self.path):  # "wb" would truncate the file under the reader's mapping: SIGBUS, input lost
+            raise ValueError(f"{self.path} is open for reading in this process (fastbag.open, or arrays still "
+                             "viewing a closed bag's file); writing it in place would destroy it. Write to another "
+                             "path, then rename that onto this one (os.replace) once the bag is closed")
         self.compression = compression
         self.chunk_size = chunk_size
         self._encryption: list[tuple[str, bytes]] = []  # bag header fields
@@ -125,9 +137,18 @@ class Writer:
         self.connections.append(connection)
         return connection
 
-    def write(self, connection: Connection, time: int, data: bytes | bytearray | memoryview) -> None:
-        """Append one serialized message received at ``time`` (int ns)."""
+    def write(self, connection: Connection, time: Any, data: bytes | bytearray | memoryview) -> None:
+        """Append one serialized message received at ``time``.
+
+        ``time`` is int nanoseconds since the epoch (a Python or NumPy int), or a
+        time with ``to_nsec()`` (fastbag's or genpy's ``Time``), as
+        :func:`fastbag.bag.time_ns` reads it; a float is refused (TypeError),
+        since seconds would be stored as nanoseconds.
+        """
         self._check_open()
+        time = time_ns(time)
+        if time is None:
+            raise TypeError("time must be int nanoseconds since the epoch or a Time, not None")
         if not (0 <= connection.id < len(self.connections)) or self.connections[connection.id] is not connection:
             raise FastbagError(f"connection {connection.topic!r} was not added to this writer")
         message = record([("op", bytes([Op.MSG_DATA])), ("conn", _U32.pack(connection.id)),
@@ -183,6 +204,8 @@ class Writer:
         self._file.write(record([("op", bytes([Op.CHUNK])), ("compression", self.compression.encode()),
                                  ("size", _U32.pack(len(chunk.data)))], payload))
         for conn_id, entries in sorted(self._chunk_index.items()):
+            # in time order (stable for equal times), as rosbag writes them: rosbag reads and bisects them as is
+            entries = sorted(entries, key=lambda entry: entry[0])
             data = b"".join(_time(t) + _U32.pack(off) for t, off in entries)
             self._file.write(record([("op", bytes([Op.INDEX_DATA])), ("ver", _U32.pack(1)),
                                      ("conn", _U32.pack(conn_id)), ("count", _U32.pack(len(entries)))], data))
@@ -214,6 +237,26 @@ class Writer:
         self._file.seek(len(MAGIC_V20))
         self._file.write(self._bag_header(index_pos, len(self.connections), len(self._chunk_infos)))
         self._file.close()
+
+    def __del__(self) -> None:
+        """Close a Writer garbage-collected unclosed (its open chunk would be lost), with a warning.
+
+        Never raises: at interpreter shutdown what closing needs may already be gone.
+        """
+        file = getattr(self, "_file", None)  # None: __init__ failed before opening the file
+        if file is None or file.closed:
+            return
+        problem = ""
+        try:
+            self.close()
+        except Exception as exc:  # noqa: BLE001 - a finalizer must not raise
+            problem = f", but closing it failed ({exc}): the file has no index (fastbag.open recovers it)"
+        try:
+            warnings.warn(f"fastbag.Writer for {self.path} was never closed; it was closed when garbage-collected"
+                          f"{problem}. Call close() or use 'with fastbag.Writer(...) as w:'", FastbagWarning,
+                          stacklevel=2)
+        except Exception:  # noqa: BLE001, S110 - e.g. warnings turned into errors, or shutting down
+            pass
 
     def __enter__(self) -> "Writer":
         return self
