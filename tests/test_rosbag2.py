@@ -923,3 +923,32 @@ def test_a_folder_of_sqlite3_and_mcap_files_without_metadata_says_so():
     for name in sorted(os.listdir(path)):  # each file alone opens
         with open_quietly(path / name) as bag:
             assert bag.message_count >= 0
+
+
+def test_transient_local_topics_are_latched():
+    """Offered QoS was parsed and dropped: a transient_local topic (ROS 2's latched) showed latching=False, so
+    converting to ROS1 with the Writer lost it. Checked against the QoS text itself."""
+    from fastbag.rosbag2.metadata import transient_local
+
+    seen = set()
+    for name in ("ANYbotics__grid_map__grid_map_demos__data__grid_map_bag",
+                 "ANYbotics__grid_map__grid_map_ros__resource__double_chatter",
+                 "ros2__rosbag2__rosbag2_py__test__resources__sqlite3__talker"):
+        path = DATA / "db3" / name
+        if not path.exists():
+            pytest.skip(NO_DATA)
+        with open_quietly(path) as bag:
+            for connection in bag.connections:
+                import sqlite3
+
+                db = next(p for p in sorted(path.iterdir()) if p.suffix == ".db3")
+                con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+                qos, = con.execute("SELECT offered_qos_profiles FROM topics WHERE name = ?",
+                                   (connection.topic,)).fetchone()
+                con.close()
+                durable = "durability: 1" in qos or "durability: transient_local" in qos
+                assert connection.latching == durable, (name, connection.topic)
+                seen.add(durable)
+    assert seen == {True, False}
+    assert transient_local("- durability: transient_local\n  history: keep_last\n")
+    assert not transient_local("- durability: volatile\n") and not transient_local("durability: [unclosed")

@@ -54,7 +54,7 @@ from ..io.source import Source
 from ..msg.msgdef import EMPTY_MD5
 from .compression import MAX_RATIO, MIN_LIMIT, decompress_frame, message_limit, zstd
 from .definitions import resolve_definition
-from .metadata import BagMetadata, parse_metadata, read_metadata
+from .metadata import BagMetadata, parse_metadata, read_metadata, transient_local
 from .sqlite import Db3
 
 #: Blob bytes per chunk: large enough that a query's fixed cost vanishes, small enough that chunks
@@ -269,7 +269,8 @@ class Rosbag2Reader(LazyIndexContainer):
                 if key not in by_key:
                     by_key[key] = len(connections)
                     connections.append(Connection(len(connections), topic.name, topic.type, NO_MD5, "",
-                                                  encoding=topic.serialization_format, schema_encoding=""))
+                                                  encoding=topic.serialization_format, schema_encoding="",
+                                                  latching=transient_local(topic.offered_qos_profiles)))
                 ranks.append(by_key[key])
             self._per_file.append((k, topics, ranks))
         if failed and not self._per_file:  # nothing intact to read: the first file's error says why
