@@ -174,6 +174,14 @@ class Undecodable:
     __slots__ = ("error",)
 
     def __init__(self, error: FastbagError) -> None:
+        # Kept as long as the message is: without the tracebacks of it and the errors it was raised from,
+        # whose frames hold the batch's buffers (a mapping of the file, a decompressed chunk).
+        chain: list[BaseException | None] = [error]
+        while chain:
+            link = chain.pop()
+            if link is not None and link.__traceback__ is not None:
+                link.__traceback__ = None
+                chain += [link.__cause__, link.__context__]
         self.error = error
 
     def __getattr__(self, name: str) -> Any:

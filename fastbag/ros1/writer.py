@@ -24,6 +24,7 @@ is closed then, with a :class:`~fastbag.errors.FastbagWarning`.
 from __future__ import annotations
 
 import bz2
+import gc
 import os
 import struct
 import warnings
@@ -99,7 +100,11 @@ class Writer:
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
         self.path = os.fspath(path)
-        if is_mapped(self.path):  # "wb" would truncate the file under the reader's mapping: SIGBUS, input lost
+        # "wb" would truncate the file under a reader's mapping: SIGBUS, input lost. Decoded arrays hold views
+        # of the file in reference cycles (an array and its messages' source): collect those first.
+        if is_mapped(self.path):
+            gc.collect()
+        if is_mapped(self.path):
             raise ValueError(f"{self.path} is open for reading in this process (fastbag.open, or arrays still "
                              "viewing a closed bag's file); writing it in place would destroy it. Write to another "
                              "path, then rename that onto this one (os.replace) once the bag is closed")
