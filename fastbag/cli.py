@@ -220,6 +220,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.paths:
         report = bench.bench_paths(args.paths, against=against, log=log)
         print(bench.to_json(report) if args.json else bench.format_paths(report))
+        return bench.exit_status(report)  # 1 if a topic's values differ from rosbags'
     else:
         report = bench.run_suite(args.jobs, seconds=args.seconds, bz2_seconds=args.bz2_seconds, against=against,
                                  log=log)

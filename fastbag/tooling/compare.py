@@ -10,6 +10,12 @@ rosbags represents a message as a dataclass (fields by attribute), ROS1
 NumPy arrays and arrays of structs as lists. fastbag's messages have the ROS1
 names ``secs``/``nsecs`` (and rosbags' ``sec``/``nanosec``). Floats are compared by their bytes, so NaN equals
 NaN of the same payload and -0.0 differs from 0.0.
+
+ROS2 (CDR) values are compared by :func:`assert_same_cdr` (:func:`assert_same_message`
+picks by the connection's encoding): ``builtin_interfaces/Time`` and ``Duration`` are
+plain messages there (``sec``, ``nanosec``), ``byte`` is an octet (uint8 here, int8 in
+rosbags), bounded strings and sequences are strings and arrays like the others, and
+rosbags' placeholder field of an empty message is not a field.
 """
 
 from __future__ import annotations
@@ -136,3 +142,90 @@ def assert_same(ours: Any, theirs: Any, path: str = "msg") -> None:
         assert int(ours) == theirs, f"{path}: {ours!r} != {theirs!r}"
         return
     assert ours == theirs, f"{path}: {ours!r} != {theirs!r}"
+
+
+# -- ROS2 (CDR) ------------------------------------------------------------------------------
+
+#: rosbags gives types without fields this placeholder (the byte CDR writes for them).
+PLACEHOLDER = "structure_needs_at_least_one_member"
+
+
+def _cdr_fields(theirs: Any) -> list[str] | None:
+    """A peer message's field names (rosbags dataclasses: constants, fields with defaults, left out; objects
+    with ``__slots__``, as mcap_ros2 makes them), or None if ``theirs`` is not a message."""
+    if dataclasses.is_dataclass(theirs) and not isinstance(theirs, type):
+        return [f.name for f in dataclasses.fields(theirs)
+                if f.name not in ("__msgtype__", PLACEHOLDER) and f.default is dataclasses.MISSING]
+    slots = getattr(type(theirs), "__slots__", None)
+    if slots is not None and not isinstance(theirs, (np.generic, np.ndarray)):
+        return [s for s in slots if s != PLACEHOLDER]
+    return None
+
+
+def assert_same_cdr(ours: Any, theirs: Any, path: str = "msg") -> None:
+    """Assert that a fastbag ROS2 (CDR) value equals a peer's decoded value (rosbags' ROS2 dataclasses,
+    mcap_ros2 objects), recursively, naming the path on failure.
+
+    A fastbag message is walked by attribute, as users write it (checked to equal ``msg["name"]``); fixed
+    structs that are NumPy records by ``[name]``. The type's constants are compared where the peer has them.
+    """
+    names = _cdr_fields(theirs)
+    if names is not None:
+        if isinstance(ours, np.void):
+            fields, constants = list(ours.dtype.names or ()), {}
+        else:
+            assert isinstance(ours, Record), f"{path}: {type(ours).__name__} where a message was expected"
+            fields, constants = list(ours._fields), dict(ours._constants)  # names no field can shadow
+        assert sorted(fields) == sorted(names), f"{path}: fields {fields} != {names}"
+        for name in names:
+            if isinstance(ours, np.void):
+                mine = ours[name]
+            else:
+                mine = getattr(ours, name)
+                assert same_access(mine, ours[name]), f"{path}.{name}: by attribute != by [name]"
+            assert_same_cdr(mine, getattr(theirs, name), f"{path}.{name}")
+        for name, value in constants.items():
+            if hasattr(theirs, name):
+                assert_same_cdr(value, getattr(theirs, name), f"{path}.{name}")
+        return
+    if isinstance(theirs, (bytes, bytearray)):  # mcap_ros2: uint8 arrays
+        got = np.asarray(ours)
+        assert got.dtype.itemsize == 1 and got.tobytes() == bytes(theirs), f"{path}: bytes differ"
+        return
+    if isinstance(theirs, np.ndarray):
+        got = np.asarray(ours)
+        assert got.shape == theirs.shape, f"{path}: shape {got.shape} != {theirs.shape}"
+        # ROS2's byte is an octet: uint8 here (as rosidl and mcap_ros2 have it), int8 in rosbags
+        kinds = {got.dtype.kind, theirs.dtype.kind}
+        assert got.dtype.itemsize == theirs.dtype.itemsize and (len(kinds) == 1 or kinds == {"i", "u"} and
+                                                                 got.dtype.itemsize == 1), \
+            f"{path}: dtype {got.dtype} != {theirs.dtype}"
+        assert got.astype(got.dtype.newbyteorder("=")).tobytes() == \
+            theirs.astype(theirs.dtype.newbyteorder("=")).tobytes(), f"{path}: values differ"
+        return
+    if isinstance(theirs, (list, tuple)):
+        assert len(ours) == len(theirs), f"{path}: length {len(ours)} != {len(theirs)}"
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            assert_same_cdr(a, b, f"{path}[{i}]")
+        return
+    if isinstance(theirs, float):
+        assert np.float64(ours).tobytes() == np.float64(theirs).tobytes(), f"{path}: {ours!r} != {theirs!r}"
+        return
+    if isinstance(theirs, bool):
+        assert bool(ours) == theirs and np.asarray(ours).dtype.kind in "bu", f"{path}: {ours!r} != {theirs!r}"
+        return
+    if isinstance(theirs, (int, np.integer)):
+        if -128 <= int(theirs) < 0 and 128 <= int(ours) <= 255:
+            theirs = int(theirs) & 0xFF  # a byte: an octet (uint8) here and in rosidl, int8 in rosbags
+        assert int(ours) == int(theirs), f"{path}: {ours!r} != {theirs!r}"
+        return
+    assert type(ours) is type(theirs) or isinstance(ours, str), f"{path}: {type(ours)} vs {type(theirs)}"
+    assert ours == theirs, f"{path}: {ours!r} != {theirs!r}"
+
+
+def assert_same_message(ours: Any, theirs: Any, path: str = "msg", *, encoding: str = "ros1") -> None:
+    """:func:`assert_same_cdr` for ``encoding`` ``"cdr"`` (ROS2), else :func:`assert_same` (ROS1)."""
+    if encoding == "cdr":
+        assert_same_cdr(ours, theirs, path)
+    else:
+        assert_same(ours, theirs, path)
