@@ -177,10 +177,12 @@ def test_memory_stays_bounded_over_a_topic_many_times_the_step(tmp_path, monkeyp
             path = synth_mcap.write_rosbag2_sqlite(path, tmp_path / "clouds-db3")
             # 2 MB chunks (16 MB by default, as large as this whole test's topic) to see the parts bounded.
             monkeypatch.setattr(rosbag2_reader, "CHUNK_BYTES", 2 << 20)
-    with fastbag.open(path, cache_bytes=2 << 20, workers=2) as bag:
-        list(bag.iter_read("/points", step="4 MB"))  # compile and warm up outside the measurement
-        tracemalloc.start()
-        try:
+    # tracemalloc stops only once the bag is closed (its worker threads joined): tracemalloc.stop() while
+    # another thread takes the GIL back crashes CPython before 3.12.9 (gh-128679).
+    try:
+        with fastbag.open(path, cache_bytes=2 << 20, workers=2) as bag:
+            list(bag.iter_read("/points", step="4 MB"))  # compile and warm up outside the measurement
+            tracemalloc.start()
             count = 0
             for part in bag.iter_read("/points", step="4 MB"):
                 count += len(part)
@@ -191,8 +193,8 @@ def test_memory_stays_bounded_over_a_topic_many_times_the_step(tmp_path, monkeyp
             whole = bag.read("/points")
             whole["data"].values
             _, read_peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+    finally:
+        tracemalloc.stop()
     assert count == n
     assert read_peak > topic_bytes  # the measurement sees decompressed payloads
     print(f"iter_read peak {iter_peak / 1e6:.1f} MB, read peak {read_peak / 1e6:.1f} MB, "
