@@ -12,7 +12,6 @@ on a thread pool.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import functools
 import io
 import operator
@@ -29,6 +28,7 @@ import numpy as np
 from .container import BagIndex, Connection, Container, Encryption
 from .errors import DecodeError, DefinitionError, FastbagError, FastbagWarning, UnsupportedError
 from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
+from .msg.messages import time_ns
 from .msg.msgdef import EMPTY_MD5
 from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
 
@@ -683,7 +683,7 @@ class Bag:
 
                 def decode(which: np.ndarray, rank: int = rank) -> tuple[Any, Any]:
                     """(class, source) of messages ``a + which`` of connection ``rank``: message k is
-                    ``class(source, k)``."""
+                    ``class(source, k)``. (Called within this iteration only: the batch's variables are its.)"""
                     connection = connections[rank]
                     if connection.encoding not in ARRAY_ENCODINGS:  # JSON, protobuf: one object each
                         objects = decode_objects(self._object_decoder(connection), memoryview(payload),
@@ -1279,37 +1279,6 @@ class Bag:
 
 def _reopen_bag(path: str, options: dict[str, Any]) -> Bag:
     return Bag(path, **options)
-
-
-def time_ns(value: Any, name: str = "time") -> int | None:
-    """A time bound as int nanoseconds since the epoch (None stays None).
-
-    Accepts ints (ns, as :attr:`Bag.start_time` gives them), times with
-    ``to_nsec()`` (fastbag's and genpy's ``Time``), ROS 2 stamps (``sec``,
-    ``nanosec``), ``datetime`` (naive ones in local time, as
-    ``datetime.timestamp`` reads them) and ``numpy.datetime64``/pandas
-    ``Timestamp``. A float is refused: seconds and nanoseconds cannot be
-    told apart, and reading one as the other selects the wrong messages.
-    """
-    if value is None:
-        return None
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return int(value)
-    if hasattr(value, "to_datetime64"):  # pandas Timestamp (a datetime too): keep its nanoseconds
-        value = value.to_datetime64()
-    if isinstance(value, np.datetime64):
-        return int(value.astype("datetime64[ns]").astype(np.int64))
-    if isinstance(value, datetime.datetime):
-        aware = value if value.tzinfo is not None else value.astimezone()
-        delta = aware - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-    if callable(getattr(value, "to_nsec", None)):
-        return int(value.to_nsec())
-    if hasattr(value, "sec") and hasattr(value, "nanosec"):
-        return int(value.sec) * 1_000_000_000 + int(value.nanosec)
-    hint = " (seconds? pass int(seconds * 1e9))" if isinstance(value, (float, np.floating)) else ""
-    raise TypeError(f"{name} must be int nanoseconds since the epoch, a Time, a datetime or a numpy datetime64; "
-                    f"got {type(value).__name__} {value!r}{hint}")
 
 
 _UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,

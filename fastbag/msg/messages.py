@@ -39,6 +39,7 @@ detached copy of what it holds, never the batch behind it).
 from __future__ import annotations
 
 import base64
+import datetime
 import numbers
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
@@ -87,6 +88,37 @@ def _nsec_of(value: Any, kind: str) -> int | None:
     if getattr(value, "_time_kind", None) != kind:
         return None
     return value.to_nsec()  # type: ignore[no-any-return]
+
+
+def time_ns(value: Any, name: str = "time") -> int | None:
+    """A time bound as int nanoseconds since the epoch (None stays None).
+
+    Accepts ints (ns, as :attr:`fastbag.Bag.start_time` gives them), times with
+    ``to_nsec()`` (fastbag's and genpy's ``Time``), ROS 2 stamps (``sec``,
+    ``nanosec``), ``datetime`` (naive ones in local time, as
+    ``datetime.timestamp`` reads them) and ``numpy.datetime64``/pandas
+    ``Timestamp``. A float is refused: seconds and nanoseconds cannot be
+    told apart, and reading one as the other selects the wrong messages.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if hasattr(value, "to_datetime64"):  # pandas Timestamp (a datetime too): keep its nanoseconds
+        value = value.to_datetime64()
+    if isinstance(value, np.datetime64):
+        return int(value.astype("datetime64[ns]").astype(np.int64))
+    if isinstance(value, datetime.datetime):
+        aware = value if value.tzinfo is not None else value.astimezone()
+        delta = aware - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    if callable(getattr(value, "to_nsec", None)):
+        return int(value.to_nsec())
+    if hasattr(value, "sec") and hasattr(value, "nanosec"):
+        return int(value.sec) * 1_000_000_000 + int(value.nanosec)
+    hint = " (seconds? pass int(seconds * 1e9))" if isinstance(value, (float, np.floating)) else ""
+    raise TypeError(f"{name} must be int nanoseconds since the epoch, a Time, a datetime or a numpy datetime64; "
+                    f"got {type(value).__name__} {value!r}{hint}")
 
 
 class Time:

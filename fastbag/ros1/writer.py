@@ -31,10 +31,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from ..bag import time_ns
 from ..container import Connection
 from ..errors import FastbagError, FastbagWarning
 from ..io.source import is_mapped
+from ..msg.messages import time_ns
 from .encryption import AES_CBC, BLOCK, AesCbcEncryptor, gpg_encrypt_key
 from .records import MAGIC_V20, Op
 
