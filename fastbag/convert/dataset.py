@@ -269,16 +269,16 @@ def collate(samples: Sequence[Any], *, tensors: bool | None = None) -> Any:
 
     With torch installed (or ``tensors=True``), stacked numeric arrays become
     torch tensors, and ragged numeric arrays lists of tensors; a structured
-    value (a message's row, a window's rows, a point cloud) becomes a dict of
-    its leaf fields by dotted path (``batch["odom"]["pose.pose.position.x"]``,
-    ``batch["cloud"]["x"]``), each a tensor (a list of tensors where the
-    samples' shapes differ), and text a list of ``str`` (nested lists for
-    arrays of text), whatever the strings' lengths. So a field's batch type
-    depends on its message type, not on the values, and tensors cross from
-    DataLoader workers in shared memory, where NumPy arrays are pickled
-    through a pipe. Without torch, structured values stack into one
-    structured array (string fields as wide as the longest). Pass it as a
-    DataLoader's ``collate_fn``.
+    value of numbers only (a point cloud, a Pose row) becomes a dict of its
+    leaf fields by dotted path (``batch["cloud"]["x"]``), each a tensor (a
+    list of tensors where the samples' shapes differ), so that batches cross
+    from DataLoader workers in shared memory. A structured value holding text
+    (a message row with a header) stacks into one structured NumPy array,
+    strings as wide as the longest (a list of the samples' arrays where their
+    counts differ, as for a window): its tens of fields as tensors would cross
+    as that many shared-memory segments. Text alone is a list of ``str``. So
+    a field's batch type follows its message type, not the strings' lengths.
+    Pass it as a DataLoader's ``collate_fn``.
     """
     if tensors is None:
         import importlib.util
@@ -293,20 +293,32 @@ def _collate(values: list[Any], tensors: bool) -> Any:
         return {key: _collate([v[key] for v in values], tensors) for key in first}
     # The same type of value: string widths may differ (each message's text is as wide as it is long), and with
     # tensors, which stack field by field, the counts of array fields.
-    kinds = _kinds(first.dtype, not tensors) if isinstance(first, (np.ndarray, np.void)) else None
+    shapes = not tensors or isinstance(first, (np.ndarray, np.void)) and _has_text(first.dtype)  # one array then
+    kinds = _kinds(first.dtype, shapes) if isinstance(first, (np.ndarray, np.void)) else None
     if kinds is not None and first.dtype.kind != "O" and \
-            all(isinstance(v, (np.ndarray, np.void)) and _kinds(v.dtype, not tensors) == kinds for v in values):
+            all(isinstance(v, (np.ndarray, np.void)) and _kinds(v.dtype, shapes) == kinds for v in values):
         arrays = [np.asarray(v) for v in values]
-        if tensors and (first.dtype.names or first.dtype.kind in "US"):
+        # Numbers, and structs of numbers only (points, a Pose): tensors field by field. Structs holding text
+        # (a message with a header) stay one structured array: their tens of fields as tensors each would
+        # cross from a DataLoader worker as that many shared-memory segments (the loader's floor halved).
+        if tensors and (first.dtype.kind in "US" or first.dtype.names and not _has_text(first.dtype)):
             return _columns(arrays)
         if all(a.shape == arrays[0].shape for a in arrays):
             dtype = np.result_type(*(a.dtype for a in arrays))
             return _stack([a.astype(dtype, copy=False) for a in arrays], tensors)
-        return [_stack([a], tensors)[0] for a in arrays] if tensors else values
+        return [_stack([a], tensors)[0] for a in arrays] if tensors and not first.dtype.names else values
     if isinstance(first, (int, float, np.integer, np.floating)) and not isinstance(first, bool) and \
             all(isinstance(v, type(first)) for v in values):
         return _stack([np.asarray(v) for v in values], tensors)
     return values
+
+
+def _has_text(dtype: np.dtype) -> bool:
+    """Whether a (structured) dtype holds text anywhere."""
+    if dtype.names:
+        return any(_has_text(dtype[name]) for name in dtype.names)
+    base = dtype.subdtype[0] if dtype.subdtype is not None else dtype
+    return base.kind in "USO"
 
 
 def _kinds(dtype: np.dtype, shapes: bool) -> Any:
