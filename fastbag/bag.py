@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .container import BagIndex, Connection, Container, Encryption
+from .container import NO_MD5, BagIndex, Connection, Container, Encryption
 from .errors import DecodeError, DefinitionError, FastbagError, FastbagWarning, UnsupportedError
 from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
 from .msg.messages import time_ns
@@ -879,7 +879,7 @@ class Bag:
         # Where one names none ("*": ROS1 channels of an MCAP file written
         # without it), the type and its definition must agree instead.
         formats = {c.md5sum for c in connections}
-        if "*" in formats:
+        if NO_MD5 in formats:
             formats = {(c.encoding, c.msgtype, c.definition.strip()) for c in connections}  # type: ignore[misc]
         if len(formats) > 1:
             msgtypes = dict.fromkeys(c.msgtype for c in connections)
@@ -1208,7 +1208,7 @@ class Bag:
                                   msgtype=connection.msgtype) from exc
             # Only ROS1 connections carry an md5sum computed from the definition (genmsg's) to check against.
             if connection.encoding == "ros1" and connection.schema_encoding == "ros1msg" and \
-                    layout.md5sum not in (connection.md5sum, "*") and connection.md5sum != "*":
+                    layout.md5sum not in (connection.md5sum, NO_MD5) and connection.md5sum != NO_MD5:
                 warnings.warn(f"{self.path}: topic {connection.topic}: the md5sum computed from the definition of "
                               f"{connection.msgtype} is {layout.md5sum}, the connection says {connection.md5sum}",
                               FastbagWarning, stacklevel=4)

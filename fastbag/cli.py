@@ -405,8 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--topics", nargs="+", metavar="TOPIC", help="only these topics (default: all)")
     export.add_argument("--step", type=_step, default="256 MB",
                         help="read this much at a time: a size (256 MB) or a message count (10000)")
-    export.add_argument("--compression", default=None,
-                        choices=("lz4", "zstd", "snappy", "gzip", "brotli", "bz2", "xz", "deflate", "none"),
+    export.add_argument("--compression", default=None,  # checked by export(), by format (export.CODECS)
                         help="Parquet: lz4 (default), zstd, snappy, gzip, brotli; CSV: gzip, bz2, xz, zstd; "
                              "NPZ: deflate; none")
     export.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal "

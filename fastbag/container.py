@@ -37,6 +37,10 @@ import numpy as np
 from .io.chunks import DEFAULT_CACHE_BYTES, Chunk, ChunkStore, ChunkTable
 from .io.source import Source
 
+#: The md5sum of a connection that names none (rosbag2; an MCAP file's ROS1 channels written without it):
+#: the type's definition is not checked against one, and connections agree by type and definition instead.
+NO_MD5 = "*"
+
 
 @dataclass(frozen=True)
 class Connection:

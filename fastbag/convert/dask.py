@@ -28,6 +28,7 @@ import numpy as np
 
 from ..bag import Bag
 from ..bag import open as open_bag
+from ..container import NO_MD5
 from ..msg.arrays import StructArray
 from .tables import require
 
@@ -35,8 +36,6 @@ from .tables import require
 DEFAULT_STEP = "128 MB"
 #: Decoding threads per task (``Bag(workers=...)``): Dask runs the tasks side by side.
 DEFAULT_THREADS = 1
-#: The md5sum of connections that have none (rosbag2; ROS1 channels of an MCAP file that name none).
-NO_MD5 = "*"
 
 
 def expand_paths(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:

@@ -392,41 +392,6 @@ class _Ros2Time:
     def __hash__(self) -> int:
         return hash(self._value())
 
-    def __lt__(self, other: Any) -> bool:
-        return self._value().__lt__(other)
-
-    def __le__(self, other: Any) -> bool:
-        return self._value().__le__(other)
-
-    def __gt__(self, other: Any) -> bool:
-        return self._value().__gt__(other)
-
-    def __ge__(self, other: Any) -> bool:
-        return self._value().__ge__(other)
-
-    def __add__(self, other: Any) -> Any:
-        return self._value().__add__(other)
-
-    def __radd__(self, other: Any) -> Any:
-        return self._value().__radd__(other)
-
-    def __sub__(self, other: Any) -> Any:
-        return self._value().__sub__(other)
-
-    def __rsub__(self, other: Any) -> Any:
-        value = self._value()
-        return value.__rsub__(other) if isinstance(value, Duration) else NotImplemented
-
-    def __mul__(self, other: Any) -> Any:
-        value = self._value()
-        return value.__mul__(other) if isinstance(value, Duration) else NotImplemented
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, other: Any) -> Any:
-        value = self._value()
-        return value.__truediv__(other) if isinstance(value, Duration) else NotImplemented
-
     def __neg__(self) -> Any:
         value = self._value()
         if not isinstance(value, Duration):
@@ -438,6 +403,23 @@ class _Ros2Time:
         if not isinstance(value, Duration):
             raise TypeError(f"bad operand type for abs(): {type(self).__name__}")
         return abs(value)
+
+
+def _delegated(name: str) -> Callable[[Any, Any], Any]:
+    """The binary operator ``name`` of a ROS2 stamp: that of the same value as a Time or Duration
+    (NotImplemented where that has none: a Time is not multiplied)."""
+    def method(self: _Ros2Time, other: Any) -> Any:
+        value = self._value()
+        operator = getattr(type(value), name, None)
+        return NotImplemented if operator is None else operator(value, other)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
+              "__rmul__", "__truediv__"):
+    setattr(_Ros2Time, _name, _delegated(_name))
 
 
 # -- messages ----------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..container import BagIndex, Connection, LazyIndexContainer
+from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.source import Source
@@ -62,8 +62,6 @@ from .sqlite import Db3
 CHUNK_BYTES = 4 << 20
 #: The chunk compression names rosbag2 chunks report (Bag.compression counts them).
 PLAIN, ZSTD_MESSAGES = "sqlite3", "sqlite3+zstd"
-#: The md5sum rosbag2 connections report: ROS2 has none (definitions are matched by text instead).
-NO_MD5 = "*"
 
 
 class StorageSource(Source):
