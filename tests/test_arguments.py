@@ -107,8 +107,13 @@ def test_a_wrong_stored_definition_is_overridden_by_the_users():
     from fastbag.rosbag2.definitions import shipped
 
     store = get_typestore(Stores.ROS2_HUMBLE)
-    with fastbag.open(path) as bag:
+    with pytest.warns(fastbag.FastbagWarning, match="ParameterEvent stored in the recording is incomplete"):
+        bag = fastbag.open(path)
+    with bag:
         assert bag.topics["/rosout"].connections[0].definition == "uint8 level"
+        events = bag.read("/parameter_events")  # stored as 'Parameter[] new_parameters': the shipped one reads
+        assert len(events) == 0 and events.fields[:3] == ["stamp", "node", "new_parameters"]
+        assert events.node.tolist() == [] and events.stamp.sec.dtype == np.int32
         with pytest.raises(fastbag.DecodeError, match=r"bytes left over .*at byte 5 of its 176"):
             bag.read("/rosout")
         with pytest.warns(fastbag.FastbagWarning, match="/rosout cannot be decoded"):

@@ -952,3 +952,25 @@ def test_transient_local_topics_are_latched():
     assert seen == {True, False}
     assert transient_local("- durability: transient_local\n  history: keep_last\n")
     assert not transient_local("- durability: volatile\n") and not transient_local("durability: [unclosed")
+
+
+def test_a_field_named_like_an_array_attribute_reads_by_attribute():
+    """rcl_interfaces/ParameterEvent has a field ``node``: ``events.node`` returned the array's layout node
+    (an attribute it had) instead of the node names. Checked against rosbags' decoding of the same rows."""
+    path = DATA / "mcap" / "ros2__rosbag2__rosbag2_cpp__test__rosbag2_cpp__bags" / "topics_and_services.db3"
+    if not path.exists():
+        pytest.skip(NO_DATA)
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    with open_quietly(path) as bag:
+        events = bag.read("/parameter_events")
+        raw = [bytes(m.data) for m in bag.messages("/parameter_events", raw=True)]
+        first = next(iter(bag.messages("/parameter_events")))
+    theirs = [store.deserialize_cdr(data, "rcl_interfaces/msg/ParameterEvent") for data in raw]
+    assert len(theirs) == len(events) == 7
+    assert events.node.tolist() == [m.node for m in theirs] == events["node"].tolist()
+    assert events.stamp.sec.tolist() == [m.stamp.sec for m in theirs]
+    assert [len(p) for p in events.new_parameters] == [len(m.new_parameters) for m in theirs]
+    assert first.msg.node == theirs[0].node
+    assert "node" in dir(events) and events.fields[:2] == ["stamp", "node"]

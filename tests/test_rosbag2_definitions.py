@@ -98,16 +98,34 @@ def test_user_definitions_come_first_then_stored_then_shipped():
     stored = {"std_msgs/msg/String": ("ros2msg", "string data  # stored\n")}
     user = {"std_msgs/String": "string data  # mine\n", "my_pkg/msg/Thing": "std_msgs/String s\nint32 k\n"}
     assert resolve_definition("std_msgs/msg/String", stored, user)[1] == "string data  # mine\n"
-    assert resolve_definition("std_msgs/msg/String", stored, {}) == stored["std_msgs/msg/String"]
+    assert resolve_definition("std_msgs/msg/String", stored, {}) == (*stored["std_msgs/msg/String"], "")
     assert "# stored" not in resolve_definition("std_msgs/msg/String", {}, {})[1]  # the shipped one
     assert resolve_definition("std_msgs/msg/String", {}, user)[1] == "string data  # mine\n"
-    encoding, text = resolve_definition("my_pkg/msg/Thing", {}, user)
+    encoding, text, _ = resolve_definition("my_pkg/msg/Thing", {}, user)
     assert encoding == "ros2msg" and text.endswith("MSG: std_msgs/String\nstring data  # mine\n")
-    assert resolve_definition("nobody/msg/Nothing", {}, {}) == ("", "")
+    assert resolve_definition("nobody/msg/Nothing", {}, {}) == ("", "", "")
+
+
+def test_an_incomplete_stored_definition_is_replaced_or_completed():
+    """A stored text using a type it does not define (a writer cut it short): the shipped definition of the
+    type where fastbag has one, else the stored text with the missing types from the shipped packages."""
+    cut = {"rcl_interfaces/msg/ParameterEvent": ("ros2msg", "Parameter[] new_parameters"),
+           "my_pkg/msg/Thing": ("ros2msg", "geometry_msgs/Point p\nint32 k\n"),
+           "my_pkg/msg/Whole": ("ros2msg", "Point p\n" + "=" * 80 + "\nMSG: my_pkg/Point\nfloat32 x\n")}
+    encoding, text, note = resolve_definition("rcl_interfaces/msg/ParameterEvent", cut, {})
+    assert (encoding, text) == ("ros2msg", compose("rcl_interfaces/msg/ParameterEvent",
+                                                   lambda p, n: shipped(p, "msg", n)))
+    assert "incomplete (it uses rcl_interfaces/Parameter without defining it); using fastbag's shipped" in note
+    encoding, text, note = resolve_definition("my_pkg/msg/Thing", cut, {})
+    assert text.startswith("geometry_msgs/Point p\nint32 k") and "MSG: geometry_msgs/Point\n" in text
+    assert "uses geometry_msgs/Point without defining it); completed from" in note
+    assert resolve_definition("my_pkg/msg/Whole", cut, {}) == (*cut["my_pkg/msg/Whole"], "")  # complete
+    assert resolve_definition("my_pkg/msg/Gone", {"my_pkg/msg/Gone": ("ros2msg", "Nowhere n\n")}, {}) == \
+        ("ros2msg", "Nowhere n\n", "")  # nothing to complete it from: decoding it says what is missing
 
 
 def test_service_event_definition_is_built_from_the_srv():
-    _, text = resolve_definition("std_srvs/srv/SetBool_Event", {}, {})
+    _, text, _ = resolve_definition("std_srvs/srv/SetBool_Event", {}, {})
     main = text.split("=" * 80)[0]
     assert main == "service_msgs/ServiceEventInfo info\nSetBool_Request[<=1] request\nSetBool_Response[<=1] response\n"
     assert "MSG: std_srvs/SetBool_Request\n# std_srvs/srv/SetBool\nbool data\n" in text

@@ -29,7 +29,7 @@ import numpy as np
 from ..bag import Bag
 from ..bag import open as open_bag
 from ..container import NO_MD5
-from ..msg.arrays import StructArray
+from ..msg.arrays import StructArray, field_kind
 from .tables import require
 
 #: Default partition size: a part of this many bytes of serialized messages.
@@ -166,7 +166,7 @@ def _field_meta(bag: Bag, topic: str, field: str) -> tuple[Any, Any]:
     empty = bag.take(topic, slice(0, 0))  # decodes nothing
     try:
         parent = _field(empty, field.rpartition(".")[0]) if "." in field else empty
-        kind = parent.node.fields.get(field.rpartition(".")[2], ("fixed",))[0] if isinstance(parent, StructArray) \
+        kind = field_kind(parent, field.rpartition(".")[2], "fixed") if isinstance(parent, StructArray) \
             else "fixed"
         value = _field(empty, field)
     except KeyError as error:

@@ -38,7 +38,7 @@ import numpy as np
 from ..bag import Bag, parse_step
 from ..bag import open as open_bag
 from ..errors import FastbagError
-from ..msg.arrays import Nested, Ragged, StructArray
+from ..msg.arrays import Nested, Ragged, StructArray, field_kind
 from .tables import nested_child, require, time_column
 
 FORMATS = ("parquet", "csv", "npz")
@@ -490,7 +490,7 @@ def npz_columns(arr: StructArray, prefix: str = "") -> dict[str, np.ndarray]:
     """
     out: dict[str, np.ndarray] = {}
     for name in arr.fields:
-        _npz_leaf(f"{prefix}{name}", arr[name], arr.node.fields[name][0], out)
+        _npz_leaf(f"{prefix}{name}", arr[name], field_kind(arr, name), out)
     return out
 
 

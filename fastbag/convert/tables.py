@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..msg.arrays import Nested, Ragged, StructArray, offsets_of
+from ..msg.arrays import Nested, Ragged, StructArray, field_kind, offsets_of
 
 if TYPE_CHECKING:
     import pandas
@@ -61,7 +61,7 @@ def _pa() -> Any:
 def arrow_array(value: Any, kind: str = "fixed") -> "pyarrow.Array":
     """One column (a field of a StructArray, for every message) as an Arrow array.
 
-    ``kind`` is how the message type declares the field (``node.fields[name][0]``):
+    ``kind`` is how the message type declares the field (:func:`fastbag.msg.arrays.field_kind`):
     a ``"slot"`` array (``T[]``) is a list column even when every message
     has the same count and it was read as a dense ``(N, k)`` array, so the
     schema depends on the type only, not on the data.
@@ -71,7 +71,7 @@ def arrow_array(value: Any, kind: str = "fixed") -> "pyarrow.Array":
         names = value.fields
         if not names:  # a type without fields (std_msgs/Empty)
             return pa.StructArray.from_buffers(pa.struct([]), len(value), [None])
-        return _struct([arrow_array(value[name], value.node.fields[name][0]) for name in names], names)
+        return _struct([arrow_array(value[name], field_kind(value, name)) for name in names], names)
     if isinstance(value, Ragged):
         return _list(value.offsets, arrow_array(value.values))
     if isinstance(value, Nested):
@@ -184,7 +184,7 @@ def to_arrow(arr: "TopicArray") -> "pyarrow.Table":
     pa = _pa()
     names = [time_column(arr)] + arr.fields
     columns = [pa.array(arr.time.astype(np.int64, copy=False), type=pa.timestamp("ns"))]
-    columns += [arrow_array(arr[name], arr.node.fields[name][0]) for name in arr.fields]
+    columns += [arrow_array(arr[name], field_kind(arr, name)) for name in arr.fields]
     schema = pa.schema([required(n, c.type) for n, c in zip(names, columns)], metadata=schema_metadata(arr))
     return pa.Table.from_arrays(columns, schema=schema)
 
@@ -211,7 +211,7 @@ def flat_columns(arr: StructArray) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for name in arr.fields:
-        _flatten(name, arr[name], arr.node.fields[name][0], out)
+        _flatten(name, arr[name], field_kind(arr, name), out)
     return out
 
 
@@ -220,7 +220,7 @@ def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
         return  # a type without fields (CDR pads it with a byte), or an array of them: no data, no column
     if isinstance(value, StructArray):
         for sub in value.fields:
-            _flatten(f"{name}.{sub}", value[sub], value.node.fields[sub][0], out)
+            _flatten(f"{name}.{sub}", value[sub], field_kind(value, sub), out)
         return
     if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.names:  # a fixed struct
         for sub in value.dtype.names:

@@ -261,7 +261,7 @@ class StructArray:
                  types: MessageTypes | None = None) -> None:
         self._n = n
         self.rows = rows
-        self.node = node
+        self._node = node
         self._columns = columns  # slot index -> column over all rows
         self.types = types
         self._source: Source | None = None
@@ -271,16 +271,16 @@ class StructArray:
 
     @property
     def fields(self) -> list[str]:
-        return list(self.node.fields)
+        return list(self._node.fields)
 
     @property
     def msgtype(self) -> str:
-        return self.node.msgtype
+        return self._node.msgtype
 
     @property
     def constants(self) -> dict[str, Any]:
         """The message type's constants (``Log.DEBUG``, ``NavSatStatus.STATUS_FIX``...)."""
-        return self.node.constants
+        return self._node.constants
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
@@ -293,7 +293,7 @@ class StructArray:
         return self._subset(key)
 
     def __getattr__(self, name: str) -> Any:
-        node = self.__dict__.get("node")  # absent while unpickling or copying
+        node = self.__dict__.get("_node")  # absent while unpickling or copying
         if node is None or name.startswith("_") or name not in node.fields:
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
         value = self._field(name)
@@ -302,18 +302,18 @@ class StructArray:
         return value
 
     def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(self.node.fields))
+        return sorted(set(super().__dir__()) | set(self._node.fields))
 
     def __contains__(self, item: Any) -> bool:
         """``"header" in arr``: whether the type has that field (as ``in`` asks a DataFrame for a column);
         anything else is looked for among the messages."""
         if isinstance(item, str):
-            return item in self.node.fields
+            return item in self._node.fields
         return any(message == item for message in self)
 
     def record_class(self) -> type:
         """The message class of this array's rows (one per message type, built on first use)."""
-        return node_class(self.node, self.rows.dtype if self.rows is not None else None, self.types)
+        return node_class(self._node, self.rows.dtype if self.rows is not None else None, self.types)
 
     def record_source(self) -> Source:
         """What this array's messages read their fields from (columns built once, on first use)."""
@@ -323,9 +323,9 @@ class StructArray:
 
     def _field(self, name: str) -> Any:
         try:
-            kind, what = self.node.fields[name]
+            kind, what = self._node.fields[name]
         except KeyError:
-            raise KeyError(f"{self.node.msgtype} has no field {name!r}; fields: {', '.join(self.node.fields)}") \
+            raise KeyError(f"{self._node.msgtype} has no field {name!r}; fields: {', '.join(self._node.fields)}") \
                 from None
         if kind == "fixed":
             return self.rows[name]  # type: ignore[index]
@@ -339,7 +339,7 @@ class StructArray:
         index = np.arange(self._n)[key]
         columns = {slot: column[key] for slot, column in self._columns.items()}
         rows = self.rows[key] if self.rows is not None else None
-        return StructArray(int(index.size), rows, self.node, columns, types=self.types)
+        return StructArray(int(index.size), rows, self._node, columns, types=self.types)
 
     def __iter__(self) -> Iterator[Record]:
         source = self.record_source()
@@ -354,7 +354,7 @@ class StructArray:
         Raises ValueError naming the field whose length varies.
         """
         names, formats, values = [], [], []
-        for name in self.node.fields:
+        for name in self._node.fields:
             value = self[name]
             if isinstance(value, StructArray):
                 value = value.to_numpy()
@@ -377,7 +377,20 @@ class StructArray:
         return out
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.node.msgtype}: {self._n} rows; fields {', '.join(self.node.fields)}>"
+        return f"<{type(self).__name__} {self._node.msgtype}: {self._n} rows; fields {', '.join(self._node.fields)}>"
+
+
+def field_kind(arr: StructArray, name: str, default: str | None = None) -> str:
+    """How field ``name`` of ``arr`` is laid out: ``"fixed"`` in its fixed rows (a column of ``arr.rows``),
+    ``"slot"`` in a column of its own (strings, ``T[]``, structs with variable parts); ``default`` for a
+    name the type lacks (KeyError without one). A function, not an attribute: a message's field may carry
+    any name (rcl_interfaces/ParameterEvent has ``node``)."""
+    found = arr._node.fields.get(name)
+    if found is None:
+        if default is None:
+            raise KeyError(f"{arr.msgtype} has no field {name!r}")
+        return default
+    return str(found[0])
 
 
 def to_ns(times: Any) -> np.ndarray:
@@ -414,7 +427,7 @@ class TopicArray(StructArray):
 
     def __init__(self, topic: str, time: np.ndarray, struct: StructArray, connection: np.ndarray,
                  connections: list[Any]) -> None:
-        super().__init__(len(struct), struct.rows, struct.node, struct._columns, types=struct.types)
+        super().__init__(len(struct), struct.rows, struct._node, struct._columns, types=struct.types)
         self.topic = topic
         self.time = time
         self.connection = connection
@@ -458,8 +471,8 @@ class TopicArray(StructArray):
         return to_awkward(self)
 
     def __repr__(self) -> str:
-        return (f"<TopicArray {self.topic} ({self.node.msgtype}): {len(self)} messages; "
-                f"fields {', '.join(self.node.fields)}>")
+        return (f"<TopicArray {self.topic} ({self._node.msgtype}): {len(self)} messages; "
+                f"fields {', '.join(self._node.fields)}>")
 
 
 # -- building ------------------------------------------------------------------------

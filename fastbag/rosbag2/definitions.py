@@ -126,31 +126,46 @@ def service_event(msgtype: str, srv: str, find: Callable[[str, str], str | None]
     request, response, stored = _service_parts(srv)
     own = {(pkg, f"{name}_Request"): request, (pkg, f"{name}_Response"): response,
            (pkg, event): SERVICE_EVENT.format(name=name)}
-    if stored:  # the .srv's own dependency blocks, as the bag stored them
-        for block in stored.split(SEPARATOR)[1:]:
-            header, _, body = block.strip("\n").partition("\n")
-            if header.startswith("MSG:"):
-                dep_pkg, _, dep = split_type(header[4:].strip())
-                own.setdefault((dep_pkg, dep), body)
+    for key, body in _msg_blocks(stored).items():  # the .srv's own dependency blocks, as the bag stored them
+        own.setdefault(key, body)
     return compose(f"{pkg}/{event}", lambda p, n: own.get((p, n)) or find(p, n))
 
 
 def resolve_definition(msgtype: str, stored: Mapping[str, tuple[str, str]],
-                       definitions: Mapping[str, str]) -> tuple[str, str]:
-    """``(schema encoding, composed text)`` of ``msgtype``; ``("", "")`` when no definition is found.
+                       definitions: Mapping[str, str]) -> tuple[str, str, str]:
+    """``(schema encoding, composed text, note)`` of ``msgtype``; ``("", "", "")`` when no definition is found.
 
     Looked up in the user's ``definitions`` where they name the type (a
     bag may store a wrong or shortened text: the user's word wins), then in
     the bag's ``stored`` definitions (``{type: (encoding, text)}``), then in
     the user's again for the types a definition uses, then in those shipped.
+    A stored ``ros2msg`` text that uses a type it does not define is
+    incomplete (a writer cut it short): the type is then composed from the
+    user's and shipped definitions, or else the stored text completed from
+    them, and ``note`` says so (empty otherwise).
     """
     user = _user_lookup(definitions)
-    if msgtype in stored and stored[msgtype][1].strip() and split_type(msgtype)[::2] not in user:
-        return stored[msgtype]
 
     def find(pkg: str, name: str) -> str | None:
         found = user.get((pkg, name))
         return found if found is not None else shipped(pkg, "msg", name)
+
+    if msgtype in stored and stored[msgtype][1].strip() and split_type(msgtype)[::2] not in user:
+        encoding, text = stored[msgtype]
+        missing = missing_type(msgtype, text) if encoding == "ros2msg" else None
+        if missing is None:
+            return encoding, text, ""
+        composed = compose(msgtype, find)
+        if composed is not None:
+            return "ros2msg", composed, (f"the definition of {msgtype} stored in the recording is incomplete (it "
+                                         f"uses {missing} without defining it); using fastbag's shipped one")
+        own = _blocks(msgtype, text)
+        completed = compose(msgtype, lambda p, n: own.get((p, n)) or find(p, n))
+        if completed is None:
+            return encoding, text, ""  # decoding it says what is missing
+        return "ros2msg", completed, (f"the definition of {msgtype} stored in the recording is incomplete (it "
+                                      f"uses {missing} without defining it); completed from fastbag's shipped "
+                                      "definitions")
 
     pkg, kind, name = split_type(msgtype)
     if name.endswith("_Event") and kind == "srv":
@@ -162,4 +177,37 @@ def resolve_definition(msgtype: str, stored: Mapping[str, tuple[str, str]],
             text = service_event(msgtype, srv, find) if srv is not None else None
     else:
         text = compose(msgtype, find)
-    return ("ros2msg", text) if text is not None else ("", "")
+    return ("ros2msg", text, "") if text is not None else ("", "", "")
+
+
+def _blocks(msgtype: str, text: str) -> dict[tuple[str, str], str]:
+    """``{(pkg, Type): own text}`` of a composed ``ros2msg`` text: the main type's, then each ``MSG:`` block's."""
+    pkg, _, name = split_type(msgtype)
+    main, _, rest = text.partition(SEPARATOR)
+    return {**_msg_blocks(SEPARATOR + rest), (pkg, name): main}
+
+
+def _msg_blocks(text: str) -> dict[tuple[str, str], str]:
+    """``{(pkg, Type): text}`` of the ``MSG: pkg/Type`` blocks after each separator in ``text`` (the first
+    block of a type wins)."""
+    out: dict[tuple[str, str], str] = {}
+    for block in text.split(SEPARATOR)[1:]:
+        header, _, body = block.strip("\n").partition("\n")
+        if header.startswith("MSG:"):
+            dep_pkg, _, dep = split_type(header[4:].strip())
+            out.setdefault((dep_pkg, dep), body)
+    return out
+
+
+def missing_type(msgtype: str, text: str) -> str | None:
+    """The first type a composed ``ros2msg`` text uses without defining it (``pkg/Type``), None if none."""
+    own = _blocks(msgtype, text)
+    lacking: list[str] = []
+
+    def find(pkg: str, name: str) -> str | None:
+        found = own.get((pkg, name))
+        if found is None and not (name == "Header" and (pkg, name) != ("std_msgs", "Header")):
+            lacking.append(f"{pkg}/{name}")  # a bare Header falls back to std_msgs/Header: not missing yet
+        return found
+
+    return None if compose(msgtype, find) is not None else (lacking[-1] if lacking else msgtype)

@@ -273,7 +273,7 @@ class Rosbag2Reader(LazyIndexContainer):
             self._per_file.append((k, topics, ranks))
         if failed and not self._per_file:  # nothing intact to read: the first file's error says why
             raise failed[0]
-        self._connections = [self._with_definition(c, stored, definitions) for c in connections]
+        self._connections = [self._with_definition(c, stored, definitions, problems) for c in connections]
 
     def _cheap_totals(self) -> tuple[int, int | None, int | None] | None:
         """(messages, first time, last time) over every file from indexed queries, or None where a file has
@@ -350,8 +350,10 @@ class Rosbag2Reader(LazyIndexContainer):
 
     @staticmethod
     def _with_definition(connection: Connection, stored: dict[str, tuple[str, str]],
-                         definitions: Mapping[str, str]) -> Connection:
-        encoding, text = resolve_definition(connection.msgtype, stored, definitions)
+                         definitions: Mapping[str, str], problems: list[str]) -> Connection:
+        encoding, text, note = resolve_definition(connection.msgtype, stored, definitions)
+        if note and note not in problems:
+            problems.append(note)
         # A definition found but empty is a type without fields (the Bag tells it from one that was lost).
         md5 = EMPTY_MD5 if encoding and not text.strip() else NO_MD5
         return dataclasses.replace(connection, definition=text, schema_encoding=encoding, md5sum=md5)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..msg.arrays import Nested, Ragged, StructArray
+from ..msg.arrays import Nested, Ragged, StructArray, field_kind
 
 _SEGMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
 #: Field names of a time or duration (ROS1, ROS2): such a leaf plots as seconds.
@@ -53,7 +53,7 @@ def _field(value: Any, name: str, where: str, fixed: bool) -> tuple[Any, bool]:
         what = f"fields: {', '.join(names)}" if names else "it has no fields"
         raise KeyError(f"no field {name!r} in {where or 'the message'}; {what}")
     if isinstance(value, StructArray):
-        return value[name], value.node.fields[name][0] == "fixed"
+        return value[name], field_kind(value, name) == "fixed"
     # a field of a structured array: fixed, unless the array is itself a dense variable array of structs
     return value[name], fixed or value.ndim == 1
 
