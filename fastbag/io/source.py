@@ -9,12 +9,14 @@ mapping is then released when the last view is garbage collected).
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
 import sys
 import threading
 import weakref
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -145,13 +147,22 @@ class Source:
         self.check(offset, out.size, record)
         return self._pread([offset], [out.size], out)
 
-    def _pread(self, offsets: list[int], lengths: list[int], out: np.ndarray) -> np.ndarray:
-        view = memoryview(out)
+    @contextlib.contextmanager
+    def descriptor(self) -> Iterator[int]:
+        """The mapped file open for reading (for pread), closed after the ``with``: the mapping holds none
+        that could be shared. ValueError where the path names another file now (replaced since)."""
         fd = os.open(self.path, os.O_RDONLY)
         try:
             stat = os.fstat(fd)
             if (stat.st_dev, stat.st_ino) != self._identity:
                 raise ValueError(f"{self.path} is no longer the file that was mapped")
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _pread(self, offsets: list[int], lengths: list[int], out: np.ndarray) -> np.ndarray:
+        view = memoryview(out)
+        with self.descriptor() as fd:
             if len(offsets) >= KERNEL_SPANS and "numba" in sys.modules:  # loaded anyway: spare the Python per read
                 from .bytekernels import pread_spans
 
@@ -165,8 +176,6 @@ class Source:
                 if got != length:  # the file shrank since it was mapped
                     raise ValueError(f"read {got} of {length} bytes at offset {offset}")
                 at += length
-        finally:
-            os.close(fd)
         return out
 
     # -- lifetime ---------------------------------------------------------

@@ -5,10 +5,12 @@ result (``group_concat`` text, parsed again): ~0.2 s for a million rows. The
 file format is public and stable (https://www.sqlite.org/fileformat2.html): a
 table is a b-tree of pages, each leaf cell a rowid and a record (a header of
 serial types, then the values), a long record's tail in a chain of overflow
-pages. One Numba kernel walks the tree in rowid order over the file's mapping
-and keeps, per row, its id, topic id, timestamp and where its blob lies; a
-second copies the blobs a chunk needs from there. SQLite still answers what is
-small (the schema, the root page, the columns' order, the row count).
+pages. One Numba kernel lists the tree's leaf pages in rowid order from its
+interior pages; a second reads the leaves (with pread, runs of pages at a
+time) and keeps, per row, its id, topic id, timestamp and where its blob
+lies; a third copies the blobs a chunk needs from there. SQLite still
+answers what is small (the schema, the root page, the columns' order, the
+row count).
 
 Only a file no one writes is read this way (the caller's ``immutable`` case: no
 write-ahead log to merge). Anything in the pages that is not as SQLite writes
@@ -31,8 +33,11 @@ HEADER = struct.Struct(">16sHBBBBBB")  # magic, page size, write/read versions, 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: A table of at least 2 x PART_ROWS rows is walked in two parts at once (see read_table).
 PART_ROWS = 1 << 16
-#: "every child" of a root, for walk_table (a page has at most 65535 cells).
+#: "every child" of a root, for leaf_pages (a page has at most 65535 cells).
 MAX_CHILD = 1 << 20
+#: Leaf pages are read this many bytes at a time at most (a run of pages that follow one another in the
+#: file): the block stays in the core's cache while its cells are parsed.
+BLOCK_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -56,17 +61,19 @@ class TablePages:
         mode, the only one a file read this way is in) increments the header's change counter."""
         return self.buf[24:28].tobytes() == self.change_counter
 
-    def blobs(self, ids: np.ndarray) -> np.ndarray | None:
+    def blobs(self, ids: np.ndarray, fd: int = -1) -> np.ndarray | None:
         """The blobs of rows ``ids`` (rowids this table holds, ascending) concatenated, as uint8; None when an
-        id is not in the table or an overflow chain leaves the file (the caller then asks SQLite)."""
+        id is not in the table or an overflow chain leaves the file (the caller then asks SQLite). ``fd``: the
+        file ``buf`` maps, open for reading (long blobs are then read with pread; see gather_blobs)."""
         from .kernels import gather_blobs
 
         rows = np.searchsorted(self.id, ids)
         if rows.size and (int(rows.max()) >= self.id.size or not np.array_equal(self.id[rows], ids)):
             return None
         out = np.empty(int(self.length[rows].sum()), dtype=np.uint8)
-        if gather_blobs(self.buf, self.page_size, self.usable, self.length, self.at, self.local, self.overflow,
-                        rows, out) >= 0:
+        block = np.empty(_block_pages(self.page_size) * self.page_size if fd >= 0 else 0, dtype=np.uint8)
+        if gather_blobs(self.buf, fd, block, self.page_size, self.usable, self.length, self.at, self.local,
+                        self.overflow, rows, out) >= 0:
             return None
         return out
 
@@ -115,16 +122,18 @@ def _affinity(declared: str) -> str:
 
 
 def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], capacity: int,
-               id_run: tuple[int, int] | None = None) -> TablePages | None:
+               id_run: tuple[int, int] | None = None, fd: int = -1) -> TablePages | None:
     """The rows of the table whose b-tree is rooted at page ``root`` (see :func:`column_places` for
     ``places``; ``capacity``: the row count SQLite reports), or None where the pages are not as SQLite
     writes them or hold another number of rows.
 
     ``id_run``: (first, last) where the rowids are every integer between (as SQLite reports them). A large
     table's root children are then walked in two parts at once, the second part's rows written from where
-    the root's key says they start (the largest rowid of the first part).
+    the root's key says they start (the largest rowid of the first part). ``fd``: the file ``buf`` maps,
+    open for reading: its leaf pages are then read with pread(2) into a block per part instead of through
+    the mapping (see :func:`fastbag.rosbag2.kernels.walk_leaves`); -1 for a database in memory.
     """
-    from .kernels import walk_table
+    from .kernels import leaf_pages, walk_leaves
 
     found = layout(buf)
     if found is None:
@@ -139,10 +148,15 @@ def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], ca
 
     def walk(part: tuple[int, int, int, int]) -> bool:
         first_child, last_child, start, stop = part
+        pages = np.empty(buf.size // page_size, dtype=np.int64)
+        count = leaf_pages(buf, page_size, usable, root, first_child, last_child, pages)
+        if count < 0:
+            return False
         views = [array[start:stop] for array in out]
-        count = walk_table(buf, page_size, usable, root, first_child, last_child, *places, *views,
+        block = np.empty(_block_pages(page_size) * page_size if fd >= 0 else 0, dtype=np.uint8)
+        rows = walk_leaves(buf, fd, block, pages[:count], page_size, usable, *places, *views,
                            np.zeros(1, dtype=np.int64))
-        return bool(count == stop - start)
+        return bool(rows == stop - start)
 
     if len(parts) == 1:
         complete = walk(parts[0])
@@ -154,6 +168,10 @@ def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], ca
     if not complete:
         return None
     return TablePages(buf, page_size, usable, *out, change_counter=buf[24:28].tobytes())
+
+
+def _block_pages(page_size: int) -> int:
+    return max(1, BLOCK_BYTES // page_size)
 
 
 def _split_point(buf: np.ndarray, page_size: int, usable: int, root: int) -> tuple[int, int] | None:

@@ -337,6 +337,11 @@ class Db3:
             except (OSError, ValueError):  # SQLite reads it, but it cannot be mapped here
                 return None
             buf = self._source.array
+            try:
+                with self._source.descriptor() as fd:  # the leaves read with pread, not faulted in
+                    return read_table(buf, found[0][0], places, count, run, fd=fd)
+            except (OSError, ValueError):  # replaced since it was mapped: SQLite reads what it opened
+                return None
         return read_table(buf, found[0][0], places, count, run)
 
     def id_is_rowid(self) -> bool:
@@ -459,6 +464,16 @@ class Db3:
             return probe
         return None
 
+    def _page_blobs(self, pages: TablePages, ids: np.ndarray) -> np.ndarray | None:
+        """The blobs of ``ids`` from the file's pages (see TablePages.blobs), long ones read with pread."""
+        if self._source is None:  # decompressed into memory
+            return pages.blobs(ids)
+        try:
+            with self._source.descriptor() as fd:
+                return pages.blobs(ids, fd)
+        except (OSError, ValueError):  # the path names another file now: SQLite reads what it opened
+            return None
+
     def blobs(self, topic_id: int, first_id: int, last_id: int, ids: np.ndarray, nbytes: int) -> bytes | np.ndarray:
         """The blobs of ``topic_id``'s rows ``ids`` (ascending, from ``first_id`` to ``last_id``, ``nbytes`` in
         all), concatenated in id order: copied from the file's pages where :meth:`rows` read them, else
@@ -477,7 +492,7 @@ class Db3:
                                  f"moved; topic id {topic_id}, rows with ids {first_id} to {last_id}): the index "
                                  "no longer describes it; open it again", path=self.path, record="sqlite3")
         if pages is not None:
-            data = pages.blobs(ids)
+            data = self._page_blobs(pages, ids)
             if data is not None:
                 return data
             # An overflow chain leaves the file: SQLite reads these rows and names the damage.
