@@ -18,17 +18,17 @@ import operator
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from .container import NO_MD5, BagIndex, Connection, Container, Encryption
 from .errors import DecodeError, DefinitionError, FastbagError, FastbagWarning, UnsupportedError
 from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
-from .msg.messages import time_ns
+from .msg.messages import Time, time_ns
 from .msg.msgdef import EMPTY_MD5
 from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
 
@@ -106,6 +106,49 @@ class TopicInfo:
     @property
     def msgtypes(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(c.msgtype for c in self.connections))
+
+
+class BagMessage(NamedTuple):
+    """A message as ``rosbag.Bag.read_messages`` yields it (see :meth:`Bag.read_messages`)."""
+
+    topic: str
+    message: Any
+    timestamp: Time
+
+
+class BagMessageWithConnectionHeader(NamedTuple):
+    """A message with its connection's header, as ``read_messages(return_connection_header=True)`` yields it."""
+
+    topic: str
+    message: Any
+    timestamp: Time
+    connection_header: dict[str, bytes]
+
+
+class TopicTuple(NamedTuple):
+    """One topic in ``get_type_and_topic_info()`` (rosbag's ``TopicTuple``)."""
+
+    msg_type: str
+    message_count: int
+    connections: int
+    frequency: float | None
+
+
+class TypesAndTopicsTuple(NamedTuple):
+    """``get_type_and_topic_info()``: ``{type: md5sum}`` and ``{topic: TopicTuple}`` (rosbag's)."""
+
+    msg_types: dict[str, str]
+    topics: dict[str, TopicTuple]
+
+
+def connection_header(connection: Connection) -> dict[str, bytes]:
+    """The header fields of a connection that fastbag keeps, as rosbag gives them (bytes values)."""
+    header = {"topic": connection.topic, "type": connection.msgtype, "md5sum": connection.md5sum,
+              "message_definition": connection.definition}
+    if connection.callerid is not None:
+        header["callerid"] = connection.callerid
+    header["latching"] = "1" if connection.latching else "0"
+    return {key: value.encode() for key, value in header.items()}
 
 
 class Message:
@@ -1244,6 +1287,70 @@ class Bag:
         except DefinitionError as exc:
             raise DecodeError(f"the supplied definitions cannot describe the type: {exc}", topic=connection.topic,
                               msgtype=connection.msgtype) from exc
+
+    # -- rosbag's spellings (the ROS 1 Python API), for code written against rosbag.Bag ----------------
+    def read_messages(self, topics: Iterable[str] | str | None = None, start_time: Any = None, end_time: Any = None,
+                      connection_filter: Callable[..., bool] | None = None, raw: bool = False,
+                      return_connection_header: bool = False) -> Iterator[BagMessage]:
+        """``rosbag.Bag.read_messages``: ``(topic, message, timestamp)`` tuples in receive-time order, so
+        that ``for topic, msg, t in bag.read_messages(topics=["/imu"])`` runs as with rosbag.
+
+        ``t`` is a :class:`~fastbag.msg.messages.Time` (genpy's ``secs``, ``nsecs``, ``to_sec()``...);
+        ``start_time`` and ``end_time`` are times (``rospy.Time``, or whatever :meth:`messages` takes),
+        ``end_time`` included, as rosbag includes it. ``connection_filter(topic, datatype, md5sum,
+        msg_def, header)`` selects connections; ``return_connection_header`` adds each connection's header
+        (the fields fastbag keeps: topic, type, md5sum, message_definition, callerid, latching). rosbag's
+        ``raw=True`` tuples are not made: :meth:`messages` with ``raw=True`` gives each message's bytes.
+        """
+        if raw:
+            raise TypeError("read_messages(raw=True) is not supported: use bag.messages(raw=True), whose m.data "
+                            "is each message's serialized bytes (m.connection its type and md5sum)")
+        start, end = time_ns(start_time, "start_time"), time_ns(end_time, "end_time")
+        wanted: dict[int, bool] = {}  # connection id(...) -> whether connection_filter keeps it
+
+        def keep(connection: Connection) -> bool:
+            if connection_filter is None:
+                return True
+            if id(connection) not in wanted:
+                header = connection_header(connection)
+                wanted[id(connection)] = bool(connection_filter(
+                    connection.topic, connection.msgtype, connection.md5sum, connection.definition, header))
+            return wanted[id(connection)]
+
+        for m in self.messages(topics or None, start, None if end is None else end + 1):
+            if keep(m.connection):
+                stamp = Time(m.time // 1_000_000_000, m.time % 1_000_000_000)
+                yield BagMessageWithConnectionHeader(m.topic, m.msg, stamp, connection_header(m.connection)) \
+                    if return_connection_header else BagMessage(m.topic, m.msg, stamp)  # type: ignore[misc]
+
+    def get_message_count(self, topic_filters: Iterable[str] | str | None = None) -> int:
+        """``rosbag.Bag.get_message_count``: messages in the bag, or on the topics named."""
+        if topic_filters is None:
+            return self.message_count
+        names = [topic_filters] if isinstance(topic_filters, str) else list(topic_filters)
+        return sum(self.topics[name].message_count for name in names if name in self.topics)
+
+    def get_start_time(self) -> float:
+        """``rosbag.Bag.get_start_time``: the first message's time in seconds (:attr:`start_time` in ns)."""
+        if self.start_time is None:
+            raise ValueError(f"{self.path} holds no messages")
+        return Time(self.start_time // 1_000_000_000, self.start_time % 1_000_000_000).to_sec()
+
+    def get_end_time(self) -> float:
+        """``rosbag.Bag.get_end_time``: the last message's time in seconds (:attr:`end_time` in ns)."""
+        if self.end_time is None:
+            raise ValueError(f"{self.path} holds no messages")
+        return Time(self.end_time // 1_000_000_000, self.end_time % 1_000_000_000).to_sec()
+
+    def get_type_and_topic_info(self, topic_filters: Iterable[str] | str | None = None) -> TypesAndTopicsTuple:
+        """``rosbag.Bag.get_type_and_topic_info``: every message type's md5sum, and each topic's type, message
+        count, connection count and median rate in Hz (None with fewer than two messages)."""
+        types = dict(sorted({c.msgtype: c.md5sum for c in reversed(self.connections)}.items()))
+        names = None if topic_filters is None else \
+            {topic_filters} if isinstance(topic_filters, str) else set(topic_filters)
+        topics = {name: TopicTuple(info.msgtype, info.message_count, len(info.connections), info.frequency)
+                  for name, info in self.topics.items() if names is None or name in names}
+        return TypesAndTopicsTuple(types, topics)
 
     # -- lifetime --------------------------------------------------------------
     def _check_open(self) -> None:
