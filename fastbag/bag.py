@@ -17,6 +17,7 @@ import io
 import operator
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -151,6 +152,17 @@ def connection_header(connection: Connection) -> dict[str, bytes]:
     return {key: value.encode() for key, value in header.items()}
 
 
+def _type_key(msgtype: str) -> tuple[str, str]:
+    """``(pkg, Type)`` of ``pkg/Type`` and ``pkg/msg/Type`` alike (ROS 1 and rosbags' spellings)."""
+    parts = msgtype.split("/")
+    return parts[0], parts[-1]
+
+
+#: The last message unpacked on this thread, (its data view, its type, its decoded message): rosbags' loop
+#: unpacks a message and deserializes its bytes at once; Bag.deserialize answers that from the decoded batch.
+_UNPACKED = threading.local()
+
+
 class Message:
     """One message: ``topic``, ``time`` (int ns receive time), ``data`` and ``connection``.
 
@@ -171,6 +183,14 @@ class Message:
 
     def __repr__(self) -> str:
         return f"Message(topic={self.topic!r}, time={self.time}, {len(self.data)} bytes)"
+
+    def __iter__(self) -> Iterator[Any]:
+        """``connection, timestamp, rawdata = m``: unpacks as rosbags' readers yield a message. The
+        decoded message is kept (one per thread) for :meth:`Bag.deserialize` of this ``rawdata``."""
+        data = self.data
+        if self.msg is not None and not isinstance(self.msg, Undecodable):
+            _UNPACKED.last = (data, self.connection.msgtype, self.msg)
+        return iter((self.connection, self.time, data))
 
     @property
     def publish_time(self) -> int | None:
@@ -502,13 +522,15 @@ class Bag:
         return bag_html(self)
 
     # -- messages --------------------------------------------------------------
-    def _select(self, topics: Iterable[str] | str | None, start: int | None, end: int | None) -> np.ndarray:
+    def _select(self, topics: Iterable[str] | str | None, start: int | None, end: int | None,
+                connections: Iterable[Connection] | None = None) -> np.ndarray:
         """Positions in the index table of the wanted messages, in read order."""
         index = self._index
         start, end = time_ns(start, "start"), time_ns(end, "end")
         lo = 0 if start is None else int(np.searchsorted(index.time, start, side="left"))
         hi = index.message_count if end is None else int(np.searchsorted(index.time, end, side="left"))
         hi = max(lo, hi)
+        wanted: set[str] | None = None
         if topics is not None:
             if isinstance(topics, str):
                 topics = [topics]
@@ -522,22 +544,33 @@ class Bag:
             if unknown:
                 raise KeyError(f"no topic {sorted(unknown)[0]!r} in {self.path}; topics: "
                                f"{', '.join(self._topic_connections)}")
-            want = np.array([c.topic in wanted for c in index.connections], dtype=bool)  # by connection rank
-            if not want.all():  # (one pass over the window's ranks; no arange of the whole window)
-                return lo + np.flatnonzero(want[index.conn[lo:hi]])
+        want = np.array([wanted is None or c.topic in wanted for c in index.connections], dtype=bool)  # by rank
+        if connections is not None:
+            given = list(connections)
+            foreign = [c for c in given if not isinstance(c, Connection)]
+            if foreign:
+                raise TypeError(f"connections are the bag's Connection objects (bag.connections); got "
+                                f"{type(foreign[0]).__name__} {foreign[0]!r}")
+            want &= np.array([c in given for c in index.connections], dtype=bool)
+        if not want.all():  # (one pass over the window's ranks; no arange of the whole window)
+            return lo + np.flatnonzero(want[index.conn[lo:hi]])
         return np.arange(lo, hi)
 
     def messages(self, topics: Iterable[str] | str | None = None, start: int | None = None,
-                 end: int | None = None, *, raw: bool = False) -> Iterator[Message]:
+                 end: int | None = None, *, raw: bool = False,
+                 connections: Iterable[Connection] | None = None) -> Iterator[Message]:
         """Messages in receive-time order, filtered by topics and time window ``[start, end)``.
 
         ``start`` and ``end`` are int nanoseconds. With ``raw=True`` each
         message's ``data`` is its serialized bytes (see :class:`Message`);
         otherwise ``msg`` is the decoded message as well (decoded a chunk at
-        a time through the same kernels as :meth:`read`).
+        a time through the same kernels as :meth:`read`). ``connections``
+        (of :attr:`connections`) selects by connection, as rosbags' readers
+        do; a message unpacks as theirs yield it: ``for connection,
+        timestamp, rawdata in bag.messages(connections=...)``.
         """
         self._check_open()
-        selected = self._select(topics, start, end)
+        selected = self._select(topics, start, end, connections)
         return self._iter_raw(selected) if raw else self._iter_decoded(selected)
 
     def _runs(self, selected: np.ndarray, *, kernel: bool = False
@@ -1306,22 +1339,13 @@ class Bag:
             raise TypeError("read_messages(raw=True) is not supported: use bag.messages(raw=True), whose m.data "
                             "is each message's serialized bytes (m.connection its type and md5sum)")
         start, end = time_ns(start_time, "start_time"), time_ns(end_time, "end_time")
-        wanted: dict[int, bool] = {}  # connection id(...) -> whether connection_filter keeps it
-
-        def keep(connection: Connection) -> bool:
-            if connection_filter is None:
-                return True
-            if id(connection) not in wanted:
-                header = connection_header(connection)
-                wanted[id(connection)] = bool(connection_filter(
-                    connection.topic, connection.msgtype, connection.md5sum, connection.definition, header))
-            return wanted[id(connection)]
-
-        for m in self.messages(topics or None, start, None if end is None else end + 1):
-            if keep(m.connection):
-                stamp = Time(m.time // 1_000_000_000, m.time % 1_000_000_000)
-                yield BagMessageWithConnectionHeader(m.topic, m.msg, stamp, connection_header(m.connection)) \
-                    if return_connection_header else BagMessage(m.topic, m.msg, stamp)  # type: ignore[misc]
+        kept = None if connection_filter is None else [
+            c for c in self.connections
+            if connection_filter(c.topic, c.msgtype, c.md5sum, c.definition, connection_header(c))]
+        for m in self.messages(topics or None, start, None if end is None else end + 1, connections=kept):
+            stamp = Time(m.time // 1_000_000_000, m.time % 1_000_000_000)
+            yield BagMessageWithConnectionHeader(m.topic, m.msg, stamp, connection_header(m.connection)) \
+                if return_connection_header else BagMessage(m.topic, m.msg, stamp)  # type: ignore[misc]
 
     def get_message_count(self, topic_filters: Iterable[str] | str | None = None) -> int:
         """``rosbag.Bag.get_message_count``: messages in the bag, or on the topics named."""
@@ -1351,6 +1375,25 @@ class Bag:
         topics = {name: TopicTuple(info.msgtype, info.message_count, len(info.connections), info.frequency)
                   for name, info in self.topics.items() if names is None or name in names}
         return TypesAndTopicsTuple(types, topics)
+
+    # -- rosbags' spelling ---------------------------------------------------------------------------------
+    def deserialize(self, rawdata: bytes | bytearray | memoryview, msgtype: str) -> Any:
+        """rosbags' ``reader.deserialize``: one message's bytes as a message object of ``msgtype`` (a type
+        of this bag's connections, decoded by its definition there), so ``for connection, timestamp,
+        rawdata in bag.messages(connections=...): msg = bag.deserialize(rawdata, connection.msgtype)`` runs
+        as with rosbags. One message at a time, in Python: :meth:`messages` (``m.msg``) and :meth:`read`
+        decode whole chunks and topics."""
+        from .msg.arrays import decode_with_layout
+
+        last = getattr(_UNPACKED, "last", None)
+        if last is not None and last[0] is rawdata and _type_key(last[1]) == _type_key(msgtype):
+            return last[2]  # the message messages() just yielded and the loop unpacked: decoded with its chunk
+        connection = next((c for c in self.connections if c.msgtype == msgtype), None) or \
+            next((c for c in self.connections if _type_key(c.msgtype) == _type_key(msgtype)), None)
+        if connection is None:
+            raise KeyError(f"no connection of type {msgtype!r} in {self.path}; types: "
+                           f"{', '.join(sorted({c.msgtype for c in self.connections}))}")
+        return decode_with_layout(self._layout(self._with_supplied_definition(connection)), [rawdata], msgtype)[0]
 
     # -- lifetime --------------------------------------------------------------
     def _check_open(self) -> None:

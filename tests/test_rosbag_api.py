@@ -9,6 +9,7 @@ genpy's, and the same answers from ``get_message_count``, ``get_start_time``, ``
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -195,3 +196,62 @@ def test_read_messages_on_ros2_recordings_is_messages(path):
         plain = [(m.topic, m.time, m.msg) for m in bag.messages()]
     assert [o[:2] for o in ours] == [p[:2] for p in plain]
     assert all(type(o[2]) is type(p[2]) for o, p in zip(ours, plain))
+
+
+# -- rosbags' loop ---------------------------------------------------------------------------------------
+
+ROSBAGS_LOOP_BAGS = ["ros1v2/MichaelGrupp__evo__test__data__ROS_example.bag",
+                     "ros1v2/cruise-automation__rosbag.js__fixtures__example.bag",
+                     "ros1v2/CCNYRoboticsLab__imu_tools__imu_filter_madgwick__sample__sparkfun_razor.bag",
+                     "db3/MichaelGrupp__evo__test__data__tf_example",
+                     "db3/ANYbotics__grid_map__grid_map_ros__resource__double_chatter"]
+
+
+@pytest.mark.parametrize("relative", ROSBAGS_LOOP_BAGS)
+def test_the_rosbags_loop_runs_unchanged(relative):
+    """rosbags' README loop, with fastbag.open in place of AnyReader: connections picked from
+    ``reader.connections``, messages unpacked as (connection, timestamp, rawdata), each deserialized by
+    its type; the values equal rosbags', field by field."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    from fastbag.tooling.compare import assert_same_message
+
+    path = data_file(relative)
+    # (a Humble-era .db3 stores no definitions: rosbags then takes its own, as fastbag its shipped ones)
+    with AnyReader([path], default_typestore=get_typestore(Stores.ROS2_HUMBLE)) as peer:
+        topic = sorted({c.topic for c in peer.connections})[-1]
+        theirs = [(c.topic, t, peer.deserialize(raw, c.msgtype))
+                  for c, t, raw in peer.messages(connections=[c for c in peer.connections if c.topic == topic])]
+    with open_quietly(path) as reader:
+        connections = [x for x in reader.connections if x.topic == topic]
+        ours = []
+        for connection, timestamp, rawdata in reader.messages(connections=connections):
+            ours.append((connection.topic, timestamp, reader.deserialize(rawdata, connection.msgtype),
+                         connection.encoding))
+        # bytes that are no unpacked message's view decode on their own (one at a time), to the same values
+        copies = [reader.deserialize(bytes(m.data), m.connection.msgtype)
+                  for m in itertools.islice(reader.messages(connections=connections, raw=True), 50)]
+    assert theirs and [(a, b) for a, b, _, _ in ours] == [(a, b) for a, b, _ in theirs]
+    for (_, _, msg, encoding), (_, _, expected) in zip(ours, theirs):
+        assert_same_message(msg, expected, encoding=encoding)
+    for msg, (_, _, expected) in zip(copies, theirs):
+        assert_same_message(msg, expected, encoding=ours[0][3])
+
+
+def test_deserialize_and_connections_arguments():
+    path = _bag_with_topics()
+    with open_quietly(path) as bag:
+        connection = bag.connections[0]
+        raw = bytes(next(bag.messages(connections=[connection], raw=True)).data)
+        pkg, name = connection.msgtype.split("/")
+        # rosbags spells ROS 1 types pkg/msg/Type: both name the same type
+        assert bag.deserialize(raw, f"{pkg}/msg/{name}") == bag.deserialize(raw, connection.msgtype)
+        with pytest.raises(KeyError, match="no connection of type 'nav_msgs/Nothing'"):
+            bag.deserialize(raw, "nav_msgs/Nothing")
+        with pytest.raises(TypeError, match="Connection objects"):
+            next(bag.messages(connections=[connection.topic]))
+        # by topic and by connection together: the messages of both
+        both = list(bag.messages(topics=[connection.topic], connections=bag.connections, raw=True))
+        assert [m.time for m in both] == [m.time for m in bag.messages(topics=connection.topic, raw=True)]
+        assert not list(bag.messages(topics=bag.connections[1].topic, connections=[connection], raw=True))

@@ -763,9 +763,16 @@ def decode_messages(msgtype: str, definition: str, messages: Iterable[bytes | by
     does not match the definition.
     """
     from .layout import layout_for
+
+    layout = layout_for(msgtype, definition, encoding=encoding, schema_encoding=schema_encoding)
+    return decode_with_layout(layout, messages, msgtype)
+
+
+def decode_with_layout(layout: Layout, messages: Iterable[bytes | bytearray | memoryview], msgtype: str
+                       ) -> StructArray:
+    """:func:`decode_messages` with the type's layout compiled already (a Bag's, say)."""
     chunks = [bytes(m) for m in messages]
     lengths = np.array([len(m) for m in chunks], dtype=np.int64)
-    layout = layout_for(msgtype, definition, encoding=encoding, schema_encoding=schema_encoding)
     check_min_size(layout, lengths, 0, topic=None, msgtype=msgtype)  # before sizing rows by the count
     buffer = np.frombuffer(bytearray(b"".join(chunks)), dtype=np.uint8)
     builder = TopicBuilder(layout, np.empty(0, dtype=np.uint8), len(chunks), topic=None, msgtype=msgtype)
