@@ -6,8 +6,10 @@ without it, every test that needs them is skipped with that reason.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -63,3 +65,16 @@ def open_quietly(path, **options) -> "fastbag.Bag":
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", fastbag.FastbagWarning)
         return fastbag.open(path, **options)
+
+
+def classic_rosbag() -> ModuleType:
+    """The classic ``rosbag`` module (py3rosmsgs; ImportError without it), imported with the logging
+    class put back: its rosgraph makes every logger created later a RospyLogger, whose findCaller loops
+    forever on Python 3.11 where a frame it looks for is importlib's (it hung distributed's import in the
+    Dask tests run after it)."""
+    before = logging.getLoggerClass()
+    try:
+        import rosbag
+    finally:
+        logging.setLoggerClass(before)
+    return rosbag

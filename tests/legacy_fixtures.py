@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from conftest import classic_rosbag
 from fastbag.msg.messages import Record, Time
 from fastbag.tooling.compare import same_access
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
@@ -158,7 +159,7 @@ def _classic_window(start: int | None, end: int | None) -> tuple[Any, Any]:
 
 
 def _classic_iter(path: Path, topics: list[str] | None, start: int | None, end: int | None, raw: bool):
-    import rosbag
+    rosbag = classic_rosbag()
 
     lo, hi = _classic_window(start, end)
     bag = rosbag.Bag(str(path))

@@ -71,7 +71,7 @@ from hypothesis import strategies as st
 
 import fastbag
 from fastbag.msg.msgdef import parse_definition
-from conftest import data_file, data_files
+from conftest import classic_rosbag, data_file, data_files
 from legacy_fixtures import (
     MAGIC_V11, V11_TEXTS, V11_TOPICS, assert_same_genpy, classic_decoded, classic_raw, parse_v12, rosname,
     rows12, v11_md5sums, v11_typestore, v11_values, with_definition_replaced, write_msg_folder, write_v11)
@@ -379,7 +379,7 @@ def test_v12_without_a_usable_index_is_scanned(path, variant, tmp_path):
 def _has_classic() -> bool:
     try:
         import genpy  # noqa: F401
-        import rosbag  # noqa: F401
+        classic_rosbag()
     except ImportError:
         return False
     return True
@@ -432,7 +432,7 @@ def test_v11_fixture_is_what_it_claims(v11):
         back = v11.store.deserialize_ros1(data, rosname(V11_TOPICS[topic]))
         assert v11.store.serialize_ros1(back, rosname(V11_TOPICS[topic])) == data
     if _has_classic():  # classic rosbag does not read 1.1 at all
-        import rosbag
+        rosbag = classic_rosbag()
 
         with pytest.raises(rosbag.ROSBagException, match="unsupported bag version 101"):
             rosbag.Bag(str(v11.path))

@@ -15,12 +15,15 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import data_file, data_files, open_quietly, real_bags
+from conftest import classic_rosbag, data_file, data_files, open_quietly, real_bags
 
 import fastbag
 
 genpy = pytest.importorskip("genpy", reason="the classic rosbag module (py3rosmsgs) is the oracle here")
-rosbag = pytest.importorskip("rosbag", reason="the classic rosbag module (py3rosmsgs) is the oracle here")
+try:
+    rosbag = classic_rosbag()
+except ImportError:
+    pytest.skip("the classic rosbag module (py3rosmsgs) is the oracle here", allow_module_level=True)
 
 #: Messages whose values are compared with genpy's per bag (the classic module deserializes in Python).
 VALUES_PER_BAG = 300
