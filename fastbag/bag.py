@@ -152,6 +152,14 @@ def connection_header(connection: Connection) -> dict[str, bytes]:
     return {key: value.encode() for key, value in header.items()}
 
 
+def _as_bag_messages(messages: Iterator[Message], with_header: bool) -> Iterator[BagMessage]:
+    """Messages as rosbag's read_messages yields them (see Bag.read_messages)."""
+    for m in messages:
+        stamp = Time(m.time // 1_000_000_000, m.time % 1_000_000_000)
+        yield BagMessageWithConnectionHeader(m.topic, m.msg, stamp, connection_header(m.connection)) \
+            if with_header else BagMessage(m.topic, m.msg, stamp)  # type: ignore[misc]
+
+
 def _type_key(msgtype: str) -> tuple[str, str]:
     """``(pkg, Type)`` of ``pkg/Type`` and ``pkg/msg/Type`` alike (ROS 1 and rosbags' spellings)."""
     parts = msgtype.split("/")
@@ -161,6 +169,15 @@ def _type_key(msgtype: str) -> tuple[str, str]:
 #: The last message unpacked on this thread, (its data view, its type, its decoded message): rosbags' loop
 #: unpacks a message and deserializes its bytes at once; Bag.deserialize answers that from the decoded batch.
 _UNPACKED = threading.local()
+
+
+def _forgetting_unpacked(messages: Iterator[Message]) -> Iterator[Message]:
+    """``messages``, then no reference left to the last one unpacked (its bytes keep a chunk, or the file's
+    mapping, alive: a Writer would refuse the path of a bag closed after the loop)."""
+    try:
+        yield from messages
+    finally:
+        _UNPACKED.__dict__.pop("last", None)
 
 
 class Message:
@@ -571,7 +588,7 @@ class Bag:
         """
         self._check_open()
         selected = self._select(topics, start, end, connections)
-        return self._iter_raw(selected) if raw else self._iter_decoded(selected)
+        return self._iter_raw(selected) if raw else _forgetting_unpacked(self._iter_decoded(selected))
 
     def _runs(self, selected: np.ndarray, *, kernel: bool = False
               ) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:
@@ -1342,10 +1359,8 @@ class Bag:
         kept = None if connection_filter is None else [
             c for c in self.connections
             if connection_filter(c.topic, c.msgtype, c.md5sum, c.definition, connection_header(c))]
-        for m in self.messages(topics or None, start, None if end is None else end + 1, connections=kept):
-            stamp = Time(m.time // 1_000_000_000, m.time % 1_000_000_000)
-            yield BagMessageWithConnectionHeader(m.topic, m.msg, stamp, connection_header(m.connection)) \
-                if return_connection_header else BagMessage(m.topic, m.msg, stamp)  # type: ignore[misc]
+        messages = self.messages(topics or None, start, None if end is None else end + 1, connections=kept)
+        return _as_bag_messages(messages, return_connection_header)
 
     def get_message_count(self, topic_filters: Iterable[str] | str | None = None) -> int:
         """``rosbag.Bag.get_message_count``: messages in the bag, or on the topics named."""
@@ -1387,6 +1402,7 @@ class Bag:
 
         last = getattr(_UNPACKED, "last", None)
         if last is not None and last[0] is rawdata and _type_key(last[1]) == _type_key(msgtype):
+            del _UNPACKED.last  # (answered: no reference kept to its bytes)
             return last[2]  # the message messages() just yielded and the loop unpacked: decoded with its chunk
         connection = next((c for c in self.connections if c.msgtype == msgtype), None) or \
             next((c for c in self.connections if _type_key(c.msgtype) == _type_key(msgtype)), None)
@@ -1406,6 +1422,7 @@ class Bag:
 
     def close(self) -> None:
         """Release the file. Arrays and views already returned stay valid."""
+        _UNPACKED.__dict__.pop("last", None)  # (a loop's last unpacked message: its bytes may be this file's)
         self._store.close()
         self._container.close()
 

@@ -163,10 +163,12 @@ def test_topic_and_time_filters_as_rosbag_applies_them():
             assert got, case
         last = [m.timestamp.to_nsec() for m in bag.read_messages(start_time=start, end_time=end)][-1]
         assert last == end.to_nsec()  # the end itself is read
-        with pytest.raises(TypeError, match="seconds"):
-            next(bag.read_messages(start_time=start.to_sec()))
+        with pytest.raises(TypeError, match="seconds"):  # said when called, not at the first message
+            bag.read_messages(start_time=start.to_sec())
         with pytest.raises(TypeError, match=r"messages\(raw=True\)"):
-            next(bag.read_messages(raw=True))
+            bag.read_messages(raw=True)
+        with pytest.raises(KeyError, match="no topic '/nowhere'"):
+            bag.read_messages(topics="/nowhere")
 
 
 def test_connection_filters_and_headers_as_rosbag_gives_them():
@@ -258,3 +260,26 @@ def test_deserialize_and_connections_arguments():
         both = list(bag.messages(topics=[connection.topic], connections=bag.connections, raw=True))
         assert [m.time for m in both] == [m.time for m in bag.messages(topics=connection.topic, raw=True)]
         assert not list(bag.messages(topics=bag.connections[1].topic, connections=[connection], raw=True))
+
+
+def test_the_rosbags_loop_leaves_no_reference_to_a_closed_bag(tmp_path):
+    """deserialize() answers from the message the loop just unpacked, which it keeps a reference to: none
+    may be left once the loop ends or the bag closes, or the file stays mapped (a Writer then refuses its
+    path)."""
+    import gc
+    import shutil
+
+    from fastbag.io.source import is_mapped
+
+    path = tmp_path / "copy.bag"
+    shutil.copy(_bag_with_topics(), path)
+    for deserialize, stop in ((True, None), (False, None), (False, 5), (True, 5)):
+        with open_quietly(path) as reader:
+            for k, (connection, _, rawdata) in enumerate(reader.messages()):
+                if deserialize:
+                    reader.deserialize(rawdata, connection.msgtype)
+                if k == stop:
+                    break
+            del rawdata, connection
+        gc.collect()
+        assert not is_mapped(path), (deserialize, stop)
