@@ -952,6 +952,8 @@ def test_transient_local_topics_are_latched():
     assert seen == {True, False}
     assert transient_local("- durability: transient_local\n  history: keep_last\n")
     assert not transient_local("- durability: volatile\n") and not transient_local("durability: [unclosed")
+    # a damaged page's text, decoded with surrogateescape: YAML cannot even encode it (fuzz seed 20261124)
+    assert not transient_local(b"- durability: 1\n  \xe0x: 2\n".decode("utf-8", "surrogateescape"))
 
 
 def test_a_field_named_like_an_array_attribute_reads_by_attribute():

@@ -150,7 +150,7 @@ def transient_local(qos: str) -> bool:
 
     try:
         profiles = yaml.load(qos, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, RecursionError):  # (text with undecodable bytes, nesting too deep)
         return False  # a damaged profile says nothing: not latched
     if isinstance(profiles, dict):
         profiles = [profiles]
