@@ -1409,7 +1409,9 @@ class Bag:
         if connection is None:
             raise KeyError(f"no connection of type {msgtype!r} in {self.path}; types: "
                            f"{', '.join(sorted({c.msgtype for c in self.connections}))}")
-        return decode_with_layout(self._layout(self._with_supplied_definition(connection)), [rawdata], msgtype)[0]
+        connection = self._with_supplied_definition(connection)
+        return decode_with_layout(self._layout(connection), [rawdata], connection.msgtype,
+                                  self._message_types(connection))[0]
 
     # -- lifetime --------------------------------------------------------------
     def _check_open(self) -> None:

@@ -255,6 +255,11 @@ def test_livox_points_are_zero_copy_views_with_a_20_byte_stride() -> None:
     assert first.base is not None  # a view into the messages' buffer, not a copy
     assert pts.values["offset_time"].tolist() == [0, 1, 2, 3, 4, 0, 1]
     assert cloud[0].header.frame_id == "livox" and cloud[1].lidar_id == 3
+    # nested types keep their names and time values their arithmetic, as in a Bag's messages (they were a
+    # class named "message" with no _type outside a Bag)
+    stamp = cloud[0].header.stamp
+    assert stamp._type == "builtin_interfaces/Time" and stamp.to_nsec() == 7 * 10**9 + 9
+    assert cloud[0].header._type == "std_msgs/Header" and cloud[0].points[0]._type == "livox/CustomPoint"
     # the buffer ends with the last point, without its padding byte: that element is read from a padded copy
     last = decode_messages("livox/CustomMsg", CLOUD, [_livox_message(points[:2]), _livox_message(points)],
                            encoding="cdr", schema_encoding="ros2msg")["points"]

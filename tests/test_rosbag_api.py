@@ -240,8 +240,9 @@ def test_the_rosbags_loop_runs_unchanged(relative):
     assert theirs and [(a, b) for a, b, _, _ in ours] == [(a, b) for a, b, _ in theirs]
     for (_, _, msg, encoding), (_, _, expected) in zip(ours, theirs):
         assert_same_message(msg, expected, encoding=encoding)
-    for msg, (_, _, expected) in zip(copies, theirs):
+    for msg, (_, _, expected), (_, _, unpacked, _) in zip(copies, theirs, ours):
         assert_same_message(msg, expected, encoding=ours[0][3])
+        assert msg == unpacked and repr(msg) == repr(unpacked)  # nested types named as in the loop's messages
 
 
 def test_deserialize_and_connections_arguments():

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import DecodeError, UnsupportedError
 from .layout import REPRESENTATIONS, Layout, Node, Slot
-from .messages import MessageTypes, Record, Source, node_class
+from .messages import MessageTypes, Record, Source, message_types, node_class
 
 #: A decoded run's array elements are copied out of their decompressed chunk (TopicBuilder.compact)
 #: when they take at most this share of it; views of the chunk are kept otherwise.
@@ -765,16 +765,18 @@ def decode_messages(msgtype: str, definition: str, messages: Iterable[bytes | by
     from .layout import layout_for
 
     layout = layout_for(msgtype, definition, encoding=encoding, schema_encoding=schema_encoding)
-    return decode_with_layout(layout, messages, msgtype)
+    return decode_with_layout(layout, messages, msgtype, message_types(msgtype, definition, schema_encoding))
 
 
-def decode_with_layout(layout: Layout, messages: Iterable[bytes | bytearray | memoryview], msgtype: str
-                       ) -> StructArray:
-    """:func:`decode_messages` with the type's layout compiled already (a Bag's, say)."""
+def decode_with_layout(layout: Layout, messages: Iterable[bytes | bytearray | memoryview], msgtype: str,
+                       types: MessageTypes | None = None) -> StructArray:
+    """:func:`decode_messages` with the type's layout compiled already (a Bag's, say); ``types`` names the
+    messages' nested types and their constants (see :func:`fastbag.msg.messages.message_types`)."""
     chunks = [bytes(m) for m in messages]
     lengths = np.array([len(m) for m in chunks], dtype=np.int64)
     check_min_size(layout, lengths, 0, topic=None, msgtype=msgtype)  # before sizing rows by the count
     buffer = np.frombuffer(bytearray(b"".join(chunks)), dtype=np.uint8)
-    builder = TopicBuilder(layout, np.empty(0, dtype=np.uint8), len(chunks), topic=None, msgtype=msgtype)
+    builder = TopicBuilder(layout, np.empty(0, dtype=np.uint8), len(chunks), topic=None, msgtype=msgtype,
+                           types=types)
     builder.add_run(buffer, None, offsets_of(lengths)[:-1], lengths, 0)
     return builder.finish()
