@@ -315,6 +315,28 @@ def test_message_compression_is_undone_per_row(tmp_path):
         assert [bytes(m.data) for m in bag.messages("/b", raw=True)] == [r[2] for r in rows if r[0] == 2]
 
 
+def test_a_lone_db3_compressed_per_message_says_so_in_its_own_metadata(tmp_path):
+    """Opened alone (no metadata.yaml beside it), a .db3 that rosbags' writer compressed per message was read
+    as uncompressed (a DecodeError at the first message): its own metadata table says compression_mode:
+    message. Checked against rosbags reading the directory."""
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    String = store.types["std_msgs/msg/String"]
+    writer = Writer(tmp_path / "rec", version=8)
+    writer.set_compression(CompressionMode.MESSAGE, CompressionFormat.ZSTD)
+    with writer:
+        connection = writer.add_connection("/s", "std_msgs/msg/String", typestore=store)
+        for k in range(20):
+            writer.write(connection, 10**18 + k, store.serialize_cdr(String(data=f"text {k}"), "std_msgs/msg/String"))
+    with Reader(tmp_path / "rec") as reader:
+        theirs = [store.deserialize_cdr(raw, c.msgtype).data for c, _, raw in reader.messages()]
+    with fastbag.open(tmp_path / "rec" / "rec.db3") as bag:
+        assert bag.compression == {"zstd": 1}
+        assert bag.read("/s").data.tolist() == theirs == [f"text {k}" for k in range(20)]
+
+
 def test_file_compression_is_undone_once(tmp_path):
     rows = write_db3(tmp_path / "plain.db3", sample_rows(), wal=True)
     (tmp_path / "rec").mkdir()

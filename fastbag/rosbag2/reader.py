@@ -127,7 +127,14 @@ class Rosbag2Reader(LazyIndexContainer):
             storage = self._storage_files(path, self._problems)
             self._open_files(storage, self._problems)
             self._read_topics(definitions or {}, self._problems)
-            self._version = str(self.bag_metadata.version) if self.bag_metadata else self._stored_version()
+            # Without metadata.yaml (a lone file, a recording cut short): what a newer .db3 stores of it
+            stored = None if self.bag_metadata is not None else self._stored_metadata()
+            described = self.bag_metadata or stored
+            self._version = str(described.version) if described is not None else "unknown"
+            self._per_message = described is not None and described.compression_mode == "MESSAGE"
+            if self._per_message and described is not None and described.compression_format != "zstd":
+                raise UnsupportedError(f"rosbag2 compression format {described.compression_format!r} is not "
+                                       f"supported (known: zstd) ({path})")
             self._totals = self._cheap_totals()
             if self._totals is None:  # no timestamp index, or damage: the scan says what is wrong now
                 self._index = self._load_index()
@@ -143,10 +150,9 @@ class Rosbag2Reader(LazyIndexContainer):
     def compression_counts(self) -> dict[str, int]:
         """Storage files per compression: ``zstd`` for a ``.db3.zstd`` (FILE mode) or a file of zstd messages
         (MESSAGE mode), else ``none``."""
-        per_message = self.bag_metadata is not None and self.bag_metadata.compression_mode == "MESSAGE"
         counts: dict[str, int] = {}
         for db in self.files:
-            name = "zstd" if db.compressed or per_message else "none"
+            name = "zstd" if db.compressed or self._per_message else "none"
             counts[name] = counts.get(name, 0) + 1
         return counts
 
@@ -337,16 +343,17 @@ class Rosbag2Reader(LazyIndexContainer):
             raise failed[0]
         return self._index_rows(self._version, self._connections, per_file, self._problems)
 
-    def _stored_version(self) -> str:
-        """Without metadata.yaml: the version of the metadata a newer .db3 stores, else ``unknown``."""
+    def _stored_metadata(self) -> BagMetadata | None:
+        """Without metadata.yaml: the metadata a newer .db3 stores in its ``metadata`` table (version,
+        compression), else None."""
         for db in self.files:
             try:
                 text = db.metadata_text()
                 if text:
-                    return str(parse_metadata(text, db.path).version)
+                    return parse_metadata(text, db.path)
             except FastbagError:
                 continue
-        return "unknown"
+        return None
 
     @staticmethod
     def _with_definition(connection: Connection, stored: dict[str, tuple[str, str]],
@@ -429,7 +436,7 @@ class Rosbag2Reader(LazyIndexContainer):
         # the nearly sorted times of a recording.
         in_order = time.size < 2 or bool((time[1:] >= time[:-1]).all())  # one recorder's single file, often
         read_order = slice(None) if in_order else np.argsort(time, kind="stable")
-        message_mode = self.bag_metadata is not None and self.bag_metadata.compression_mode == "MESSAGE"
+        message_mode = self._per_message
         size = cat(sizes)  # blob bytes per chunk
         table = ChunkTable.from_columns(np.arange(chunk_base), np.zeros(chunk_base), size, size,
                                         (ZSTD_MESSAGES if message_mode else PLAIN,) * chunk_base)
