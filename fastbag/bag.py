@@ -108,6 +108,11 @@ class TopicInfo:
     def msgtypes(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(c.msgtype for c in self.connections))
 
+    @property
+    def msgcount(self) -> int:
+        """rosbags' name of :attr:`message_count`."""
+        return self.message_count
+
 
 class BagMessage(NamedTuple):
     """A message as ``rosbag.Bag.read_messages`` yields it (see :meth:`Bag.read_messages`)."""
@@ -574,8 +579,8 @@ class Bag:
         return np.arange(lo, hi)
 
     def messages(self, topics: Iterable[str] | str | None = None, start: int | None = None,
-                 end: int | None = None, *, raw: bool = False,
-                 connections: Iterable[Connection] | None = None) -> Iterator[Message]:
+                 end: int | None = None, *, raw: bool = False, connections: Iterable[Connection] | None = None,
+                 stop: int | None = None) -> Iterator[Message]:
         """Messages in receive-time order, filtered by topics and time window ``[start, end)``.
 
         ``start`` and ``end`` are int nanoseconds. With ``raw=True`` each
@@ -583,9 +588,14 @@ class Bag:
         otherwise ``msg`` is the decoded message as well (decoded a chunk at
         a time through the same kernels as :meth:`read`). ``connections``
         (of :attr:`connections`) selects by connection, as rosbags' readers
-        do; a message unpacks as theirs yield it: ``for connection,
-        timestamp, rawdata in bag.messages(connections=...)``.
+        do, and ``stop`` is their name of ``end``; a message unpacks as
+        theirs yield it: ``for connection, timestamp, rawdata in
+        bag.messages(connections=...)``.
         """
+        if stop is not None:
+            if end is not None:
+                raise TypeError("pass end or stop (rosbags' name of end), not both")
+            end = stop
         self._check_open()
         selected = self._select(topics, start, end, connections)
         return self._iter_raw(selected) if raw else _forgetting_unpacked(self._iter_decoded(selected))
@@ -1287,10 +1297,12 @@ class Bag:
             if connection.encoding == "ros1" and not definition.strip() and connection.md5sum != EMPTY_MD5:
                 definition = self._supplied_definition(connection)
             if connection.encoding != "ros1" and not connection.schema_encoding and not definition.strip():
-                raise DecodeError(f"no definition of {connection.msgtype or 'its type'} is known (the recording "
-                                  "stores none and fastbag ships none), so its messages can only be read raw; pass "
-                                  "definitions={type: .msg text} (or a folder of <pkg>/msg/<Type>.msg) to "
-                                  "fastbag.open to decode them", topic=connection.topic, msgtype=connection.msgtype)
+                raise DecodeError(f"no complete definition of {connection.msgtype or 'its type'} is known (the "
+                                  "recording stores none, and neither fastbag's shipped definitions nor "
+                                  "definitions= describe it and every type it uses), so its messages can only be "
+                                  "read raw; pass definitions={type: .msg text} (or a folder of "
+                                  "<pkg>/msg/<Type>.msg) to fastbag.open to decode them", topic=connection.topic,
+                                  msgtype=connection.msgtype)
             try:
                 layout = layout_for(connection.msgtype, definition, encoding=connection.encoding,
                                     schema_encoding=connection.schema_encoding)

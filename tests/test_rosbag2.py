@@ -998,3 +998,20 @@ def test_a_field_named_like_an_array_attribute_reads_by_attribute():
     assert [len(p) for p in events.new_parameters] == [len(m.new_parameters) for m in theirs]
     assert first.msg.node == theirs[0].node
     assert "node" in dir(events) and events.fields[:2] == ["stamp", "node"]
+
+
+def test_definitions_as_another_recording_stores_them():
+    """The composed text an Iron+ recording (here its MCAP twin) stores for test_msgs/msg/Arrays, passed as
+    definitions= to the Humble .db3 that stores none, decodes it: the same values as the MCAP twin's."""
+    iron = DATA / "mcap" / "ros2__rosbag2__rosbag2_tests__resources__mcap__cdr_test"
+    humble = DATA / "db3" / "ros2__rosbag2__rosbag2_tests__resources__cdr_test"
+    if not (iron.exists() and humble.exists()):
+        pytest.skip(NO_DATA)
+    with open_quietly(iron) as bag:
+        text = bag.topics["/array_topic"].definition
+        expected = [m.msg.to_dict(plain=True) for m in bag.messages("/array_topic")]
+    assert "MSG: test_msgs/BasicTypes" in text
+    with open_quietly(humble, definitions={"test_msgs/msg/Arrays": text}) as bag:
+        assert [m.msg.to_dict(plain=True) for m in bag.messages("/array_topic")] == expected and len(expected) == 4
+    with pytest.warns(FastbagWarning, match="Arrays uses test_msgs/BasicTypes, which no definition describes"):
+        fastbag.open(humble, definitions={"test_msgs/msg/Arrays": text.split("=" * 80)[0]}).close()

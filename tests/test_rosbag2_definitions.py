@@ -106,6 +106,22 @@ def test_user_definitions_come_first_then_stored_then_shipped():
     assert resolve_definition("nobody/msg/Nothing", {}, {}) == ("", "", "")
 
 
+def test_a_composed_user_definition_gives_its_dependencies_too():
+    """definitions={type: text} where the text is composed (the type's, then MSG: blocks, as Iron+ bags and
+    MCAP store it) was taken for the main type's own text, and its dependencies went missing."""
+    sep = "=" * 80
+    composed = f"Inner inner\nint32 k\n{sep}\nMSG: my_pkg/Inner\nfloat64 x\n"
+    encoding, text, note = resolve_definition("my_pkg/msg/Outer", {}, {"my_pkg/msg/Outer": composed})
+    assert (encoding, note) == ("ros2msg", "") and text == composed
+    # a type the user names outright wins over a block of another's
+    encoding, text, _ = resolve_definition("my_pkg/msg/Outer", {}, {"my_pkg/msg/Outer": composed,
+                                                                    "my_pkg/Inner": "float32 y\n"})
+    assert text.endswith("MSG: my_pkg/Inner\nfloat32 y\n")
+    # the main type known, a type it uses not: the note names that one
+    encoding, text, note = resolve_definition("my_pkg/msg/Outer", {}, {"my_pkg/msg/Outer": "Inner inner\n"})
+    assert (encoding, text) == ("", "") and "my_pkg/msg/Outer uses my_pkg/Inner, which no definition" in note
+
+
 def test_an_incomplete_stored_definition_is_replaced_or_completed():
     """A stored text using a type it does not define (a writer cut it short): the shipped definition of the
     type where fastbag has one, else the stored text with the missing types from the shipped packages."""

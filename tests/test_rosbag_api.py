@@ -261,6 +261,12 @@ def test_deserialize_and_connections_arguments():
         both = list(bag.messages(topics=[connection.topic], connections=bag.connections, raw=True))
         assert [m.time for m in both] == [m.time for m in bag.messages(topics=connection.topic, raw=True)]
         assert not list(bag.messages(topics=bag.connections[1].topic, connections=[connection], raw=True))
+        # rosbags' names: stop for end, msgcount for message_count
+        times = [m.time for m in bag.messages(raw=True)]
+        assert [m.time for m in bag.messages(start=times[10], stop=times[20], raw=True)] == times[10:20]
+        with pytest.raises(TypeError, match="not both"):
+            bag.messages(end=times[20], stop=times[20])
+        assert all(info.msgcount == info.message_count > 0 for info in bag.topics.values())
 
 
 def test_the_rosbags_loop_leaves_no_reference_to_a_closed_bag(tmp_path):

@@ -52,11 +52,17 @@ def shipped(pkg: str, kind: str, name: str) -> str | None:
 
 
 def _user_lookup(definitions: Mapping[str, str]) -> dict[tuple[str, str], str]:
-    """``{(pkg, Type): text}`` from ``{"pkg/Type" or "pkg/msg/Type": text}``."""
+    """``{(pkg, Type): text}`` from ``{"pkg/Type" or "pkg/msg/Type": text}``. A composed text (the type's,
+    then ``MSG: pkg/Type`` blocks, as Iron+ bags and MCAP schemas store it) gives each of its types; a type
+    the user names outright wins over a block of another's."""
     out = {}
     for key, text in definitions.items():
         pkg, _, name = split_type(key)
-        out.setdefault((pkg, name), text)
+        main, _, _ = text.partition(SEPARATOR)
+        out.setdefault((pkg, name), main)
+    for text in definitions.values():
+        for found, body in _msg_blocks(text).items():
+            out.setdefault(found, body)
     return out
 
 
@@ -177,6 +183,9 @@ def resolve_definition(msgtype: str, stored: Mapping[str, tuple[str, str]],
             text = service_event(msgtype, srv, find) if srv is not None else None
     else:
         text = compose(msgtype, find)
+        if text is None and find(pkg, name) is not None:  # known, but not a type it uses: say which
+            return "", "", (f"{msgtype} uses {first_missing(msgtype, find)}, which no definition describes "
+                            "(stored, given in definitions= or shipped): its messages are read raw")
     return ("ros2msg", text, "") if text is not None else ("", "", "")
 
 
@@ -202,12 +211,18 @@ def _msg_blocks(text: str) -> dict[tuple[str, str], str]:
 def missing_type(msgtype: str, text: str) -> str | None:
     """The first type a composed ``ros2msg`` text uses without defining it (``pkg/Type``), None if none."""
     own = _blocks(msgtype, text)
+    return first_missing(msgtype, lambda pkg, name: own.get((pkg, name)))
+
+
+def first_missing(msgtype: str, find: Callable[[str, str], str | None]) -> str | None:
+    """The first type that composing ``msgtype`` through ``find`` (see :func:`compose`) finds no text for
+    (``pkg/Type``), None where it composes."""
     lacking: list[str] = []
 
-    def find(pkg: str, name: str) -> str | None:
-        found = own.get((pkg, name))
+    def recording(pkg: str, name: str) -> str | None:
+        found = find(pkg, name)
         if found is None and not (name == "Header" and (pkg, name) != ("std_msgs", "Header")):
             lacking.append(f"{pkg}/{name}")  # a bare Header falls back to std_msgs/Header: not missing yet
         return found
 
-    return None if compose(msgtype, find) is not None else (lacking[-1] if lacking else msgtype)
+    return None if compose(msgtype, recording) is not None else (lacking[-1] if lacking else msgtype)
