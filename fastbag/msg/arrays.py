@@ -59,6 +59,11 @@ def offsets_of(counts: np.ndarray) -> np.ndarray:
     return offsets
 
 
+#: What a message that does not fit its definition's length says besides: the usual cause, and the remedy.
+MISMATCH_HINT = ("the definition does not describe these messages (a wrong or outdated definition, or damaged "
+                 "data): pass the right one as definitions= to fastbag.open")
+
+
 def check_min_size(layout: Layout, lengths: np.ndarray, first_index: int, *, topic: str | None,
                    msgtype: str | None, which: np.ndarray | None = None) -> None:
     """DecodeError for the first message shorter than the layout's fixed part.
@@ -71,7 +76,7 @@ def check_min_size(layout: Layout, lengths: np.ndarray, first_index: int, *, top
     if short.size:
         k = int(short[0])
         raise DecodeError(f"message has {int(lengths[k])} bytes, fewer than the {layout.min_size} its definition "
-                          "needs", topic=topic, msgtype=msgtype,
+                          f"needs; {MISMATCH_HINT}", topic=topic, msgtype=msgtype,
                           index=first_index + (k if which is None else int(which[k])))
 
 
@@ -703,7 +708,8 @@ class TopicBuilder:
         # Where in the message, when the kernel stopped inside it (pos is a position in the run's buffer).
         inside = 0 <= m < starts.size and 0 <= pos - int(starts[m]) <= int(lengths[m])
         where = f"at byte {pos - int(starts[m])} of its {int(lengths[m])}" if inside else f"at byte {pos} of its chunk"
-        raise DecodeError(f"message {reasons.get(code, 'cannot be decoded')} ({where})",
+        hint = f"; {MISMATCH_HINT}" if code in (1, 2) else ""
+        raise DecodeError(f"message {reasons.get(code, 'cannot be decoded')} ({where}){hint}",
                           topic=self.topic, msgtype=self.msgtype, index=first_index + m)
 
     def finish(self) -> StructArray:
