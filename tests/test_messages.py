@@ -330,6 +330,13 @@ def test_messages_are_values(demo):
     assert len(pickle.dumps(first_imu)) < 4000  # the envelope too, with a copy of its own bytes only
     envelope = pickle.loads(pickle.dumps(first_imu))
     assert bytes(envelope.data) == bytes(first_imu.data) and envelope.msg == first_imu.msg
+    # arrays pickle after their messages were looked at too (the run-time classes they then held were not
+    # picklable: every array of the type failed, a DataLoader worker returning one among them)
+    for array, stamp in ((arr, lambda m: m.header.stamp), (arr["header"], lambda m: m.stamp),
+                         (arr[2:5], lambda m: m.header.stamp)):
+        back = pickle.loads(pickle.dumps(array))
+        assert len(back) == len(array) and back[0] == array[0] and back[0]._type == array[0]._type
+        assert stamp(back[0]).to_sec() == stamp(array[0]).to_sec()
 
 
 def test_messages_cross_process_boundaries(demo):

@@ -274,6 +274,11 @@ class StructArray:
     def __len__(self) -> int:
         return self._n
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickles without its message source: the classes it holds are built at run time, not importable;
+        # the other process builds its own on first use (a DataLoader worker returning an array it looked in).
+        return {**self.__dict__, "_source": None}
+
     @property
     def fields(self) -> list[str]:
         return list(self._node.fields)

@@ -781,6 +781,11 @@ class MessageTypes:
         self._parsed = False
         self.classes: dict[Any, Any] = {}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickles (with the arrays that carry it) as its definition: its classes are built at run time and
+        # cannot be pickled; the other process builds its own on first use.
+        return message_types, (self.msgtype, self.definition, self.schema_encoding)
+
     @property
     def registry(self) -> Any:
         if not self._parsed:
