@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import BagFormatError, DecryptionError, TooLarge, UnsupportedError
 from .codecs import COMPRESSIONS, DECOMPRESSORS, STREAMING, stream
+from .forks import reset_in_children
 from .source import Source
 
 
@@ -264,6 +265,10 @@ class BufferPool:
         self._arrays: list[np.ndarray] = []
         self._bytes = 0
         self._lock = threading.Lock()
+        reset_in_children(self)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()  # (a parent's worker may have held it at the fork)
 
     def take(self, size: int) -> np.ndarray:
         """A writable uint8 array of ``size`` bytes: a free pooled buffer (a view of it) or a new one."""
@@ -322,6 +327,12 @@ class ChunkStore:
         self._cached = 0
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        reset_in_children(self)
+
+    def _after_fork(self) -> None:
+        # The parent's pool believes its workers idle, but none came along: a new one on first use.
+        self._pool = None
+        self._lock = threading.Lock()
 
     def get(self, index: int, remember: bool = True) -> np.ndarray:
         """The uncompressed payload of chunk ``index`` (kept in the cache when ``remember``)."""

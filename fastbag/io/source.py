@@ -38,6 +38,15 @@ _MAPPED: weakref.WeakKeyDictionary[mmap.mmap, tuple[int, int]] = weakref.WeakKey
 _MAPPED_LOCK = threading.Lock()
 
 
+def _new_lock_after_fork() -> None:
+    global _MAPPED_LOCK
+    _MAPPED_LOCK = threading.Lock()  # (another thread of the parent may have held it at the fork)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_after_fork)
+
+
 def _register(mapping: mmap.mmap, identity: tuple[int, int]) -> None:
     with _MAPPED_LOCK:
         _MAPPED[mapping] = identity

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BagFormatError
+from ..io.forks import reset_in_children
 from ..io.source import Source
 from .compression import decompress_file
 from .pages import SQLITE_MAGIC, TablePages, column_places, read_table
@@ -112,6 +113,7 @@ class Db3:
         self._source: Source | None = None     # the file's mapping, for reading its pages (see rows)
         self._pages: TablePages | None = None  # where each row and blob lies, when the pages were read
         self._id_is_rowid: bool | None = None  # see id_is_rowid
+        reset_in_children(self)
         self.size = os.path.getsize(path)
         self._database = path  # the database file an immutable URI names: this one, or its decompressed copy
         try:
@@ -527,6 +529,13 @@ class Db3:
                                  f"(topic id {topic_id}, rows with ids {first_id} to {last_id}): the file is damaged "
                                  "or changed after it was opened", path=self.path, record="sqlite3")
         return data
+
+    def _after_fork(self) -> None:
+        # SQLite connections must not cross a fork: the child opens its own. The temporary copy is the
+        # parent's to remove.
+        self._lock = threading.Lock()
+        self._connections = {}
+        self._temp_dir = None
 
     def close(self) -> None:
         """Close every connection and remove temporary copies."""
