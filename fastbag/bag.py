@@ -1427,8 +1427,11 @@ class Bag:
 
     # -- lifetime --------------------------------------------------------------
     def _check_open(self) -> None:
+        """ValueError once closed; BagFormatError where the file shrank under its mapping (see
+        Source.check_whole). Asked before each read and each chunk of a read."""
         if self._source.closed:
             raise ValueError(f"bag {self.path} is closed")
+        self._source.check_whole()
 
     @property
     def closed(self) -> bool:

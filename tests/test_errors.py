@@ -495,3 +495,51 @@ def test_regression_elements_of_no_bytes_are_bounded_over_a_whole_iteration(tmp_
                 assert m.msg.x == decoded
                 decoded += 1
         assert decoded <= 3 and info.value.topic == "/z"  # 262,144 elements: the third message crosses it
+
+
+TRUNCATED_CHILD = r"""
+import os, shutil, sys, warnings
+import fastbag
+src, dst, topic = sys.argv[1:4]
+warnings.simplefilter("ignore")
+results = []
+for call in ("read", "take", "messages", "iter_read"):
+    shutil.copy(src, dst)
+    bag = fastbag.open(dst)
+    os.truncate(dst, os.path.getsize(dst) // 2)  # another program shrinks the file under the open bag
+    try:
+        if call == "read":
+            bag.read(topic)
+        elif call == "take":
+            bag.take(topic, [0, 1, bag.topics[topic].message_count - 1])
+        elif call == "messages":
+            sum(1 for _ in bag.messages(raw=True))
+        else:
+            sum(len(part) for part in bag.iter_read(topic, step=10))
+        results.append(f"{call}: no error")
+    except fastbag.BagFormatError:  # "the file shrank", or what the index read past the new end says
+        results.append(f"{call}: BagFormatError")
+    bag.close()
+print(";".join(results))
+"""
+
+
+@pytest.mark.parametrize("relative, topic", [
+    ("ros1v2/cruise-automation__rosbag.js__fixtures__example.bag", "/turtle1/pose"),  # uncompressed chunks
+    ("ros1v2/cra-ros-pkg__robot_localization__test__test1.bag", "/imu/data"),         # bz2 chunks
+    ("mcap/Tiryoh__rosbag-analyzer-web__e2e__fixtures__test_sample.mcap", "/rosout")])
+def test_a_file_truncated_under_an_open_bag_is_an_error_not_sigbus(relative, topic, tmp_path):
+    """Reading pages of the mapping past a file's new end kills the process with SIGBUS: a ROS1 bag cut in
+    half by another program while open did (audit E #2). Each read now checks the file first. Run in a
+    child process, so that a crash fails the test instead of killing the suite."""
+    import subprocess
+    import sys
+
+    from conftest import data_file
+
+    src = data_file(relative)
+    done = subprocess.run([sys.executable, "-c", TRUNCATED_CHILD, str(src), str(tmp_path / src.name), topic],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == ";".join(f"{call}: BagFormatError" for call in
+                                           ("read", "take", "messages", "iter_read")), done.stdout

@@ -187,6 +187,21 @@ class Source:
                 at += length
         return out
 
+    def check_whole(self) -> None:
+        """BagFormatError where the mapped file is shorter now than when it was mapped (another program
+        truncated or is rewriting it): reading the mapping past the file's new end would kill the process
+        with SIGBUS. Costs one stat; a file replaced by another under its name (a new inode) is no danger."""
+        if not isinstance(self._mmap, mmap.mmap):
+            return
+        try:
+            stat = os.stat(self.path)
+        except OSError:  # removed: the mapping keeps the pages
+            return
+        if (stat.st_dev, stat.st_ino) == self._identity and stat.st_size < self.size:
+            raise BagFormatError(f"the file shrank from {self.size} to {stat.st_size} bytes since it was opened "
+                                 "(another program truncated it or is writing it): open it again",
+                                 path=self.path, offset=stat.st_size, record="file")
+
     # -- lifetime ---------------------------------------------------------
     @property
     def closed(self) -> bool:
