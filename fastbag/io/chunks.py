@@ -21,7 +21,7 @@ import sys
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -227,6 +227,8 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: ThreadPoolExecut
 
     Items are drawn lazily, so a generator of large items (chunk payloads)
     holds only a bounded number at a time. Without a pool it is plain map.
+    A pool shut down under the map (its bag closed by another thread) is a
+    ValueError, as any use of a closed bag is, not the executor's own errors.
     """
     if pool is None or ahead < 2:
         yield from map(fn, items)
@@ -235,14 +237,24 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: ThreadPoolExecut
     source = iter(items)
     try:
         for item in source:
-            pending.append(pool.submit(fn, item))
+            try:
+                pending.append(pool.submit(fn, item))
+            except RuntimeError as exc:  # "cannot schedule new futures after shutdown"
+                raise ValueError("the bag was closed during the read") from exc
             if len(pending) >= ahead:
-                yield pending.popleft().result()
+                yield _result(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield _result(pending.popleft())
     finally:
         for future in pending:
             future.cancel()
+
+
+def _result(future: Future[R]) -> R:
+    try:
+        return future.result()
+    except CancelledError as exc:  # cancelled by the pool's shutdown: its bag closed by another thread
+        raise ValueError("the bag was closed during the read") from exc
 
 
 DEFAULT_CACHE_BYTES = 256 << 20

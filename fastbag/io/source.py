@@ -98,7 +98,10 @@ class Source:
     what = "file"
 
     def check(self, offset: int, length: int, record: str) -> None:
-        """Raise BagFormatError unless ``[offset, offset+length)`` lies inside the file."""
+        """Raise BagFormatError unless ``[offset, offset+length)`` lies inside the file (ValueError once closed:
+        a worker reading for a bag that another thread closes must not take the emptied mapping for damage)."""
+        if self._closed:
+            raise ValueError(f"{self.path} was closed during the read")
         if offset < 0 or length < 0 or offset + length > self.size:
             raise BagFormatError(
                 f"{record} record needs {length} bytes but the {self.what} ends at {self.size}",
