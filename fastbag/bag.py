@@ -776,13 +776,21 @@ class Bag:
         failed: dict[str, int] = {}  # topics that had messages it could not decode: how many
         for payload, offset, a, b, starts, lengths in self._batches(selected):
             conns = conn_of[a:b]
-            # Per connection of the batch: its message class, where its messages read their fields,
-            # and each message's row among that connection's (a batch decodes all of a connection at once).
-            decoded: dict[int, tuple[Any, Any, list[int]]] = {}
-            for rank in np.unique(conns).tolist():
-                mine = np.flatnonzero(conns == rank)
-                row_of = np.zeros(b - a, dtype=np.int64)
-                row_of[mine] = np.arange(mine.size)
+            # Per connection of the batch: its message class and where its messages read their fields; per
+            # message its row among its connection's (a batch decodes all of a connection at once). Grouped
+            # with one sort: a batch of a thousand topics interleaved cost a pass over the batch per topic.
+            order = np.argsort(conns, kind="stable")
+            grouped = conns[order]
+            edges = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
+            group_start = np.concatenate(([0], edges))
+            group_end = np.concatenate((edges, [b - a]))
+            row_of = np.empty(b - a, dtype=np.int64)
+            row_of[order] = np.arange(b - a) - np.repeat(group_start, group_end - group_start)
+            rows = row_of.tolist()
+            decoded: dict[int, tuple[Any, Any]] = {}
+            for start, stop in zip(group_start.tolist(), group_end.tolist()):
+                rank = int(grouped[start])
+                mine = order[start:stop]  # (ascending: the sort is stable)
 
                 def decode(which: np.ndarray, rank: int = rank) -> tuple[Any, Any]:
                     """(class, source) of messages ``a + which`` of connection ``rank``: message k is
@@ -805,17 +813,16 @@ class Bag:
                     return source.cls, source
 
                 try:
-                    decoded[rank] = (*decode(mine), row_of.tolist())
+                    decoded[rank] = decode(mine)
                 except (DecodeError, DefinitionError, UnsupportedError) as exc:
                     # A topic that cannot be decoded must not stop the others (a user iterating the whole
                     # bag): its messages come with a msg that raises the error when used, said once.
                     decoded[rank] = (operator.getitem, self._undecodable(decode, mine, exc, connections[rank].topic,
-                                                                         failed),
-                                     row_of.tolist())
+                                                                         failed))
             view = memoryview(payload)
             headers = self._container.message_headers(payload, starts)  # MCAP: publish_time and sequence
             if len(decoded) == 1:  # one connection (the usual case): message k is row k
-                (rank, (cls, source, _)), = decoded.items()
+                (rank, (cls, source)), = decoded.items()
                 connection = connections[rank]
                 # Built by map (a C loop), not by a Python loop: most of the per-message cost here.
                 spans = (view, starts.tolist(), (starts + lengths).tolist())
@@ -831,8 +838,8 @@ class Bag:
             published, sequence = (headers[0].tolist(), headers[1].tolist()) if headers is not None else (None, None)
             for k, rank, s, n in zip(range(b - a), conns.tolist(), starts.tolist(), lengths.tolist()):
                 connection = connections[rank]
-                cls, source, row_of = decoded[rank]
-                msg = cls(source, row_of[k])
+                cls, source = decoded[rank]
+                msg = cls(source, rows[k])
                 if published is None:
                     yield Message(connection.topic, time_of[a + k], view[s:s + n], connection, msg)
                 else:

@@ -529,3 +529,20 @@ def test_to_dict_default_keeps_numpy_arrays_and_plain_converts(demo):
     data = json.loads(json.dumps(cloud.to_dict(plain=True)))["data"]
     assert base64.b64decode(data) == bytes(cloud.data)  # uint8[] as base64 text (rosbridge's convention)
     assert json.loads(json.dumps(cloud.to_dict(plain=True)))["fields"][0]["name"] == cloud.fields[0].name
+
+
+def test_many_interleaved_topics_decode_each_message_as_its_own(tmp_path):
+    """A batch holding hundreds of topics round-robin (diagnostics-heavy robots): each message decodes to its
+    own value. The batch is grouped by connection with one sort (it cost a pass over the batch per topic:
+    16.7 us a message over 1,000 topics, 6.9 us now; audit E #5)."""
+    path = tmp_path / "many.bag"
+    with fastbag.Writer(path) as writer:
+        connections = [writer.add_connection(f"/t{i}", "std_msgs/Float64", "float64 data\n",
+                                              "fdb28210bfa9d7c91146260178d9a584") for i in range(300)]
+        for k in range(6000):
+            writer.write(connections[(k * 7) % 300], 10**18 + k, np.float64(k).tobytes())
+    with fastbag.open(path) as bag:
+        got = [(m.topic, m.msg.data) for m in bag.messages()]
+        by_topic = [(m.topic, m.msg.data) for m in bag.messages(topics=["/t3", "/t250"])]
+    assert got == [(f"/t{(k * 7) % 300}", float(k)) for k in range(6000)]
+    assert by_topic == [(t, v) for t, v in got if t in ("/t3", "/t250")]
