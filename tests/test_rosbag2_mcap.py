@@ -172,3 +172,29 @@ def test_a_storage_file_that_is_no_mcap_is_named(tmp_path):
         (folder / f"wbag_{k}.mcap").write_bytes(b"" if k % 2 else b"SQLite format 3\0" + bytes(100))
     with pytest.raises(BagFormatError, match=r"neither an MCAP file nor zstd-compressed.*wbag_0\.mcap"):
         fastbag.open(folder)
+
+
+def test_mcap_storage_compressed_per_message_is_refused_as_a_directory_and_as_a_lone_file(tmp_path):
+    """rosbag2 MCAP storage compressed per message (each message's data a zstd frame) is not read: the
+    directory was refused clearly, but its .mcap opened alone decoded the frames as messages and failed with
+    a length DecodeError (audit D #2). The file's rosbag2 metadata record says so: refused the same way.
+    The same file without per-message compression still opens (and its record is only looked at)."""
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    String = store.types["std_msgs/msg/String"]
+    for name, compress in (("per_message", True), ("plain", False)):
+        writer = Writer(tmp_path / name, version=8, storage_plugin=StoragePlugin.MCAP)
+        if compress:
+            writer.set_compression(CompressionMode.MESSAGE, CompressionFormat.ZSTD)
+        with writer:
+            connection = writer.add_connection("/s", "std_msgs/msg/String", typestore=store)
+            for k in range(5):
+                writer.write(connection, 10**18 + k, store.serialize_cdr(String(data=f"t{k}"), "std_msgs/msg/String"))
+    for path in (tmp_path / "per_message", tmp_path / "per_message" / "per_message.mcap"):
+        with pytest.raises(fastbag.UnsupportedError, match="compressed per message is not supported"):
+            fastbag.open(path)
+    for path in (tmp_path / "plain", tmp_path / "plain" / "plain.mcap"):
+        with fastbag.open(path) as bag:
+            assert bag.read("/s").data.tolist() == [f"t{k}" for k in range(5)]

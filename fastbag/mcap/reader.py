@@ -516,6 +516,17 @@ class McapReader(LazyIndexContainer):
         return [self._read_record_at(m.offset, m.length, Opcode.METADATA, parse_metadata)
                 for m in self._indexed("metadata_indexes", "metadata_count")]
 
+    @property
+    def metadata_indexes(self) -> list[Any]:
+        """The summary's metadata indexes (offset, length, name): what records there are, none read."""
+        return list(self._summary.metadata_indexes)
+
+    def metadata_named(self, name: str) -> list[Metadata]:
+        """The metadata records the summary indexes under ``name``, read now (the data section is not
+        scanned for unindexed ones: cheap enough to ask at open)."""
+        return [self._read_record_at(m.offset, m.length, Opcode.METADATA, parse_metadata)
+                for m in self._summary.metadata_indexes if m.name == name]
+
     def _indexed(self, name: str, count: str) -> list:  # type: ignore[type-arg]
         """The summary's attachment or metadata indexes; where its statistics count more records than it
         indexes (a writer that wrote no such indexes), the data section is scanned for them once."""

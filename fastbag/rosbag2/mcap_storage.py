@@ -52,6 +52,30 @@ def mcap_storage_files(path: str, metadata: BagMetadata | None) -> list[str]:
     return files
 
 
+def refuse_per_message(reader: McapReader, path: str) -> McapReader:
+    """``reader``, unless rosbag2 wrote its file compressed per message (each message's data a zstd frame:
+    its ``rosbag2`` metadata record says so), which fastbag reads only from sqlite3 storage: then it is
+    closed and an UnsupportedError raised, as for such a directory (instead of a DecodeError per message).
+    A damaged record is no reason to refuse the file: ``bag.metadata`` says what is wrong with it."""
+    from .metadata import parse_metadata
+
+    try:
+        records = reader.metadata_named("rosbag2")
+    except FastbagError:
+        return reader
+    for record in records:
+        text = record.metadata.get("serialized_metadata", "")
+        try:
+            mode = parse_metadata(text, path).compression_mode if text else ""
+        except FastbagError:
+            continue
+        if mode == "MESSAGE":
+            reader.close()
+            raise UnsupportedError(f"rosbag2 MCAP storage compressed per message is not supported (its rosbag2 "
+                                   f"metadata record says compression_mode: message) ({path})")
+    return reader
+
+
 class McapStorage(LazyIndexContainer):
     """Several MCAP storage files (``files``, in order; ``.zstd`` ones decompressed) read as one recording."""
 
