@@ -29,7 +29,7 @@ import numpy as np
 from .container import NO_MD5, BagIndex, Connection, Container, Encryption
 from .errors import DecodeError, DefinitionError, FastbagError, FastbagWarning, UnsupportedError
 from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
-from .msg.messages import Time, time_ns
+from .msg.messages import Time, TimeLike, time_ns
 from .msg.msgdef import EMPTY_MD5
 from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
 
@@ -106,6 +106,7 @@ class TopicInfo:
 
     @property
     def msgtypes(self) -> tuple[str, ...]:
+        """Every message type the topic's connections carry, in order of appearance."""
         return tuple(dict.fromkeys(c.msgtype for c in self.connections))
 
     @property
@@ -335,7 +336,9 @@ class Bag:
     An encrypted bag is decrypted with ``aes_key`` (its 16-byte AES key) or
     with the key in its header, which ``gpg`` decrypts from the user's
     keyring (``passphrase`` for a protected GPG key); needs
-    ``pip install 'fastbag[encryption]'``. Both are ignored for other bags.
+    ``pip install 'fastbag[encryption]'``. Both are ignored for ROS1 bags
+    that are not encrypted; MCAP files and rosbag2 recordings refuse them
+    (TypeError).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
@@ -407,6 +410,7 @@ class Bag:
 
     @property
     def message_count(self) -> int:
+        """Messages in the bag, every topic (the index's count; for rosbag2, the rows opening counted)."""
         return self._container.message_count
 
     @property
@@ -431,6 +435,7 @@ class Bag:
 
     @property
     def chunk_count(self) -> int:
+        """Chunks of the bag (ROS1 and MCAP chunks; a rosbag2 ``.db3``'s batches of ~4 MiB of a topic's rows)."""
         return len(self._chunks)
 
     @property
@@ -501,7 +506,7 @@ class Bag:
             by_topic.setdefault(connection.topic, []).append(connection)
         return {topic: tuple(by_topic[topic]) for topic in sorted(by_topic)}
 
-    def times(self, topic: str, start: int | None = None, end: int | None = None) -> np.ndarray:
+    def times(self, topic: str, start: TimeLike | None = None, end: TimeLike | None = None) -> np.ndarray:
         """Receive times (int64 ns, ascending) of ``topic``'s messages in ``[start, end)``, from the
         index alone: nothing is read or decoded, so a topic that cannot be decoded has times too.
         KeyError for a topic the bag does not have."""
@@ -578,12 +583,14 @@ class Bag:
             return lo + np.flatnonzero(want[index.conn[lo:hi]])
         return np.arange(lo, hi)
 
-    def messages(self, topics: Iterable[str] | str | None = None, start: int | None = None,
-                 end: int | None = None, *, raw: bool = False, connections: Iterable[Connection] | None = None,
-                 stop: int | None = None) -> Iterator[Message]:
+    def messages(self, topics: Iterable[str] | str | None = None, start: TimeLike | None = None,
+                 end: TimeLike | None = None, *, raw: bool = False, connections: Iterable[Connection] | None = None,
+                 stop: TimeLike | None = None) -> Iterator[Message]:
         """Messages in receive-time order, filtered by topics and time window ``[start, end)``.
 
-        ``start`` and ``end`` are int nanoseconds. With ``raw=True`` each
+        ``start`` and ``end`` are times: int nanoseconds, or what :func:`fastbag.msg.messages.time_ns`
+        takes (a ``Time``, ``rospy.Time``, ``datetime``, ``numpy.datetime64``, a ROS 2 stamp). With
+        ``raw=True`` each
         message's ``data`` is its serialized bytes (see :class:`Message`);
         otherwise ``msg`` is the decoded message as well (decoded a chunk at
         a time through the same kernels as :meth:`read`). ``connections``
@@ -894,10 +901,10 @@ class Bag:
         return self._layouts[key]
 
     # -- arrays ----------------------------------------------------------------------
-    def read(self, topic: str, start: int | None = None, end: int | None = None) -> "TopicArray":
+    def read(self, topic: str, start: TimeLike | None = None, end: TimeLike | None = None) -> "TopicArray":
         """Every message of ``topic`` in ``[start, end)`` (int ns), decoded into arrays.
 
-        Returns a :class:`~fastbag.arrays.TopicArray`: ``len()``, ``.time``
+        Returns a :class:`~fastbag.msg.arrays.TopicArray`: ``len()``, ``.time``
         (int64 ns) and ``[field]`` for every field of the message type. No
         Python runs per message: a generic Numba kernel walks each chunk's
         messages. Raises DecodeError when a message does not match its
@@ -907,8 +914,8 @@ class Bag:
         whole = start is None and end is None  # a whole topic's rows are kept (topic_rows), as take() keeps them
         return self._read_rows(topic, self.topic_rows(topic) if whole else self._select([topic], start, end))
 
-    def iter_read(self, topic: str, step: int | str = 10_000, start: int | None = None,
-                  end: int | None = None) -> Iterator["TopicArray"]:
+    def iter_read(self, topic: str, step: int | str = 10_000, start: TimeLike | None = None,
+                  end: TimeLike | None = None) -> Iterator["TopicArray"]:
         """``topic`` in ``[start, end)`` as consecutive TopicArrays, in time order, a part at a time.
 
         ``step`` is a number of messages (``10_000``) or of bytes (``"256 MB"``,
@@ -1009,7 +1016,8 @@ class Bag:
         return self._index.time[self.topic_rows(topic)]
 
     def take(self, topic: str, positions: Any) -> "TopicArray":
-        """Messages of ``topic`` by position (0-based, in read order; an int array or a slice), decoded.
+        """Messages of ``topic`` by position (0-based, in read order; an int array, a boolean mask over the
+        topic's messages or a slice), decoded.
 
         Random access without reading anything else: the index says where
         each message is. Positions are in the order :meth:`topic_times` gives.
@@ -1442,6 +1450,7 @@ class Bag:
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` was called (arrays and views already returned stay valid)."""
         return self._source.closed
 
     def close(self) -> None:
@@ -1499,9 +1508,13 @@ def parse_step(step: int | str) -> tuple[int, bool]:
     raise ValueError(f"step must be a number of messages or a size like '256 MB', not {step!r}")
 
 
-def open(path: str | os.PathLike[str], **options: object) -> Bag:  # noqa: A001 - mirrors builtins.open
-    """Open a bag for reading (the format is recognized from its first bytes); see :class:`Bag` for ``options``."""
-    return Bag(path, **options)  # type: ignore[arg-type]
+def open(path: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,  # noqa: A001 - as builtins.open
+         workers: int | None = None, definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
+         aes_key: bytes | None = None, passphrase: str | None = None) -> Bag:
+    """Open a bag for reading (the format is recognized from its first bytes); see :class:`Bag` for the
+    options."""
+    return Bag(path, cache_bytes=cache_bytes, workers=workers, definitions=definitions, aes_key=aes_key,
+               passphrase=passphrase)
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -306,6 +306,13 @@ def _check(args: argparse.Namespace) -> None:
         if len(key) != 16:  # AES-128
             raise _UsageError(f"argument --aes-key: an AES key is 32 hex digits, not {len(args.aes_key)}")
         args.aes_key = key
+    if getattr(args, "jobs", None):  # bench: a misspelt job would time nothing and say nothing
+        from .tooling.bench import JOBS
+
+        known = [job.name for job in JOBS] + ["first-read"]
+        unknown = [name for name in args.jobs if name not in known]
+        if unknown:
+            raise _UsageError(f"argument --jobs: no job {unknown[0]!r}; jobs: {' '.join(known)}")
     for name in ("seconds", "bz2_seconds"):  # demo, bench
         value = getattr(args, name, None)
         if value is not None and not (math.isfinite(value) and value >= 0):
@@ -374,8 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--against", choices=("rosbags", "none"), default=None,
                        help="compare with rosbags (the default for the generated bags)")
     bench.add_argument("--json", action="store_true", help="print JSON")
-    bench.add_argument("--jobs", nargs="+", metavar="JOB", help="only these jobs of the generated suite: "
-                       "imu-1m livox pointcloud2 image imu-mixed raw-lz4 raw-bz2 open first-read")
+    bench.add_argument("--jobs", nargs="+", metavar="JOB", help="only these jobs of the generated suite, "
+                       "named as in the report's first column (imu-1m, pointcloud2, imu-1m-mcap, "
+                       "pointcloud2-db3, first-read...); an unknown name is refused with the list")
     bench.add_argument("--seconds", type=float, default=40.0, help="length of the mixed bags (default 40)")
     bench.add_argument("--bz2-seconds", type=float, default=8.0, help="length of the bz2 bag (default 8)")
     bench.set_defaults(run=_cmd_bench)

@@ -149,8 +149,9 @@ FORMAT = "argument -o/--output: cannot write '{tmp}/%s': matplotlib writes no %r
     (["timeline", "{bag}", "--gap-factor", "-1", "-o", "{tmp}/t.png"], GAP + "-1.0"),
     (["demo", "--seconds", "-1"], "argument --seconds: a length in seconds is 0 or more, not -1.0"),
     (["demo", "--seconds", "nan"], "argument --seconds: a length in seconds is 0 or more, not nan"),
+    (["bench", "--jobs", "imu-1m", "imu-1m-dbx"], "argument --jobs: no job 'imu-1m-dbx'; jobs: imu-1m "),
 ], ids=["aes-not-hex", "aes-short", "plot-format", "timeline-format", "gap-0", "gap-negative", "demo-negative",
-        "demo-nan"])
+        "demo-nan", "bench-unknown-job"])
 def test_bad_arguments_are_one_error_line(tmp_path, capsys, args, said):
     if any(a.startswith("{tmp}") for a in args):
         pytest.importorskip("matplotlib")

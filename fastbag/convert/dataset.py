@@ -148,6 +148,7 @@ class SyncedDataset:
 
     # -- access ----------------------------------------------------------------------
     def __len__(self) -> int:
+        """Samples over every bag: the anchor's messages that have a match on every other topic."""
         return int(self._starts[-1])
 
     def _locate(self, i: int) -> tuple[int, int]:
@@ -171,6 +172,8 @@ class SyncedDataset:
         return b, i - int(self._starts[b])
 
     def __getitem__(self, i: int) -> dict[str, Any]:
+        """Sample ``i``: ``time`` (the anchor's), ``times`` (each topic's matched time) and each topic's
+        value by name (see the class docstring), read from the bags' indexes."""
         b, k = self._locate(i)
         samples, bag = self._samples[b], self._bag(b)
         sample: dict[str, Any] = {"time": int(samples.time[k]), "times": {self.anchor: int(samples.time[k])}}

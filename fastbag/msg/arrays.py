@@ -281,10 +281,12 @@ class StructArray:
 
     @property
     def fields(self) -> list[str]:
+        """The type's field names, in definition order (each is ``arr[name]``)."""
         return list(self._node.fields)
 
     @property
     def msgtype(self) -> str:
+        """The message type of the rows (``sensor_msgs/Imu``; a nested field's own type for its array)."""
         return self._node.msgtype
 
     @property

@@ -43,7 +43,7 @@ import datetime
 import numbers
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 import numpy as np
 
@@ -88,6 +88,11 @@ def _nsec_of(value: Any, kind: str) -> int | None:
     if getattr(value, "_time_kind", None) != kind:
         return None
     return value.to_nsec()  # type: ignore[no-any-return]
+
+
+#: What a time bound may be (see :func:`time_ns`): int nanoseconds since the epoch, a ``Time`` (fastbag's,
+#: genpy's, rospy's), a ``datetime``, a ``numpy.datetime64`` or pandas ``Timestamp``, a ROS 2 stamp.
+TimeLike = Union[int, np.integer, datetime.datetime, np.datetime64, "Time", Any]
 
 
 def time_ns(value: Any, name: str = "time") -> int | None:
