@@ -482,12 +482,18 @@ class Bag:
         for rank, connection in enumerate(index.connections):
             by_topic.setdefault(connection.topic, []).append(rank)
         per_conn = np.bincount(index.conn, minlength=len(index.connections))
+        # Each topic's times, in read order, grouped with one stable sort by topic (a mask over the whole
+        # index per topic cost topics x messages: 0.39 s for 4,000 topics of 25 messages).
+        topic_of = np.empty(len(index.connections), dtype=np.int64)
+        for k, ranks in enumerate(by_topic.values()):
+            topic_of[ranks] = k
+        grouped = topic_of[index.conn] if index.conn.size else np.zeros(0, dtype=np.int64)
+        order = np.argsort(grouped, kind="stable")
+        bounds = np.searchsorted(grouped[order], np.arange(len(by_topic) + 1))
         infos = {}
-        for topic, ranks in by_topic.items():
+        for k, (topic, ranks) in enumerate(by_topic.items()):
             first = index.connections[ranks[0]]
-            mine = np.zeros(len(index.connections), dtype=bool)
-            mine[ranks] = True
-            times = index.time[mine[index.conn]]
+            times = index.time[order[bounds[k]:bounds[k + 1]]]
             frequency = None
             if times.size > 1:
                 period = float(np.median(np.diff(times)))
@@ -954,10 +960,11 @@ class Bag:
         # its messages are views of the mapping, so cutting it costs nothing and bounds nothing).
         free = self._in_file[chunk_of[:-1]] if len(self._chunks) else np.zeros(n - 1, dtype=bool)
         cuts = np.concatenate((np.flatnonzero((np.diff(chunk_of) != 0) | free) + 1, [n]))
+        at_cuts = total[cuts]  # (gathered once: per part, it made small steps over a long topic quadratic)
         bounds, a = [], 0
         while a < n:
             # The last run end b with total[b] - total[a] <= limit, and at least the first run after a.
-            k = int(np.searchsorted(total[cuts], total[a] + limit, side="right")) - 1
+            k = int(np.searchsorted(at_cuts, total[a] + limit, side="right")) - 1
             first = int(np.searchsorted(cuts, a, side="right"))
             b = int(cuts[max(k, first)])
             bounds.append((a, b))
