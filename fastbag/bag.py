@@ -158,10 +158,15 @@ def connection_header(connection: Connection) -> dict[str, bytes]:
     return {key: value.encode() for key, value in header.items()}
 
 
+def _stamp(ns: int) -> Time:
+    """int nanoseconds as the genpy-like Time rosbag's API hands out."""
+    return Time(ns // 1_000_000_000, ns % 1_000_000_000)
+
+
 def _as_bag_messages(messages: Iterator[Message], with_header: bool) -> Iterator[BagMessage]:
     """Messages as rosbag's read_messages yields them (see Bag.read_messages)."""
     for m in messages:
-        stamp = Time(m.time // 1_000_000_000, m.time % 1_000_000_000)
+        stamp = _stamp(m.time)
         yield BagMessageWithConnectionHeader(m.topic, m.msg, stamp, connection_header(m.connection)) \
             if with_header else BagMessage(m.topic, m.msg, stamp)  # type: ignore[misc]
 
@@ -1407,13 +1412,13 @@ class Bag:
         """``rosbag.Bag.get_start_time``: the first message's time in seconds (:attr:`start_time` in ns)."""
         if self.start_time is None:
             raise ValueError(f"{self.path} holds no messages")
-        return Time(self.start_time // 1_000_000_000, self.start_time % 1_000_000_000).to_sec()
+        return _stamp(self.start_time).to_sec()
 
     def get_end_time(self) -> float:
         """``rosbag.Bag.get_end_time``: the last message's time in seconds (:attr:`end_time` in ns)."""
         if self.end_time is None:
             raise ValueError(f"{self.path} holds no messages")
-        return Time(self.end_time // 1_000_000_000, self.end_time % 1_000_000_000).to_sec()
+        return _stamp(self.end_time).to_sec()
 
     def get_type_and_topic_info(self, topic_filters: Iterable[str] | str | None = None) -> TypesAndTopicsTuple:
         """``rosbag.Bag.get_type_and_topic_info``: every message type's md5sum, and each topic's type, message

@@ -21,6 +21,7 @@ rosbags' placeholder field of an empty message is not a field.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,16 @@ def same_access(by_attribute: Any, by_name: Any) -> bool:
     if isinstance(by_attribute, float):
         return np.float64(by_attribute).tobytes() == np.float64(by_name).tobytes()
     return bool(by_attribute == by_name)
+
+
+def _same_items_or_float(ours: Any, theirs: Any, path: str, same: Callable[[Any, Any, str], None]) -> None:
+    """What both comparators check alike: a list's items one by one (with ``same``), a float by its bytes."""
+    if isinstance(theirs, float):
+        assert np.float64(ours).tobytes() == np.float64(theirs).tobytes(), f"{path}: {ours!r} != {theirs!r}"
+        return
+    assert len(ours) == len(theirs), f"{path}: length {len(ours)} != {len(theirs)}"
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        same(a, b, f"{path}[{i}]")
 
 
 def assert_same(ours: Any, theirs: Any, path: str = "msg") -> None:
@@ -127,13 +138,8 @@ def assert_same(ours: Any, theirs: Any, path: str = "msg") -> None:
         assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(theirs).tobytes(), \
             f"{path}: values differ"
         return
-    if isinstance(theirs, (list, tuple)):
-        assert len(ours) == len(theirs), f"{path}: length {len(ours)} != {len(theirs)}"
-        for i, (a, b) in enumerate(zip(ours, theirs)):
-            assert_same(a, b, f"{path}[{i}]")
-        return
-    if isinstance(theirs, float):
-        assert np.float64(ours).tobytes() == np.float64(theirs).tobytes(), f"{path}: {ours!r} != {theirs!r}"
+    if isinstance(theirs, (list, tuple, float)):
+        _same_items_or_float(ours, theirs, path, assert_same)
         return
     if isinstance(theirs, bool):
         assert bool(ours) == theirs, f"{path}: {ours!r} != {theirs!r}"
@@ -203,13 +209,8 @@ def assert_same_cdr(ours: Any, theirs: Any, path: str = "msg") -> None:
         assert got.astype(got.dtype.newbyteorder("=")).tobytes() == \
             theirs.astype(theirs.dtype.newbyteorder("=")).tobytes(), f"{path}: values differ"
         return
-    if isinstance(theirs, (list, tuple)):
-        assert len(ours) == len(theirs), f"{path}: length {len(ours)} != {len(theirs)}"
-        for i, (a, b) in enumerate(zip(ours, theirs)):
-            assert_same_cdr(a, b, f"{path}[{i}]")
-        return
-    if isinstance(theirs, float):
-        assert np.float64(ours).tobytes() == np.float64(theirs).tobytes(), f"{path}: {ours!r} != {theirs!r}"
+    if isinstance(theirs, (list, tuple, float)):
+        _same_items_or_float(ours, theirs, path, assert_same_cdr)
         return
     if isinstance(theirs, bool):
         assert bool(ours) == theirs and np.asarray(ours).dtype.kind in "bu", f"{path}: {ours!r} != {theirs!r}"
