@@ -356,7 +356,7 @@ class McapReader(LazyIndexContainer):
         check(channel != listed, lambda j: f"it indexes channel {channel[j]}, which its chunk index lists at "
                                            f"another offset")
         per_record = nbytes // 16
-        entries = rows(raw, item_positions(at + RECORD_HEAD + 6, per_record, 16)[1], 16).view("<u8")
+        entries = rows(raw, item_positions(at + RECORD_HEAD + 6, per_record, 16), 16).view("<u8")
         first = np.zeros(at.size + 1, dtype=np.int64)  # each record's first entry
         np.cumsum(per_record, out=first[1:])
         filled = per_record > 0
@@ -401,10 +401,12 @@ class McapReader(LazyIndexContainer):
         name_length = le_uint(raw, head_at + RECORD_HEAD + 28, 4).astype(np.int64)
         bad = (opcode != Opcode.CHUNK) | (length != (indexes.chunk_length - RECORD_HEAD).astype(np.uint64)) | \
             (size != indexes.uncompressed_size.astype(np.uint64)) | (name_length != heads - CHUNK_FIXED - 4)
-        if not bad.any():
-            names = [raw[a:b].tobytes() for a, b in zip((head_at + CHUNK_FIXED + 4).tolist(),
-                                                          (head_at + heads).tolist())]
-            bad = np.array([name != c.encode() for name, c in zip(names, indexes.compression)], dtype=bool)
+        if not bad.any():  # (the lengths agree now) each name's bytes, one gather per compression named
+            named = np.asarray(indexes.compression, dtype=object)
+            for name in set(indexes.compression) - {""}:
+                which = np.flatnonzero(named == name)
+                bad[which] = (rows(raw, head_at[which] + CHUNK_FIXED + 4, len(name.encode()))
+                              != np.frombuffer(name.encode(), dtype=np.uint8)).any(axis=1)
         if bad.any():
             k = int(np.argmax(bad))
             raise BagFormatError("the chunk record disagrees with its chunk index (opcode, length, size or "
@@ -608,7 +610,7 @@ class McapReader(LazyIndexContainer):
                                starts, lengths) < 0:
                 return starts, lengths
         inside = (at >= lo) & (at <= hi - MESSAGE_HEAD) & (at <= buf.size - MESSAGE_HEAD)
-        heads = np.lib.stride_tricks.sliding_window_view(buf, MESSAGE_HEAD)[np.where(inside, at, 0)] if at.size and \
+        heads = rows(buf, np.where(inside, at, 0), MESSAGE_HEAD) if at.size and \
             buf.size >= MESSAGE_HEAD else np.zeros((at.size, MESSAGE_HEAD), dtype=np.uint8)
         length = np.ascontiguousarray(heads[:, 1:9]).view("<u8").ravel()
         channel = np.ascontiguousarray(heads[:, 9:11]).view("<u2").ravel()

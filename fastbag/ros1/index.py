@@ -207,7 +207,7 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
         data_at = info_at + infos.raw.size + 4
         if (gather_u32(tail, data_at - 4) != pairs * 8).any():
             return None
-        _, pair_at = item_positions(data_at, pairs, 8)  # out of the tail: IndexError, the careful path
+        pair_at = item_positions(data_at, pairs, 8)  # out of the tail: IndexError, the careful path
         conn_of = rows(tail, pair_at, 8).view("<u4").astype(np.int64)  # (connection id, messages)
         # Chunk headers (op, compression, size: the same compression throughout, or the slow path)
         # and the index-data records after each chunk, one per (chunk, connection) pair in chunk-info
@@ -366,7 +366,7 @@ def _gather_entries(source: Source, connections: list[Connection], chunks: Chunk
         entries = np.concatenate([buf[a:a + n * INDEX_ENTRY_SIZE] for a, n in zip(data_at.tolist(), counts.tolist())]
                                  + [np.zeros(0, dtype=np.uint8)]).view("<u4").reshape(-1, 3)
     else:
-        entries = rows(buf, item_positions(data_at, counts, INDEX_ENTRY_SIZE)[1], INDEX_ENTRY_SIZE).view("<u4")
+        entries = rows(buf, item_positions(data_at, counts, INDEX_ENTRY_SIZE), INDEX_ENTRY_SIZE).view("<u4")
     # Per record, repeated for its entries (a repeat is several times faster than a gather by record).
     past = entries[:, 2] >= np.repeat(chunks.size[records[:, 2]], counts)
     if past.any():
