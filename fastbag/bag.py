@@ -1587,9 +1587,9 @@ def open_container(path: str, *, definitions: Mapping[str, str] | None = None, *
         single, mcap_files, metadata = _rosbag2_directory(path)
         if single is not None:  # a rosbag2 directory of one MCAP file: that file holds everything
             from .mcap.reader import McapReader
-            from .rosbag2.mcap_storage import refuse_per_message
+            from .rosbag2.mcap_storage import per_message_storage
 
-            return refuse_per_message(McapReader(single), single)
+            return per_message_storage(McapReader(single), single)
         if mcap_files is not None:  # MCAP storage split into several files, or compressed per file
             from .rosbag2.mcap_storage import McapStorage
             return McapStorage(path, mcap_files, metadata=metadata)
@@ -1615,9 +1615,9 @@ def open_container(path: str, *, definitions: Mapping[str, str] | None = None, *
         no_options("MCAP files")
         reader = McapReader(path)
         if any(m.name == "rosbag2" for m in reader.metadata_indexes):  # by rosbag2: compressed per message?
-            from .rosbag2.mcap_storage import refuse_per_message
+            from .rosbag2.mcap_storage import per_message_storage
 
-            return refuse_per_message(reader, path)
+            return per_message_storage(reader, path)
         return reader
     from .ros1.reader import Ros1Reader
 

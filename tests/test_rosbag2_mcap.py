@@ -174,27 +174,134 @@ def test_a_storage_file_that_is_no_mcap_is_named(tmp_path):
         fastbag.open(folder)
 
 
-def test_mcap_storage_compressed_per_message_is_refused_as_a_directory_and_as_a_lone_file(tmp_path):
-    """rosbag2 MCAP storage compressed per message (each message's data a zstd frame) is not read: the
-    directory was refused clearly, but its .mcap opened alone decoded the frames as messages and failed with
-    a length DecodeError (audit D #2). The file's rosbag2 metadata record says so: refused the same way.
-    The same file without per-message compression still opens (and its record is only looked at)."""
+def write_per_message(folder: Path, count: int = 600) -> dict[str, list]:
+    """A rosbag2 directory written by rosbags' writer: MCAP storage compressed per message (each message's
+    data a zstd frame), Imu and String topics. Returns rosbags' own messages, by topic."""
     from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
     store = get_typestore(Stores.ROS2_HUMBLE)
-    String = store.types["std_msgs/msg/String"]
-    for name, compress in (("per_message", True), ("plain", False)):
-        writer = Writer(tmp_path / name, version=8, storage_plugin=StoragePlugin.MCAP)
-        if compress:
-            writer.set_compression(CompressionMode.MESSAGE, CompressionFormat.ZSTD)
-        with writer:
-            connection = writer.add_connection("/s", "std_msgs/msg/String", typestore=store)
-            for k in range(5):
-                writer.write(connection, 10**18 + k, store.serialize_cdr(String(data=f"t{k}"), "std_msgs/msg/String"))
-    for path in (tmp_path / "per_message", tmp_path / "per_message" / "per_message.mcap"):
-        with pytest.raises(fastbag.UnsupportedError, match="compressed per message is not supported"):
-            fastbag.open(path)
+    t = store.types
+    rng = np.random.default_rng(7)
+    written: dict[str, list] = {"/imu": [], "/s": []}
+    writer = Writer(folder, version=8, storage_plugin=StoragePlugin.MCAP)
+    writer.set_compression(CompressionMode.MESSAGE, CompressionFormat.ZSTD)
+    with writer:
+        imu = writer.add_connection("/imu", "sensor_msgs/msg/Imu", typestore=store)
+        text = writer.add_connection("/s", "std_msgs/msg/String", typestore=store)
+        for k in range(count):
+            stamp = 1_700_000_000 * 10**9 + k * 10**7
+            header = t["std_msgs/msg/Header"](stamp=t["builtin_interfaces/msg/Time"](sec=stamp // 10**9,
+                                                                                      nanosec=stamp % 10**9),
+                                              frame_id=f"imu{k % 3}")
+            vector = t["geometry_msgs/msg/Vector3"]
+            msg = t["sensor_msgs/msg/Imu"](
+                header=header, orientation=t["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
+                orientation_covariance=rng.random(9), angular_velocity=vector(x=rng.random(), y=-1.0, z=k * 0.5),
+                angular_velocity_covariance=np.zeros(9), linear_acceleration=vector(x=k * 1.0, y=0.0, z=9.81),
+                linear_acceleration_covariance=np.full(9, 0.25))
+            writer.write(imu, stamp, store.serialize_cdr(msg, "sensor_msgs/msg/Imu"))
+            written["/imu"].append(msg)
+            if k % 7 == 0:
+                msg = t["std_msgs/msg/String"](data="text " * (k % 50))
+                writer.write(text, stamp, store.serialize_cdr(msg, "std_msgs/msg/String"))
+                written["/s"].append(msg)
+    return written
+
+
+def rewrite_mcap(source: Path, target: Path, *, data=lambda k, data: data, chunk_size: int = 4096,
+                 compression: str = "lz4") -> None:
+    """``source`` written again by the ``mcap`` package's writer in other chunks (schemas, channels, messages
+    and metadata kept), each message's data passed through ``data(k, data)``."""
+    from mcap.reader import make_reader
+    from mcap.writer import CompressionType, Writer
+
+    with open(source, "rb") as stream, open(target, "wb") as out:
+        reader = make_reader(stream)
+        writer = Writer(out, chunk_size=chunk_size, compression=CompressionType[compression.upper()])
+        summary = reader.get_summary()
+        writer.start(profile=reader.get_header().profile, library="test")
+        for schema in summary.schemas.values():
+            writer.register_schema(schema.name, schema.encoding, schema.data)
+        for channel in summary.channels.values():
+            writer.register_channel(channel.topic, channel.message_encoding, channel.schema_id, channel.metadata)
+        for record in reader.iter_metadata():
+            writer.add_metadata(record.name, record.metadata)
+        for k, (_, channel, message) in enumerate(reader.iter_messages(log_time_order=False)):
+            writer.add_message(channel.id, message.log_time, data(k, message.data), message.publish_time,
+                               message.sequence)
+        writer.finish()
+
+
+def test_mcap_storage_compressed_per_message_reads_as_rosbags_does(tmp_path):
+    """rosbag2 MCAP storage compressed per message (``compression_mode: message``: each message's data a zstd
+    frame): opened as a directory and as a lone file (its rosbag2 metadata record says how it is compressed),
+    and rewritten in many lz4 chunks, it reads as rosbags reads it: raw bytes decompressed, values equal to
+    the messages rosbags wrote, by attribute and by ``[name]``. The same file without per-message compression
+    still opens as a plain MCAP file."""
+    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    written = write_per_message(tmp_path / "per_message")
+    with Reader(tmp_path / "per_message") as reader:
+        theirs = [(c.topic, t, bytes(d)) for c, t, d in reader.messages()]
+    rechunked = tmp_path / "rechunked"
+    rechunked.mkdir()
+    shutil.copy(tmp_path / "per_message" / "metadata.yaml", rechunked)
+    rewrite_mcap(tmp_path / "per_message" / "per_message.mcap", rechunked / "per_message.mcap")
+    imu, text = written["/imu"], written["/s"]
+    for path in (tmp_path / "per_message", tmp_path / "per_message" / "per_message.mcap", rechunked,
+                 rechunked / "per_message.mcap"):
+        with fastbag.open(path) as bag:
+            assert bag.compression == {"zstd": 1}, path
+            assert ours(bag) == theirs, path
+            arrays = bag.read("/imu")
+            assert arrays.linear_acceleration.x.tolist() == [m.linear_acceleration.x for m in imu]
+            assert np.array_equal(arrays["orientation_covariance"], np.stack([m.orientation_covariance for m in imu]))
+            assert arrays.header.frame_id.tolist() == [m.header.frame_id for m in imu]
+            assert arrays.header.stamp.nanosec.tolist() == [m.header.stamp.nanosec for m in imu]
+            assert bag.read("/s").data.tolist() == [m.data for m in text]
+            decoded = list(bag.messages("/imu"))
+            assert [m.msg.angular_velocity.z for m in decoded] == [m.angular_velocity.z for m in imu]
+            assert [m.publish_time for m in decoded] == [m.time for m in decoded]  # as rosbags writes them
+            chunks = [part.data.tolist() for part in bag.iter_read("/s", step=5)]
+            assert sum(chunks, []) == [m.data for m in text]
+    with fastbag.open(rechunked) as bag:
+        assert len(bag._container.chunks) > 20  # many chunks, each rebuilt
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    with Writer(tmp_path / "plain", version=8, storage_plugin=StoragePlugin.MCAP) as writer:
+        connection = writer.add_connection("/s", "std_msgs/msg/String", typestore=store)
+        for k in range(5):
+            writer.write(connection, 10**18 + k, store.serialize_cdr(text[k], "std_msgs/msg/String"))
     for path in (tmp_path / "plain", tmp_path / "plain" / "plain.mcap"):
         with fastbag.open(path) as bag:
-            assert bag.read("/s").data.tolist() == [f"t{k}" for k in range(5)]
+            assert bag.compression == {"none": 1}
+            assert bag.read("/s").data.tolist() == [m.data for m in text[:5]]
+
+
+def test_mcap_storage_compressed_per_message_bad_frames_are_named(tmp_path):
+    """A message whose data is no zstd frame, and a bomb (a frame of 64 MiB of zeros, 2 KiB compressed),
+    are BagFormatErrors naming the file, the chunk and the record's offset in it. A compression format
+    other than zstd is refused, naming it."""
+    write_per_message(tmp_path / "source", count=50)
+    bomb = zstandard.ZstdCompressor().compress(bytes(64 << 20))
+    for name, bad in (("garbage", b"not a zstd frame"), ("bomb", bomb)):
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(tmp_path / "source" / "metadata.yaml", folder)
+        # Message 10 is an Imu (messages 0 and 1 are the Imu and String of time 0; 2 to 7 Imus).
+        rewrite_mcap(tmp_path / "source" / "source.mcap", folder / "source.mcap",
+                     data=lambda k, data, bad=bad: bad if k == 10 else data, chunk_size=1 << 20)
+        with fastbag.open(folder) as bag:
+            with pytest.raises(BagFormatError, match=r"(not a zstd frame|decompression bomb).*source\.mcap "
+                               r"\(chunk at offset \d+\), offset \d+, message record"):
+                bag.read("/imu")
+    with fastbag.open(tmp_path / "garbage") as bag:  # both topics share the chunk: its rebuild fails for both
+        with pytest.raises(BagFormatError, match="does not decompress"):
+            bag.read("/s")
+    text = (tmp_path / "source" / "metadata.yaml").read_text()
+    assert "compression_format: zstd" in text
+    (tmp_path / "source" / "metadata.yaml").write_text(text.replace("compression_format: zstd",
+                                                                    "compression_format: lz4"))
+    with pytest.raises(fastbag.UnsupportedError, match="compression format 'lz4'"):
+        fastbag.open(tmp_path / "source")

@@ -200,7 +200,27 @@ def build_seeds(root: Path, data: Path) -> list[Path]:
                 text = text.replace("compression_format: ''", "compression_format: zstd").replace(
                     "compression_mode: ''", "compression_mode: FILE")
             (folder / "metadata.yaml").write_text(text)
+    # MCAP storage compressed per message (each message's data a zstd frame), as rosbags' writer makes it.
+    _write_mcap_per_message(new("mcap_message_zstd"), 200)
     return seeds
+
+
+def _write_mcap_per_message(folder: Path, n: int) -> None:
+    """A rosbag2 directory of MCAP storage compressed per message: the String and Int32 messages of
+    _write_db3, written by rosbags' writer (it makes the directory: ``folder`` is replaced)."""
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    folder.rmdir()
+    writer = Writer(folder, version=8, storage_plugin=StoragePlugin.MCAP)
+    writer.set_compression(CompressionMode.MESSAGE, CompressionFormat.ZSTD)
+    with writer:
+        chatter = writer.add_connection("/chatter", "std_msgs/msg/String", typestore=store)
+        count = writer.add_connection("/count", "std_msgs/msg/Int32", typestore=store)
+        for k in range(n):
+            data = _cdr_string(f"hello {k}") if k % 3 else b"\0\1\0\0" + k.to_bytes(4, "little")
+            writer.write(chatter if k % 3 else count, 10**18 + k * 997, data)
 
 
 #: The seeds before the MCAP storage ones were added (regression cases were drawn from these).

@@ -30,6 +30,26 @@ def count_messages(buf):
     return count
 
 
+@njit(cache=True, nogil=True)
+def message_records(buf, out):
+    """Offsets of the Message records among the records of ``buf``, in order, into ``out`` (as many as
+    :func:`count_messages` finds: the same walk, which stops at a record that runs past the end)."""
+    count = 0
+    pos = 0
+    n = buf.size
+    while n - pos >= 9 and count < out.size:
+        length = np.uint64(0)
+        for k in range(8):
+            length |= np.uint64(buf[pos + 1 + k]) << np.uint64(8 * k)
+        if length > np.uint64(n - pos - 9):
+            break
+        if buf[pos] == _MESSAGE:
+            out[count] = pos
+            count += 1
+        pos += 9 + np.int64(length)
+    return count
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _message_span(buf, pos, lo, hi, channel, log_time):
     """(data start, data length) of the Message record at ``buf[pos:]`` inside ``[lo, hi)``, checked: opcode,

@@ -16,6 +16,13 @@ storage, see :mod:`fastbag.rosbag2.compression`). This container joins them:
 No chunk is read in place from one mapping (there is one per file): the
 chunk table marks none as in place, and the store hands out each file's
 payloads (an uncompressed chunk is still a view of its file's mapping).
+
+Compressed per message (``compression_mode: message``: rosbag2 wrote each
+message's data as a zstd frame), a chunk's payload is rebuilt once
+decompressed: its Message records again, each holding its data decompressed
+(bounded as sqlite3 rows are), and nothing else. The message indexes give
+offsets in the chunk as stored; :meth:`McapStorage.payload_spans` maps them
+to the rebuilt payload's through the offsets its rebuild kept.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import tempfile
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -32,9 +41,10 @@ import numpy as np
 from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
-from ..mcap.reader import McapReader, message_headers
-from ..mcap.records import MAGIC
-from .compression import decompress_file
+from ..io.gather import le_uint
+from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
+from ..mcap.records import MAGIC, MESSAGE_FIXED, Opcode
+from .compression import MAX_RATIO, MIN_LIMIT, decompress_file, decompress_frame, message_limit, zstd
 from .metadata import BagMetadata
 from .reader import StorageSource, _natural_order
 
@@ -57,11 +67,11 @@ def mcap_storage_files(path: str, metadata: BagMetadata | None) -> list[str]:
 _MESSAGE_MODE = re.compile(r"compression_mode\W+message", re.IGNORECASE)
 
 
-def refuse_per_message(reader: McapReader, path: str) -> McapReader:
+def per_message_storage(reader: McapReader, path: str) -> McapReader | McapStorage:
     """``reader``, unless rosbag2 wrote its file compressed per message (each message's data a zstd frame:
-    its ``rosbag2`` metadata record says so), which fastbag reads only from sqlite3 storage: then it is
-    closed and an UnsupportedError raised, as for such a directory (instead of a DecodeError per message).
-    A damaged record is no reason to refuse the file: ``bag.metadata`` says what is wrong with it."""
+    its ``rosbag2`` metadata record says so): then it is closed, and the file opened again as MCAP storage
+    compressed per message. A damaged record is no reason to doubt the file: ``bag.metadata`` says what is
+    wrong with it."""
     from .metadata import parse_metadata
 
     try:
@@ -73,13 +83,12 @@ def refuse_per_message(reader: McapReader, path: str) -> McapReader:
         if not _MESSAGE_MODE.search(text):  # (most files: no YAML parsed at open, a third of its time)
             continue
         try:
-            mode = parse_metadata(text, path).compression_mode if text else ""
+            described = parse_metadata(text, path) if text else None
         except FastbagError:
             continue
-        if mode == "MESSAGE":
+        if described is not None and described.compression_mode == "MESSAGE":
             reader.close()
-            raise UnsupportedError(f"rosbag2 MCAP storage compressed per message is not supported (its rosbag2 "
-                                   f"metadata record says compression_mode: message) ({path})")
+            return McapStorage(path, [path], metadata=described)
     return reader
 
 
@@ -97,10 +106,17 @@ class McapStorage(LazyIndexContainer):
         self._index: BagIndex | None = None
         path = os.fspath(path)
         self.format = "rosbag2" if os.path.isdir(path) else "MCAP"  # a lone .mcap.zstd is an MCAP file
-        self._version = str(metadata.version) if metadata is not None else "0" if self.format == "MCAP" else \
+        self._version = "0" if self.format == "MCAP" else str(metadata.version) if metadata is not None else \
             "unknown"
-        if metadata is not None and metadata.compression_mode == "MESSAGE":
-            raise UnsupportedError(f"rosbag2 MCAP storage compressed per message is not supported ({path})")
+        #: Each message's data a zstd frame (see the module docstring).
+        self.per_message = metadata is not None and metadata.compression_mode == "MESSAGE"
+        if self.per_message and metadata is not None and metadata.compression_format != "zstd":
+            raise UnsupportedError(f"rosbag2 compression format {metadata.compression_format!r} is not "
+                                   f"supported (known: zstd) ({path})")
+        self._rebuilt: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # chunk position -> (offsets, new offsets)
+        self._rebuilt_lock = threading.Lock()
+        if self.per_message:
+            self.compression_unit = "files"
         try:
             errors = [error for error in map(self._open_part, files) if error is not None]
             if not self.parts:  # nothing intact to read: the first file's error says why
@@ -250,6 +266,70 @@ class McapStorage(LazyIndexContainer):
         stores = [p.chunk_store(cache_bytes=max(1, cache_bytes // len(self.parts)), workers=1) for p in self.parts]
         return _PartStore(self, stores, cache_bytes=cache_bytes, workers=workers)
 
+    def compression_counts(self) -> dict[str, int]:
+        """Chunks per compression; compressed per message, files: ``zstd`` for each."""
+        return {"zstd": len(self.parts)} if self.per_message else super().compression_counts()
+
+    def rebuild(self, k: int, payload: np.ndarray) -> np.ndarray:
+        """Chunk ``k``'s ``payload`` (compressed per message) as Message records holding their data
+        decompressed, in the same order; their offsets before and after are kept for payload_spans."""
+        from ..mcap.kernels import count_messages, message_records
+
+        position = int(self._chunks.position[k])
+        part = int(self.part_of_position(np.array([position]))[0])
+        where = f"{self.parts[part].path} (chunk at offset {position - int(self._file_base[part])})"
+        offsets = np.empty(count_messages(payload), dtype=np.int64)
+        message_records(payload, offsets)
+        lengths = le_uint(payload, offsets + 1, 8).astype(np.int64) - MESSAGE_FIXED
+        if (lengths < 0).any():
+            at = int(offsets[np.argmax(lengths < 0)])
+            raise BagFormatError("a message record is shorter than its fixed fields", path=where, offset=at,
+                                 record="message")
+        decompressor = zstd().ZstdDecompressor()
+        view = memoryview(payload)
+        budget = max(MIN_LIMIT, MAX_RATIO * payload.size)  # for the whole chunk: many small bombs add up
+        pieces: list[bytes] = []
+        sizes = np.empty(offsets.size, dtype=np.int64)
+        produced = 0
+        for j, (at, n) in enumerate(zip(offsets.tolist(), lengths.tolist())):
+            try:
+                data = decompress_frame(view[at + MESSAGE_HEAD:at + MESSAGE_HEAD + n], decompressor,
+                                        min(message_limit(n), budget - produced))
+            except ValueError as exc:
+                raise BagFormatError(f"a message's data does not decompress: {exc}", path=where, offset=at,
+                                     record="message") from None
+            pieces.append(struct.pack("<BQ", Opcode.MESSAGE, MESSAGE_FIXED + len(data)))
+            pieces.append(view[at + 9:at + MESSAGE_HEAD].tobytes())  # channel, sequence, log and publish time
+            pieces.append(data)
+            sizes[j] = MESSAGE_HEAD + len(data)
+            produced += len(data)
+        with self._rebuilt_lock:
+            self._rebuilt[position] = (offsets, np.cumsum(sizes) - sizes)
+        return np.frombuffer(b"".join(pieces), dtype=np.uint8)
+
+    def _rebuilt_offsets(self, at: np.ndarray, lo: np.ndarray, chunk: np.ndarray) -> np.ndarray:
+        """Where the records the message indexes place at ``at`` (offsets in their chunk as stored, from
+        ``lo``) lie in the rebuilt payloads; a BagFormatError where no Message record starts."""
+        out = np.empty(at.size, dtype=np.int64)
+        for position in np.unique(chunk).tolist():
+            mine = np.flatnonzero(chunk == position)
+            with self._rebuilt_lock:
+                old, new = self._rebuilt.get(position, (None, None))
+            if old is None:
+                raise BagFormatError("a chunk's messages were located before it was decompressed", path=self.path,
+                                     offset=position, record="chunk")
+            rel = at[mine] - lo[mine]
+            j = np.minimum(np.searchsorted(old, rel), max(old.size - 1, 0))
+            bad = rel != old[j] if old.size else np.ones(rel.size, dtype=bool)
+            if bad.any():
+                part = int(self.part_of_position(np.array([position]))[0])
+                raise BagFormatError("a message index points where no message record starts in its chunk",
+                                     path=f"{self.parts[part].path} (chunk at offset "
+                                          f"{position - int(self._file_base[part])})",
+                                     offset=int(rel[np.argmax(bad)]), record="message index")
+            out[mine] = lo[mine] + new[j]
+        return out
+
     def part_of_position(self, position: np.ndarray) -> np.ndarray:
         """The file of each chunk position (see the module docstring)."""
         return np.searchsorted(self._file_base, position, side="right") - 1
@@ -262,6 +342,8 @@ class McapStorage(LazyIndexContainer):
         """Each file's reader locates its own records (its channel ids, its chunk positions)."""
         chunk = np.asarray(chunk, dtype=np.int64)
         conn = np.asarray(conn, dtype=np.int64)
+        if self.per_message:
+            at = self._rebuilt_offsets(np.asarray(at, dtype=np.int64), np.asarray(lo, dtype=np.int64), chunk)
         part = self.part_of_position(chunk) if chunk.size else chunk
         starts = np.zeros(at.size, dtype=np.int64)
         lengths = np.zeros(at.size, dtype=np.int64)
@@ -292,9 +374,20 @@ class _PartStore(ChunkStore):
         self.storage, self.stores = storage, stores
 
     def get(self, index: int, remember: bool = True) -> np.ndarray:
-        """Chunk ``index``'s payload, from its file's store (cached there)."""
+        """Chunk ``index``'s payload, from its file's store (cached there); compressed per message, rebuilt
+        from it and cached here."""
         k = int(np.searchsorted(self.storage._chunk_base, index, side="right") - 1)
-        return self.stores[k].get(index - int(self.storage._chunk_base[k]), remember)
+        if not self.storage.per_message:
+            return self.stores[k].get(index - int(self.storage._chunk_base[k]), remember)
+        with self._lock:
+            hit = self._cache.get(index)
+            if hit is not None:
+                self._cache.move_to_end(index)
+                return hit
+        payload = self.storage.rebuild(index, self.stores[k].get(index - int(self.storage._chunk_base[k]), False))
+        if remember:
+            self._remember(index, payload)
+        return payload
 
     def close(self) -> None:
         for store in self.stores:
