@@ -363,6 +363,8 @@ class Bag:
         self._container = open_container(self.path, definitions=self._definitions, **options)
         self._source = self._container.source
         container = self._container
+        self._counted = False  # whether the connections carry their msgcount (see _count_connections)
+        self._counting = threading.Lock()
         if self._definitions:
             container.connections = [self._with_supplied_definition(c) for c in container.connections]
         if container.problems:
@@ -390,7 +392,21 @@ class Bag:
     @property
     def _index(self) -> BagIndex:
         """Every message's time, connection, chunk and offset (a container may build it on first use)."""
-        return self._container.index
+        index = self._container.index
+        if not self._counted:
+            self._count_connections(index)
+        return index
+
+    def _count_connections(self, index: BagIndex) -> None:
+        """Give every connection its ``msgcount`` (rosbags' field) once the index exists: the connections
+        handed out from then on (bag.connections, m.connection, a topic's) carry it."""
+        with self._counting:
+            if self._counted:
+                return
+            counts = np.bincount(index.conn, minlength=len(index.connections)).tolist()
+            self._container.connections = [dataclasses.replace(c, msgcount=n)
+                                           for c, n in zip(self._container.connections, counts)]
+            self._counted = True
 
     # -- what the index says ---------------------------------------------------
     @property
@@ -435,7 +451,9 @@ class Bag:
 
     @property
     def connections(self) -> list[Connection]:
-        """Every connection, in the order of the bag's connection records."""
+        """Every connection, in the order of the bag's connection records, each with its ``msgcount`` (the
+        messages the index lists on it; asking builds the index of an MCAP file or rosbag2 recording)."""
+        self._index  # noqa: B018 - counts the connections
         return list(self._container.connections)
 
     @property
@@ -1396,7 +1414,7 @@ class Bag:
                             "is each message's serialized bytes (m.connection its type and md5sum)")
         start, end = time_ns(start_time, "start_time"), time_ns(end_time, "end_time")
         kept = None if connection_filter is None else [
-            c for c in self.connections
+            c for c in self._container.connections
             if connection_filter(c.topic, c.msgtype, c.md5sum, c.definition, connection_header(c))]
         messages = self.messages(topics or None, start, None if end is None else end + 1, connections=kept)
         return _as_bag_messages(messages, return_connection_header)
@@ -1423,7 +1441,7 @@ class Bag:
     def get_type_and_topic_info(self, topic_filters: Iterable[str] | str | None = None) -> TypesAndTopicsTuple:
         """``rosbag.Bag.get_type_and_topic_info``: every message type's md5sum, and each topic's type, message
         count, connection count and median rate in Hz (None with fewer than two messages)."""
-        types = dict(sorted({c.msgtype: c.md5sum for c in reversed(self.connections)}.items()))
+        types = dict(sorted({c.msgtype: c.md5sum for c in reversed(self._container.connections)}.items()))
         names = None if topic_filters is None else \
             {topic_filters} if isinstance(topic_filters, str) else set(topic_filters)
         topics = {name: TopicTuple(info.msgtype, info.message_count, len(info.connections), info.frequency)
@@ -1443,11 +1461,12 @@ class Bag:
         if last is not None and last[0] is rawdata and _type_key(last[1]) == _type_key(msgtype):
             del _UNPACKED.last  # (answered: no reference kept to its bytes)
             return last[2]  # the message messages() just yielded and the loop unpacked: decoded with its chunk
-        connection = next((c for c in self.connections if c.msgtype == msgtype), None) or \
-            next((c for c in self.connections if _type_key(c.msgtype) == _type_key(msgtype)), None)
+        connections = self._container.connections
+        connection = next((c for c in connections if c.msgtype == msgtype), None) or \
+            next((c for c in connections if _type_key(c.msgtype) == _type_key(msgtype)), None)
         if connection is None:
             raise KeyError(f"no connection of type {msgtype!r} in {self.path}; types: "
-                           f"{', '.join(sorted({c.msgtype for c in self.connections}))}")
+                           f"{', '.join(sorted({c.msgtype for c in connections}))}")
         connection = self._with_supplied_definition(connection)
         return decode_with_layout(self._layout(connection), [rawdata], connection.msgtype,
                                   self._message_types(connection))[0]

@@ -63,6 +63,14 @@ class Connection:
     encoding: str = "ros1"
     schema_encoding: str = "ros1msg"
     schema_data: bytes = field(default=b"", repr=False)
+    #: Messages on this connection (rosbags' name), set by the Bag once its index is built; -1 before.
+    #: Not compared: a connection is the same one whether counted or not.
+    msgcount: int = field(default=-1, compare=False, repr=False)
+
+    @property
+    def digest(self) -> str:
+        """rosbags' name of :attr:`md5sum`."""
+        return self.md5sum
 
 
 @dataclass(frozen=True)

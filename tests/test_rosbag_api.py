@@ -228,12 +228,19 @@ def test_the_rosbags_loop_runs_unchanged(relative):
         topic = sorted({c.topic for c in peer.connections})[-1]
         theirs = [(c.topic, t, peer.deserialize(raw, c.msgtype))
                   for c, t, raw in peer.messages(connections=[c for c in peer.connections if c.topic == topic])]
+        their_counts = sorted((c.topic, c.msgcount) for c in peer.connections)
+        their_digests = sorted((c.topic, c.digest) for c in peer.connections)
     with open_quietly(path) as reader:
+        # rosbags' Connection fields: msgcount per connection, digest (ROS 1's md5sum)
+        assert sorted((c.topic, c.msgcount) for c in reader.connections) == their_counts
+        if relative.startswith("ros1"):
+            assert sorted((c.topic, c.digest) for c in reader.connections) == their_digests
         connections = [x for x in reader.connections if x.topic == topic]
         ours = []
         for connection, timestamp, rawdata in reader.messages(connections=connections):
             ours.append((connection.topic, timestamp, reader.deserialize(rawdata, connection.msgtype),
                          connection.encoding))
+            assert connection.msgcount == next(c.msgcount for c in connections if c == connection) > 0
         # bytes that are no unpacked message's view decode on their own (one at a time), to the same values
         copies = [reader.deserialize(bytes(m.data), m.connection.msgtype)
                   for m in itertools.islice(reader.messages(connections=connections, raw=True), 50)]
