@@ -13,8 +13,15 @@ _HEAD = RECORD_HEAD + MESSAGE_FIXED  # a Message record's bytes before its data
 
 @njit(cache=True, nogil=True)
 def count_messages(buf):
-    """The number of Message records among the records of ``buf`` (a decompressed chunk), walking
-    each record's opcode and u64 length; stops at a record that runs past the end."""
+    """The number of Message records among the records of ``buf`` (a decompressed chunk)."""
+    return message_records(buf, np.empty(0, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def message_records(buf, out):
+    """The number of Message records among the records of ``buf`` (a decompressed chunk), walking each
+    record's opcode and u64 length, and the offsets of the first ``out.size`` of them, in order, in
+    ``out``. The walk stops at a record that runs past the end."""
     count = 0
     pos = 0
     n = buf.size
@@ -25,26 +32,8 @@ def count_messages(buf):
         if length > np.uint64(n - pos - 9):
             break
         if buf[pos] == _MESSAGE:
-            count += 1
-        pos += 9 + np.int64(length)
-    return count
-
-
-@njit(cache=True, nogil=True)
-def message_records(buf, out):
-    """Offsets of the Message records among the records of ``buf``, in order, into ``out`` (as many as
-    :func:`count_messages` finds: the same walk, which stops at a record that runs past the end)."""
-    count = 0
-    pos = 0
-    n = buf.size
-    while n - pos >= 9 and count < out.size:
-        length = np.uint64(0)
-        for k in range(8):
-            length |= np.uint64(buf[pos + 1 + k]) << np.uint64(8 * k)
-        if length > np.uint64(n - pos - 9):
-            break
-        if buf[pos] == _MESSAGE:
-            out[count] = pos
+            if count < out.size:
+                out[count] = pos
             count += 1
         pos += 9 + np.int64(length)
     return count
