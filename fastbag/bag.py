@@ -1608,7 +1608,8 @@ def open_container(path: str, *, definitions: Mapping[str, str] | None = None, *
             from .mcap.reader import McapReader
             from .rosbag2.mcap_storage import per_message_storage
 
-            return per_message_storage(McapReader(single), single)
+            reader = McapReader(single)  # (a metadata.yaml said how it is compressed: none)
+            return reader if metadata is not None else per_message_storage(reader, single)
         if mcap_files is not None:  # MCAP storage split into several files, or compressed per file
             from .rosbag2.mcap_storage import McapStorage
             return McapStorage(path, mcap_files, metadata=metadata)

@@ -249,9 +249,12 @@ def test_mcap_storage_compressed_per_message_reads_as_rosbags_does(tmp_path):
     rechunked.mkdir()
     shutil.copy(tmp_path / "per_message" / "metadata.yaml", rechunked)
     rewrite_mcap(tmp_path / "per_message" / "per_message.mcap", rechunked / "per_message.mcap")
+    bare = tmp_path / "bare"  # a directory without metadata.yaml: the file's own rosbag2 record says how
+    bare.mkdir()
+    shutil.copy(tmp_path / "per_message" / "per_message.mcap", bare)
     imu, text = written["/imu"], written["/s"]
     for path in (tmp_path / "per_message", tmp_path / "per_message" / "per_message.mcap", rechunked,
-                 rechunked / "per_message.mcap"):
+                 rechunked / "per_message.mcap", bare):
         with fastbag.open(path) as bag:
             assert bag.compression == {"zstd": 1}, path
             assert ours(bag) == theirs, path

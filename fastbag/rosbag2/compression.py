@@ -61,6 +61,33 @@ def decompress_frame(frame: bytes | memoryview, decompressor: Any, limit: int) -
         raise ValueError(f"zstd frame does not decompress within {limit} bytes: {exc}") from None
 
 
+class FrameError(ValueError):
+    """A frame of :func:`decompress_frames` that does not decompress within its bounds: ``index`` says which."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(reason)
+        self.index = index
+
+
+def decompress_frames(data: Any, starts: list[int], lengths: list[int]) -> list[bytes]:
+    """The zstd frames ``data[starts[i]:starts[i] + lengths[i]]`` (a chunk's messages in ``MESSAGE`` mode)
+    decompressed, each bounded by :func:`message_limit` and all together by that of ``data``'s size (many
+    small bombs add up); FrameError naming the first that is not."""
+    decompressor = zstd().ZstdDecompressor()
+    view = memoryview(data)
+    budget = message_limit(view.nbytes)
+    out: list[bytes] = []
+    produced = 0
+    for i, (at, n) in enumerate(zip(starts, lengths)):
+        try:
+            piece = decompress_frame(view[at:at + n], decompressor, min(message_limit(n), budget - produced))
+        except ValueError as exc:
+            raise FrameError(i, str(exc)) from None
+        out.append(piece)
+        produced += len(piece)
+    return out
+
+
 def file_limit(compressed: int) -> int:
     """The most bytes a compressed storage file of ``compressed`` bytes may decompress to."""
     return max(MIN_LIMIT, MAX_RATIO * compressed)

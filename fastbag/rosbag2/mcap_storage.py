@@ -44,7 +44,7 @@ from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.gather import le_uint
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
 from ..mcap.records import MAGIC, MESSAGE_FIXED, Opcode
-from .compression import MAX_RATIO, MIN_LIMIT, decompress_file, decompress_frame, message_limit, zstd
+from .compression import FrameError, decompress_file, decompress_frames
 from .metadata import BagMetadata
 from .reader import StorageSource, _natural_order
 
@@ -285,24 +285,18 @@ class McapStorage(LazyIndexContainer):
             at = int(offsets[np.argmax(lengths < 0)])
             raise BagFormatError("a message record is shorter than its fixed fields", path=where, offset=at,
                                  record="message")
-        decompressor = zstd().ZstdDecompressor()
+        try:
+            datas = decompress_frames(payload, (offsets + MESSAGE_HEAD).tolist(), lengths.tolist())
+        except FrameError as exc:
+            raise BagFormatError(f"a message's data does not decompress: {exc}", path=where,
+                                 offset=int(offsets[exc.index]), record="message") from None
         view = memoryview(payload)
-        budget = max(MIN_LIMIT, MAX_RATIO * payload.size)  # for the whole chunk: many small bombs add up
         pieces: list[bytes] = []
-        sizes = np.empty(offsets.size, dtype=np.int64)
-        produced = 0
-        for j, (at, n) in enumerate(zip(offsets.tolist(), lengths.tolist())):
-            try:
-                data = decompress_frame(view[at + MESSAGE_HEAD:at + MESSAGE_HEAD + n], decompressor,
-                                        min(message_limit(n), budget - produced))
-            except ValueError as exc:
-                raise BagFormatError(f"a message's data does not decompress: {exc}", path=where, offset=at,
-                                     record="message") from None
+        for at, data in zip(offsets.tolist(), datas):
             pieces.append(struct.pack("<BQ", Opcode.MESSAGE, MESSAGE_FIXED + len(data)))
             pieces.append(view[at + 9:at + MESSAGE_HEAD].tobytes())  # channel, sequence, log and publish time
             pieces.append(data)
-            sizes[j] = MESSAGE_HEAD + len(data)
-            produced += len(data)
+        sizes = MESSAGE_HEAD + np.array([len(d) for d in datas], dtype=np.int64)
         with self._rebuilt_lock:
             self._rebuilt[position] = (offsets, np.cumsum(sizes) - sizes)
         return np.frombuffer(b"".join(pieces), dtype=np.uint8)

@@ -52,7 +52,7 @@ from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedEr
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.source import Source
 from ..msg.msgdef import EMPTY_MD5
-from .compression import MAX_RATIO, MIN_LIMIT, decompress_frame, message_limit, zstd
+from .compression import FrameError, decompress_frames
 from .definitions import resolve_definition
 from .metadata import BagMetadata, parse_metadata, read_metadata, transient_local
 from .sqlite import Db3
@@ -469,20 +469,11 @@ class Rosbag2Reader(LazyIndexContainer):
     def _decompress_messages(self, k: int, data: bytes, ids: np.ndarray, lengths: np.ndarray,
                              path: str) -> np.ndarray:
         """Per-message zstd: every row's frame decompressed, bounded; their spans kept for payload_spans."""
-        decompressor = zstd().ZstdDecompressor()
-        view = memoryview(data)
-        out: list[bytes] = []
-        budget = max(MIN_LIMIT, MAX_RATIO * len(data))  # for the whole chunk: many small bombs add up
-        produced = at = 0
-        for row, n in zip(ids.tolist(), lengths.tolist()):
-            try:
-                piece = decompress_frame(view[at:at + n], decompressor, min(message_limit(n), budget - produced))
-            except ValueError as exc:
-                raise BagFormatError(f"message row {row} does not decompress: {exc}", path=path,
-                                     record="sqlite3") from None
-            out.append(piece)
-            produced += len(piece)
-            at += n
+        try:
+            out = decompress_frames(data, (np.cumsum(lengths) - lengths).tolist(), lengths.tolist())
+        except FrameError as exc:
+            raise BagFormatError(f"message row {int(ids[exc.index])} does not decompress: {exc}", path=path,
+                                 record="sqlite3") from None
         sizes = np.array([len(p) for p in out], dtype=np.int64)
         starts = np.cumsum(sizes) - sizes
         with self._spans_lock:
