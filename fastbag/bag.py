@@ -87,6 +87,22 @@ def _rows_of(runs: list[tuple[int, int]]) -> slice | np.ndarray:
     return slice(*runs[0]) if len(runs) == 1 else np.concatenate([np.arange(a, b) for a, b in runs])
 
 
+class _Scope:
+    """An index reads work on, and what the Bag learns about its rows: the whole index, or one topic's
+    (:meth:`Container.topic_index`: an MCAP file indexes a topic without reading the others' indexes).
+
+    A read captures its scope once, so a read on one thread never mixes the
+    rows of two indexes while another thread builds one.
+    """
+
+    __slots__ = ("index", "read_before")
+
+    def __init__(self, index: BagIndex) -> None:
+        self.index = index
+        # rows a windowed read may have read already (see Bag._windowed)
+        self.read_before: np.ndarray | None = None
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     """What the index says about one topic.
@@ -372,9 +388,11 @@ class Bag:
         self._store = container.chunk_store(cache_bytes=cache_bytes, workers=workers)
         self._layouts: dict[tuple, Layout] = {}  # by (type, definition); object decoders, message types too
         self._sizes: np.ndarray | None = None            # bytes of each index row's record, on first use
-        self._topic_rows: dict[str, np.ndarray] = {}    # index rows of each topic, on first use
+        self._topic_rows: dict[str, np.ndarray] = {}    # rows of each topic in its scope, on first use
         self._unwindowed: set[str | None] = set()        # topics whose fields lie outside windows
-        self._read_before: np.ndarray | None = None      # index rows a windowed read may have read already
+        self._whole: _Scope | None = None                # the whole index, once built
+        self._scopes: dict[str, _Scope] = {}             # the index each topic is read from, on first use
+        self._scoping = threading.Lock()
         self._connection_ids = np.array([c.id for c in container.connections], dtype=np.int64)
 
     @property
@@ -396,6 +414,29 @@ class Bag:
         if not self._counted:
             self._count_connections(index)
         return index
+
+    @property
+    def _whole_scope(self) -> _Scope:
+        """The whole index as a read's scope (every topic's messages: what messages() iterates)."""
+        if self._whole is None:
+            index = self._index
+            with self._scoping:
+                if self._whole is None:
+                    self._whole = _Scope(index)
+        return self._whole
+
+    def _scope(self, topic: str) -> _Scope:
+        """The index reads of ``topic`` work on, chosen once per topic: the topic's own where the container
+        builds one without the whole index (and the whole is not built yet), else the whole index."""
+        scope = self._scopes.get(topic)
+        if scope is not None:
+            return scope
+        index = None
+        if self._whole is None:
+            index = self._container.topic_index(self._topic_ranks[topic])
+        scope = _Scope(index) if index is not None else self._whole_scope
+        with self._scoping:
+            return self._scopes.setdefault(topic, scope)
 
     def _count_connections(self, index: BagIndex) -> None:
         """Give every connection its ``msgcount`` (rosbags' field) once the index exists: the connections
@@ -527,20 +568,27 @@ class Bag:
         return dict(sorted(infos.items()))
 
     @functools.cached_property
-    def _topic_connections(self) -> dict[str, tuple[Connection, ...]]:
-        """Every topic's connections, sorted by topic: what reading needs of :attr:`topics`, without its
-        statistics (a median over every message's time: 10 ms of a 1 M message bag's fresh read)."""
-        by_topic: dict[str, list[Connection]] = {}
-        for connection in self._index.connections:
-            by_topic.setdefault(connection.topic, []).append(connection)
-        return {topic: tuple(by_topic[topic]) for topic in sorted(by_topic)}
+    def _topic_ranks(self) -> dict[str, list[int]]:
+        """Every topic's connections as positions in the container's, sorted by topic: what reading needs
+        of :attr:`topics`, from what opening read (no index, no statistics: a median over every message's
+        time cost 10 ms of a 1 M message bag's fresh read)."""
+        by_topic: dict[str, list[int]] = {}
+        for rank, connection in enumerate(self._container.connections):
+            by_topic.setdefault(connection.topic, []).append(rank)
+        return {topic: by_topic[topic] for topic in sorted(by_topic)}
+
+    def _topic_connections(self, topic: str) -> tuple[Connection, ...]:
+        """``topic``'s connections (as the bag hands them out: with their ``msgcount`` once counted)."""
+        connections = self._container.connections
+        return tuple(connections[r] for r in self._topic_ranks[topic])
 
     def times(self, topic: str, start: TimeLike | None = None, end: TimeLike | None = None) -> np.ndarray:
         """Receive times (int64 ns, ascending) of ``topic``'s messages in ``[start, end)``, from the
         index alone: nothing is read or decoded, so a topic that cannot be decoded has times too.
         KeyError for a topic the bag does not have."""
         self._check_open()
-        return self._index.time[self._select([topic], start, end)]
+        index = self._scope(topic).index if isinstance(topic, str) and topic in self._topic_ranks else self._index
+        return index.time[self._select([topic], start, end, index=index)]
 
     def times_by_topic(self) -> dict[str, np.ndarray]:
         """Every topic's receive times (int64 ns, ascending), by topic name as in :attr:`topics`, from the
@@ -554,7 +602,7 @@ class Bag:
         order = np.argsort(index.conn.astype(np.uint16) if count <= 1 << 16 else index.conn, kind="stable")
         bounds = np.zeros(count + 1, dtype=np.int64)
         np.cumsum(np.bincount(index.conn, minlength=count), out=bounds[1:])
-        ranks: dict[str, list[int]] = {topic: [] for topic in self._topic_connections}
+        ranks: dict[str, list[int]] = {topic: [] for topic in self._topic_ranks}
         for rank, connection in enumerate(index.connections):
             ranks[connection.topic].append(rank)
         out = {}
@@ -578,10 +626,11 @@ class Bag:
         return bag_html(self)
 
     # -- messages --------------------------------------------------------------
-    def _select(self, topics: Iterable[str] | str | None, start: int | None, end: int | None,
-                connections: Iterable[Connection] | None = None) -> np.ndarray:
-        """Positions in the index table of the wanted messages, in read order."""
-        index = self._index
+    def _select(self, topics: Iterable[str] | str | None, start: TimeLike | None, end: TimeLike | None,
+                connections: Iterable[Connection] | None = None, *, index: BagIndex | None = None) -> np.ndarray:
+        """Rows of ``index`` (the whole index by default) of the wanted messages, in read order."""
+        if index is None:
+            index = self._index
         start, end = time_ns(start, "start"), time_ns(end, "end")
         lo = 0 if start is None else int(np.searchsorted(index.time, start, side="left"))
         hi = index.message_count if end is None else int(np.searchsorted(index.time, end, side="left"))
@@ -596,10 +645,10 @@ class Bag:
             odd = [t for t in wanted if not isinstance(t, str)]
             if odd:
                 raise TypeError(f"topics are names (str); got {type(odd[0]).__name__} {odd[0]!r}")
-            unknown = wanted - set(self._topic_connections)
+            unknown = wanted - set(self._topic_ranks)
             if unknown:
                 raise KeyError(f"no topic {sorted(unknown)[0]!r} in {self.path}; topics: "
-                               f"{', '.join(self._topic_connections)}")
+                               f"{', '.join(self._topic_ranks)}")
         want = np.array([wanted is None or c.topic in wanted for c in index.connections], dtype=bool)  # by rank
         if connections is not None:
             given = list(connections)
@@ -636,9 +685,9 @@ class Bag:
         selected = self._select(topics, start, end, connections)
         return self._iter_raw(selected) if raw else _forgetting_unpacked(self._iter_decoded(selected))
 
-    def _runs(self, selected: np.ndarray, *, kernel: bool = False
+    def _runs(self, index: BagIndex, selected: np.ndarray, *, kernel: bool = False
               ) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:
-        """Maximal runs of consecutive selected messages in one chunk, in read order.
+        """Maximal runs of consecutive selected messages (rows of ``index``) in one chunk, in read order.
 
         Yields ``(buf, base, a, b, starts, lengths)``: messages
         ``selected[a:b]`` lie at ``buf[starts[i]:starts[i]+lengths[i]]``.
@@ -650,7 +699,6 @@ class Bag:
         records in the file with the Numba kernel (decoding callers, which
         load Numba anyway); those of decompressed chunks always go through it.
         """
-        index = self._index
         self._check_open()  # a generator created before close() and started after it
         n = selected.size
         if n == 0:
@@ -658,7 +706,7 @@ class Bag:
         if kernel and index.starts is None and bool(self._in_file.all()):
             # Every chunk lies uncompressed in the file (the common large read): a kernel locates
             # every message straight from the index arrays, and one run covers them all.
-            yield (self._source.array, 0, 0, n, *self._file_spans(selected))
+            yield (self._source.array, 0, 0, n, *self._file_spans(index, selected))
             return
         chunk_of = index.chunk[selected]
         conn_ids = self._connection_ids[index.conn[selected]]
@@ -707,7 +755,7 @@ class Bag:
                 while c not in live:
                     got, payload = next(payloads)
                     pos = _rows_of(groups[got])
-                    starts[pos], lengths[pos] = self._locate_in_chunk(payload, got, selected[pos])
+                    starts[pos], lengths[pos] = self._locate_in_chunk(index, payload, got, selected[pos])
                     live[got] = payload
                 yield live[c], None, a, b, starts[a:b], lengths[a:b]
                 if last_run[c] == k:
@@ -715,13 +763,14 @@ class Bag:
         finally:
             payloads.close()  # type: ignore[attr-defined]
 
-    def _locate_in_chunk(self, payload: np.ndarray, chunk: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, lengths) in chunk ``chunk``'s decompressed ``payload`` of the index rows ``rows`` (all in it).
+    def _locate_in_chunk(self, index: BagIndex, payload: np.ndarray, chunk: int, rows: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, lengths) in chunk ``chunk``'s decompressed ``payload`` of rows ``rows`` of ``index``
+        (all in it).
 
         Always through the container's kernel: it locates a chunk's few dozen
         records in microseconds, where NumPy's fixed cost per call is ~0.3 ms,
         and a decompressed chunk is worth loading Numba for."""
-        index = self._index
         zero = np.zeros(rows.size, dtype=np.int64)
         return self._container.payload_spans(payload, index.offset[rows], zero, zero + payload.size,
                                              zero + int(index.chunks.position[chunk]),
@@ -734,22 +783,23 @@ class Bag:
         step = max(1, -(-n // (self._store.workers if pool else 1)))
         return pool, [slice(k, min(n, k + step)) for k in range(0, n, step)]
 
-    def _file_spans(self, selected: np.ndarray, parallel: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, lengths) in the file of messages that all lie in uncompressed chunks.
+    def _file_spans(self, index: BagIndex, selected: np.ndarray, parallel: bool = True
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, lengths) in the file of messages (rows of ``index``) that all lie in uncompressed chunks.
 
         The container's one-pass locator runs in one part per worker for
         large reads (its kernel releases the GIL; ``parallel`` False: on this
         thread, for callers on a worker already); records it cannot verify
         go through the checked parser, which explains what is wrong with them.
         """
-        index, table = self._index, self._chunks
+        table = self._chunks
         n = selected.size
         starts = np.zeros(n, dtype=np.int64)
         lengths = np.zeros(n, dtype=np.int64)
         verified = np.zeros(n, dtype=bool)
 
         def locate(part: slice) -> int:
-            first = self._container.file_spans(selected[part], starts[part], lengths[part], verified[part])
+            first = self._container.file_spans(index, selected[part], starts[part], lengths[part], verified[part])
             return -1 if first < 0 else first + part.start
 
         pool, parts = self._split(n, parallel)
@@ -775,7 +825,7 @@ class Bag:
         time_of = index.time[selected].tolist()
         topics = [c.topic for c in connections]
         last, view = None, memoryview(b"")
-        for buf, _, a, b, starts, lengths in self._runs(selected, kernel=_raw_kernel(selected.size)):
+        for buf, _, a, b, starts, lengths in self._runs(index, selected, kernel=_raw_kernel(selected.size)):
             if buf is not last:
                 last, view = buf, memoryview(buf)
             headers = self._container.message_headers(buf, starts)
@@ -792,7 +842,7 @@ class Bag:
                                                                 np.ndarray]]:
         """The runs of :meth:`_runs`, cut into batches of at most PARALLEL_MIN messages: iteration decodes
         a batch at a time, so memory and the wait for the first message stay small."""
-        for buf, base, a, b, starts, lengths in self._runs(selected, kernel=True):
+        for buf, base, a, b, starts, lengths in self._runs(self._index, selected, kernel=True):
             for k in range(0, b - a, PARALLEL_MIN):
                 end = min(b - a, k + PARALLEL_MIN)
                 yield buf, base, a + k, a + end, starts[k:end], lengths[k:end]
@@ -940,8 +990,10 @@ class Bag:
         definition, naming the topic and the message's index.
         """
         self._check_topic(topic)
+        scope = self._scope(topic)
         whole = start is None and end is None  # a whole topic's rows are kept (topic_rows), as take() keeps them
-        return self._read_rows(topic, self.topic_rows(topic) if whole else self._select([topic], start, end))
+        selected = self.topic_rows(topic) if whole else self._select([topic], start, end, index=scope.index)
+        return self._read_rows(topic, scope, selected)
 
     def iter_read(self, topic: str, step: int | str = 10_000, start: TimeLike | None = None,
                   end: TimeLike | None = None) -> Iterator["TopicArray"]:
@@ -957,16 +1009,26 @@ class Bag:
         start, end)``.
         """
         self._check_topic(topic)
-        selected = self._select([topic], start, end)
-        for a, b in self._parts(selected, step):
-            yield self._read_rows(topic, selected[a:b])
+        scope = self._step_scope(topic, step)
+        selected = self._select([topic], start, end, index=scope.index)
+        for a, b in self._parts(scope.index, selected, step):
+            yield self._read_rows(topic, scope, selected[a:b])
 
     def part_bounds(self, topic: str, step: int | str) -> list[tuple[int, int]]:
         """How :meth:`iter_read` cuts the whole topic: ``(a, b)`` positions for :meth:`take` (``slice(a, b)``)."""
-        return self._parts(self.topic_rows(topic), step)
+        self._check_topic(topic)
+        scope = self._step_scope(topic, step)
+        # (a topic's messages are in the same order in every scope: positions mean the same in each)
+        return self._parts(scope.index, self._select([topic], None, None, index=scope.index), step)
 
-    def _parts(self, selected: np.ndarray, step: int | str) -> list[tuple[int, int]]:
-        """``(a, b)`` bounds cutting index rows ``selected`` (read order) into parts at chunk boundaries.
+    def _step_scope(self, topic: str, step: int | str) -> _Scope:
+        """Where parts of ``step`` are cut: steps in bytes measure records by their neighbours in the whole
+        index (see :meth:`_record_sizes`); steps in messages need only the topic's scope."""
+        return self._whole_scope if parse_step(step)[1] else self._scope(topic)
+
+    def _parts(self, index: BagIndex, selected: np.ndarray, step: int | str) -> list[tuple[int, int]]:
+        """``(a, b)`` bounds cutting rows ``selected`` of ``index`` (read order) into parts at chunk
+        boundaries (``index`` is the whole index for steps in bytes).
 
         Each part is as long as fits in ``step`` (messages, or bytes as in
         :meth:`iter_read`) without cutting a compressed chunk's run of
@@ -978,7 +1040,7 @@ class Bag:
             return []
         weight = self._record_sizes()[selected] if by_bytes else np.ones(n, dtype=np.int64)
         total = np.concatenate(([0], np.cumsum(weight)))
-        chunk_of = self._index.chunk[selected]
+        chunk_of = index.chunk[selected]
         # A part may end where the chunk changes, or anywhere inside a chunk read in place (uncompressed:
         # its messages are views of the mapping, so cutting it costs nothing and bounds nothing).
         free = self._in_file[chunk_of[:-1]] if len(self._chunks) else np.zeros(n - 1, dtype=bool)
@@ -1018,9 +1080,9 @@ class Bag:
         if not isinstance(topic, str):
             raise TypeError(f"a topic is one name (str), not {type(topic).__name__} {topic!r}: read one topic per "
                             "call, or iterate bag.messages(topics=[...]) over several")
-        connections = self._topic_connections.get(topic)
-        if connections is None:
-            raise KeyError(f"no topic {topic!r} in {self.path}; topics: {', '.join(self._topic_connections)}")
+        if topic not in self._topic_ranks:
+            raise KeyError(f"no topic {topic!r} in {self.path}; topics: {', '.join(self._topic_ranks)}")
+        connections = self._topic_connections(topic)
         # Connections whose md5sums agree share a wire format, even under two
         # names (tf/tfMessage and tf2_msgs/TFMessage): they merge into one array.
         # Where one names none ("*": ROS1 channels of an MCAP file written
@@ -1035,15 +1097,17 @@ class Bag:
                               f"{topic!r}) decodes each message with its own", topic=topic)
 
     def topic_rows(self, topic: str) -> np.ndarray:
-        """Index rows of every message of ``topic``, in read order (cached): the positions ``take`` uses."""
+        """Rows of every message of ``topic`` in the index its reads use, in read order (cached): what
+        ``take``'s positions pick from."""
         self._check_topic(topic)
         if topic not in self._topic_rows:
-            self._topic_rows[topic] = self._select([topic], None, None)
+            self._topic_rows[topic] = self._select([topic], None, None, index=self._scope(topic).index)
         return self._topic_rows[topic]
 
     def topic_times(self, topic: str) -> np.ndarray:
         """Receive times (int64 ns) of every message of ``topic``, from the index (nothing decoded)."""
-        return self._index.time[self.topic_rows(topic)]
+        rows = self.topic_rows(topic)
+        return self._scope(topic).index.time[rows]
 
     def take(self, topic: str, positions: Any) -> "TopicArray":
         """Messages of ``topic`` by position (0-based, in read order; an int array, a boolean mask over the
@@ -1053,43 +1117,45 @@ class Bag:
         each message is. Positions are in the order :meth:`topic_times` gives.
         """
         rows = self.topic_rows(topic)
+        scope = self._scope(topic)
         if isinstance(positions, slice):
-            return self._read_rows(topic, rows[positions])
+            return self._read_rows(topic, scope, rows[positions])
         at = np.asarray(positions)
         if at.dtype == bool:  # a mask over the topic's messages, as NumPy reads one
             if at.shape != rows.shape:
                 raise IndexError(f"a boolean mask for {topic!r} needs {rows.size} values, not {at.size}")
-            return self._read_rows(topic, rows[at])
+            return self._read_rows(topic, scope, rows[at])
         if at.size and not np.issubdtype(at.dtype, np.integer):
             raise TypeError(f"positions are integers (or a slice, or a boolean mask), not {at.dtype}")
-        return self._read_rows(topic, rows[at.astype(np.int64)])
+        return self._read_rows(topic, scope, rows[at.astype(np.int64)])
 
-    def _read_rows(self, topic: str, selected: np.ndarray) -> "TopicArray":
-        """Decode index rows ``selected`` (all of ``topic``, in read order) into a TopicArray."""
+    def _read_rows(self, topic: str, scope: _Scope, selected: np.ndarray) -> "TopicArray":
+        """Decode rows ``selected`` of ``scope``'s index (all of ``topic``, in read order) into a TopicArray."""
         from .msg.arrays import TopicArray, TopicBuilder
 
-        connection = self._topic_connections[topic][0]
+        index = scope.index
+        connections = self._topic_connections(topic)
+        connection = connections[0]
         if connection.encoding not in ARRAY_ENCODINGS:
             how = f"bag.messages(topics={topic!r}" + (") for its decoded messages" if connection.encoding in
                                                        OBJECT_ENCODINGS else ", raw=True) for its bytes")
             raise UnsupportedError(f"read() turns {' and '.join(ARRAY_ENCODINGS)} messages into arrays; this topic "
                                    f"is {connection.encoding or 'not'}-encoded: iterate {how}")
         layout = self._layout(connection)
-        self._check_fixed_size_fits(layout, selected, topic, connection.msgtype)
+        self._check_fixed_size_fits(layout, index, selected, topic, connection.msgtype)
         builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype,
                                types=self._message_types(connection))
-        if self._pipelined(selected, layout):
-            self._decode_chunks(builder, selected)
+        if self._pipelined(index, selected, layout):
+            self._decode_chunks(builder, index, selected)
         else:
-            self._decode_runs(builder, selected)
-        own = [r for r, c in enumerate(self._index.connections) if c.topic == topic]
-        local = np.searchsorted(np.array(own), self._index.conn[selected]).astype(np.int32) if len(own) > 1 else \
+            self._decode_runs(builder, scope, selected)
+        own = self._topic_ranks[topic]
+        local = np.searchsorted(np.array(own), index.conn[selected]).astype(np.int32) if len(own) > 1 else \
             np.zeros(selected.size, dtype=np.int32)
-        return TopicArray(topic, self._index.time[selected], builder.finish(), local,
-                          list(self._topic_connections[topic]))
+        return TopicArray(topic, index.time[selected], builder.finish(), local, list(connections))
 
-    def _pipelined(self, selected: np.ndarray, layout: "Layout") -> bool:
-        """Whether ``selected`` decodes chunk by chunk on the workers (:meth:`_decode_chunks`).
+    def _pipelined(self, index: BagIndex, selected: np.ndarray, layout: "Layout") -> bool:
+        """Whether rows ``selected`` of ``index`` decode chunk by chunk on the workers (:meth:`_decode_chunks`).
 
         When every message lies in a compressed chunk, located through the
         chunks' records, over two chunks per worker at least (fewer chunks
@@ -1101,7 +1167,6 @@ class Bag:
         decompress alone: its decoding is a few Python calls per chunk, which
         hold the GIL the other worker then waits for (5% slower when pipelined).
         """
-        index = self._index
         if index.starts is not None or selected.size == 0:
             return False
         used = np.zeros(len(index.chunks), dtype=bool)
@@ -1112,8 +1177,9 @@ class Bag:
         fixed = int(layout.min_size) * selected.size
         return keeps_views or fixed >= PIPELINE_SHARE * int(self._chunks.size[used].sum())
 
-    def _decode_chunks(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
-        """Decode ``selected`` (all in compressed chunks) into ``builder``, one task per chunk on the workers.
+    def _decode_chunks(self, builder: "TopicBuilder", index: BagIndex, selected: np.ndarray) -> None:
+        """Decode rows ``selected`` of ``index`` (all in compressed chunks) into ``builder``, one task per chunk
+        on the workers.
 
         Each task decompresses its chunk into a recycled buffer, checks it,
         locates its messages and decodes them at once, while the payload is
@@ -1123,7 +1189,7 @@ class Bag:
         chunk meanwhile. The calling thread only appends each chunk's pieces
         in read order. At most ``2 * workers`` chunks are in flight.
         """
-        index, store = self._index, self._store
+        store = self._store
         chunk_of = index.chunk[selected]
         run_starts, run_ends = _run_bounds(chunk_of)
         groups: dict[int, list[tuple[int, int]]] = {}  # chunk -> its runs (a, b), first-need order
@@ -1137,7 +1203,7 @@ class Bag:
             payload = store.get(c, remember)
             runs = groups[c]
             # (the index gathered here, on the workers, rather than for the whole read up front)
-            starts, lengths = self._locate_in_chunk(payload, c, selected[_rows_of(runs)])
+            starts, lengths = self._locate_in_chunk(index, payload, c, selected[_rows_of(runs)])
             pieces, k = [], 0
             for a, b in runs:
                 piece = builder.decode_run(payload, None, starts[k:k + b - a], lengths[k:k + b - a], a, a)
@@ -1154,8 +1220,9 @@ class Bag:
                 builder.append(waiting.pop(following))
                 following += 1
 
-    def _windowed(self, topic: str | None, selected: np.ndarray) -> bool:
-        """Whether :meth:`_decode_windows` reads ``selected``: every message in an uncompressed chunk, located
+    def _windowed(self, topic: str | None, scope: _Scope, selected: np.ndarray) -> bool:
+        """Whether :meth:`_decode_windows` reads rows ``selected`` of ``scope``'s index: every message in an
+        uncompressed chunk, located
         by the index, WINDOW_SPACING bytes of their chunks per message at least, none read before on this
         handle, and no earlier read of the topic found its fields outside the windows.
 
@@ -1164,14 +1231,14 @@ class Bag:
         than reading windows again (a loop over one topic, a notebook cell
         run twice); a first read, a fresh handle, is what windows are for.
         """
-        index = self._index
+        index = scope.index
         if index.starts is not None or selected.size == 0 or not self._container.windows or \
                 topic in self._unwindowed:
             return False
-        if self._read_before is None:
-            self._read_before = np.zeros(index.time.size, dtype=bool)
-        again = bool(self._read_before[selected].any())
-        self._read_before[selected] = True
+        if scope.read_before is None:
+            scope.read_before = np.zeros(index.time.size, dtype=bool)
+        again = bool(scope.read_before[selected].any())
+        scope.read_before[selected] = True
         if again:
             return False
         used = np.zeros(len(index.chunks), dtype=bool)
@@ -1180,8 +1247,9 @@ class Bag:
             return False
         return int(self._chunks.size[used].sum()) >= WINDOW_SPACING * selected.size
 
-    def _decode_windows(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
-        """Decode ``selected`` (see :meth:`_windowed`) from windows onto each message's head and tail.
+    def _decode_windows(self, builder: "TopicBuilder", index: BagIndex, selected: np.ndarray) -> None:
+        """Decode rows ``selected`` of ``index`` (see :meth:`_windowed`) from windows onto each message's head
+        and tail.
 
         Per part of WINDOW_PART messages: one pread of WINDOW_HEAD bytes at each
         record (the container locates the message in it), one of up to
@@ -1199,7 +1267,7 @@ class Bag:
         def decode(part: tuple[int, int]) -> Any:
             a, b = part
             if not give_up:
-                found = self._read_windows(selected[a:b])
+                found = self._read_windows(index, selected[a:b])
                 if found is not None:
                     buf, windows, starts, lengths = found
                     try:
@@ -1207,7 +1275,8 @@ class Bag:
                     except OutsideWindows:
                         pass
                 give_up.append(True)
-            return builder.decode_run(self._source.array, 0, *self._file_spans(selected[a:b], parallel=False), a, a)
+            return builder.decode_run(self._source.array, 0, *self._file_spans(index, selected[a:b], parallel=False),
+                                      a, a)
 
         # A probe of a few messages first: a type whose fields lie outside the windows (two arrays, as in a
         # LaserScan) then wastes a few reads, not a part's, and the topic's later reads skip the windows.
@@ -1221,11 +1290,12 @@ class Bag:
         if give_up:
             self._unwindowed.add(builder.topic)
 
-    def _read_windows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """``(buf, windows, starts, lengths)`` for the index rows ``rows`` (see kernels.walk), or None when
+    def _read_windows(self, index: BagIndex, rows: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(buf, windows, starts, lengths)`` for rows ``rows`` of ``index`` (see kernels.walk), or None when
         a record is not what the index says, its chunk is damaged or the file changed under the mapping:
         the mapped path then says what is wrong."""
-        index, table, source = self._index, self._chunks, self._source
+        table, source = self._chunks, self._source
         chunks = index.chunk[rows]
         at = table.data_offset[chunks] + index.offset[rows]
         chunk_end = table.data_offset[chunks] + table.size[chunks]
@@ -1251,7 +1321,7 @@ class Bag:
         head_len = range_end[group] - at
         starts = np.zeros(rows.size, dtype=np.int64)
         lengths = np.zeros(rows.size, dtype=np.int64)
-        if self._container.window_spans(rows, heads, head_at, np.minimum(head_len, chunk_end - at), at, chunk_end,
+        if self._container.window_spans(index, rows, heads, head_at, np.minimum(head_len, chunk_end - at), at, chunk_end,
                                         starts, lengths) >= 0:
             return None
         end = starts + lengths
@@ -1269,17 +1339,18 @@ class Bag:
             return None
         return np.concatenate((heads, tails)), windows, starts, lengths
 
-    def _decode_runs(self, builder: "TopicBuilder", selected: np.ndarray) -> None:
-        """Decode ``selected`` into ``builder`` run by run: chunks decompressed ahead, runs decoded on the
-        workers in parts."""
-        if self._windowed(builder.topic, selected):
-            self._decode_windows(builder, selected)
+    def _decode_runs(self, builder: "TopicBuilder", scope: _Scope, selected: np.ndarray) -> None:
+        """Decode rows ``selected`` of ``scope``'s index into ``builder`` run by run: chunks decompressed
+        ahead, runs decoded on the workers in parts."""
+        index = scope.index
+        if self._windowed(builder.topic, scope, selected):
+            self._decode_windows(builder, index, selected)
             return
         workers = self._store.workers
 
         def parts() -> Iterator[tuple[np.ndarray, int | None, int, np.ndarray, np.ndarray]]:
             """Runs, large ones cut in even parts so every worker gets one."""
-            for buf, base, a, b, starts, lengths in self._runs(selected, kernel=True):
+            for buf, base, a, b, starts, lengths in self._runs(index, selected, kernel=True):
                 step = max(PARALLEL_MIN, -(-(b - a) // workers))
                 for k in range(0, b - a, step):
                     yield buf, base, a + k, starts[k:k + step], lengths[k:k + step]
@@ -1304,7 +1375,8 @@ class Bag:
                                                 connection.schema_data, topic=connection.topic)
         return self._layouts[key]
 
-    def _check_fixed_size_fits(self, layout: "Layout", selected: np.ndarray, topic: str, msgtype: str) -> None:
+    def _check_fixed_size_fits(self, layout: "Layout", index: BagIndex, selected: np.ndarray, topic: str,
+                               msgtype: str) -> None:
         """Before allocating messages x the definition's fixed size: could the messages hold it?
 
         Every message lies inside its chunk, so the chunks' sizes bound the
@@ -1315,8 +1387,8 @@ class Bag:
         (decompressing) and the first too short is named, allocating nothing.
         """
         table = self._chunks
-        used = np.zeros(len(self._index.chunks), dtype=bool)
-        used[self._index.chunk[selected]] = True  # O(n), where np.unique would sort
+        used = np.zeros(len(index.chunks), dtype=bool)
+        used[index.chunk[selected]] = True  # O(n), where np.unique would sort
         chunks = np.flatnonzero(used)
         sizes = table.size[chunks]
         claimed = ~self._in_file[chunks]
@@ -1326,7 +1398,7 @@ class Bag:
             return
         from .msg.arrays import check_min_size
 
-        for _, _, a, _, _, lengths in self._runs(selected, kernel=True):
+        for _, _, a, _, _, lengths in self._runs(index, selected, kernel=True):
             check_min_size(layout, lengths, a, topic=topic, msgtype=msgtype)
 
     def _layout(self, connection: Connection) -> "Layout":

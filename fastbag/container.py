@@ -249,9 +249,10 @@ class Container(ABC):
         fixed costs would dominate.
         """
 
-    def file_spans(self, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+    def file_spans(self, index: BagIndex, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                    verified: np.ndarray) -> int:
-        """Spans in the file of messages ``selected`` (index rows), all in uncompressed chunks, in one pass.
+        """Spans in the file of messages ``selected`` (rows of ``index``: the whole index, or one of
+        :meth:`topic_index`), all in uncompressed chunks, in one pass.
 
         Fills ``starts``/``lengths`` and ``verified`` for what it can check
         cheaply; rows left unverified go through :meth:`payload_spans`, which
@@ -260,6 +261,19 @@ class Container(ABC):
         verifies nothing.
         """
         return -1
+
+    def topic_index(self, ranks: Sequence[int]) -> BagIndex | None:
+        """The index of the messages of the connections at ``ranks`` (positions in :attr:`connections`)
+        alone, built without the others', or None: the Bag then uses :attr:`index`.
+
+        For a container that builds its index on first use and can read one
+        topic's part of it for less (MCAP: only that topic's message-index
+        records, only in the chunks that hold it). Its ``connections`` and
+        ``chunks`` are the whole index's; its rows are that index's rows of
+        these connections, in the same order. None (the default) once the
+        whole index is built, or where nothing cheaper exists.
+        """
+        return None
 
     def message_headers(self, buf: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """``(publish_time, sequence)`` (int64) of the messages whose bytes start at ``starts`` in ``buf``
@@ -285,10 +299,11 @@ class Container(ABC):
         """The Numba kernel that locates this format's message records in windows, or None (the default)."""
         return None
 
-    def window_spans(self, selected: np.ndarray, heads: np.ndarray, head_at: np.ndarray, seen: np.ndarray,
-                     at: np.ndarray, chunk_end: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> int:
-        """Spans in the file of messages ``selected`` (index rows, in uncompressed chunks), located in copies
-        of their records' first bytes.
+    def window_spans(self, index: BagIndex, selected: np.ndarray, heads: np.ndarray, head_at: np.ndarray,
+                     seen: np.ndarray, at: np.ndarray, chunk_end: np.ndarray, starts: np.ndarray,
+                     lengths: np.ndarray) -> int:
+        """Spans in the file of messages ``selected`` (rows of ``index``, in uncompressed chunks), located in
+        copies of their records' first bytes.
 
         Record ``i`` lies at file offset ``at[i]`` in a chunk ending at
         ``chunk_end[i]``; its first ``seen[i]`` bytes are at
@@ -301,7 +316,6 @@ class Container(ABC):
         kernel = self._window_kernel()
         if kernel is None:
             return 0
-        index = self.index
         conn_ids = np.array([c.id for c in index.connections], dtype=np.int64)[index.conn[selected]]
         return kernel(heads, head_at, seen, at, chunk_end, conn_ids, index.time[selected], starts, lengths)
 

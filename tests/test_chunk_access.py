@@ -77,8 +77,8 @@ def test_an_uncompressed_topic_read_touches_only_its_chunks(tmp_path, monkeypatc
     spans: list[tuple[int, int]] = []
     real = Bag._runs
 
-    def recording(self, selected, **kw):
-        for run in real(self, selected, **kw):
+    def recording(self, index, selected, **kw):
+        for run in real(self, index, selected, **kw):
             _, base, _, _, starts, lengths = run
             assert base == 0  # uncompressed: offsets into the file
             spans.extend(zip(starts.tolist(), lengths.tolist()))

@@ -69,9 +69,9 @@ def pipeline_calls(monkeypatch):
     calls = []
     original = fastbag.bag.Bag._decode_chunks
 
-    def spy(self, builder, selected):
+    def spy(self, builder, index, selected):
         calls.append(selected.size)
-        return original(self, builder, selected)
+        return original(self, builder, index, selected)
 
     monkeypatch.setattr(fastbag.bag.Bag, "_decode_chunks", spy)
     return calls
@@ -80,7 +80,7 @@ def pipeline_calls(monkeypatch):
 def run_by_run(path: Path, topic: str, monkeypatch) -> object:
     """The topic read through the run-by-run path (the code before the pipeline)."""
     with monkeypatch.context() as m:
-        m.setattr(fastbag.bag.Bag, "_pipelined", lambda self, selected, layout: False)
+        m.setattr(fastbag.bag.Bag, "_pipelined", lambda self, index, selected, layout: False)
         with fastbag.open(path) as bag:
             return bag.read(topic)
 

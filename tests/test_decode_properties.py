@@ -580,8 +580,8 @@ def test_random_types_through_windows(case, head, tail):
     outcomes = []
     original = fastbag.bag.Bag._decode_windows
 
-    def spy(self, builder, selected):
-        original(self, builder, selected)
+    def spy(self, builder, index, selected):
+        original(self, builder, index, selected)
         outcomes.append("fell back" if builder.topic in self._unwindowed else "held")
 
     with mock.patch.multiple(fastbag.bag, WINDOW_SPACING=0, WINDOW_HEAD=head, WINDOW_TAIL=tail, WINDOW_PROBE=1), \

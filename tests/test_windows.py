@@ -53,8 +53,8 @@ def _spy(monkeypatch) -> list[str]:
     used: list[str] = []
     original = bag_module.Bag._decode_windows
 
-    def spy(self, builder, selected):
-        original(self, builder, selected)
+    def spy(self, builder, index, selected):
+        original(self, builder, index, selected)
         used.append(builder.topic)
 
     monkeypatch.setattr(bag_module.Bag, "_decode_windows", spy)

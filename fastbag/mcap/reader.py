@@ -581,12 +581,12 @@ class McapReader(LazyIndexContainer):
 
         return window_spans
 
-    def file_spans(self, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+    def file_spans(self, index: BagIndex, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                    verified: np.ndarray) -> int:
         """One Numba pass from the index arrays over messages of uncompressed chunks."""
         from .kernels import file_spans
 
-        index, table = self.index, self._chunks
+        table = self._chunks
         conn_ids = np.array([c.id for c in index.connections], dtype=np.int64)
         return file_spans(self.source.array, selected, index.chunk, index.offset, index.time, index.conn, conn_ids,
                           table.data_offset, table.size, table.data_len, starts, lengths, verified)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..container import Container
+from ..container import BagIndex, Container
 from ..io.source import Source
 from .encryption import bag_decryptor, header_encryption
 from .index import detect_version, read_index
@@ -53,12 +53,12 @@ class Ros1Reader(Container):
 
         return window_spans
 
-    def file_spans(self, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+    def file_spans(self, index: BagIndex, selected: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                    verified: np.ndarray) -> int:
         """One Numba pass from the index arrays over messages of uncompressed chunks."""
         from .kernels import file_spans
 
-        index, table = self.index, self.index.chunks
+        table = index.chunks
         conn_ids = np.array([c.id for c in index.connections], dtype=np.int64)
         return file_spans(self.source.array, selected, index.chunk, index.offset, index.time, index.conn, conn_ids,
                           table.data_offset, table.size, table.data_len, starts, lengths, verified)
