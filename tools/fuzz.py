@@ -833,7 +833,7 @@ class Runner:
             # read() of an encoding that does not decode into arrays (MCAP: cdr today, json, protobuf ...)
             # is about the topic, not about bytes of the file: it names the topic.
             named = (stage.startswith("sensors") and "topic " in text and "message " in text) or \
-                (topic is not None and stage.startswith("read ") and topic in text) or \
+                (topic is not None and stage.startswith(("read ", "fresh read ")) and topic in text) or \
                 (stage == "decoded" and "topic " in text and "decod" in text)
             if self.path not in text and not named:
                 self.problem("message", stage, f"UnsupportedError without the file: {text[:200]}",
@@ -852,6 +852,7 @@ class Runner:
                     self.exercise(bag)
                 finally:
                     self.guarded("close", bag.close)
+                self.fresh_reads()
             else:
                 out.open_error = f"{type(bag).__name__}: {bag}"
         out.seconds = time.perf_counter() - start
@@ -864,6 +865,28 @@ class Runner:
             else:
                 self.log(f"warning: {text[:300]}")
         return out
+
+    def fresh_reads(self) -> None:
+        """Each topic read first thing on a fresh handle, where the container indexes that topic alone (MCAP:
+        Container.topic_index): the messages the whole index read, or, where it could not read the topic,
+        those messages(raw=True) yielded, or an error; never others."""
+        for topic, ref in list(self.out.reads.items()):
+            ok, bag = self.guarded("fresh open", lambda: fastbag.open(self.path, **self.open_kwargs))
+            if not ok:
+                return
+            try:
+                ok, arr = self.guarded(f"fresh read {topic}", lambda: bag.read(topic), topic=topic)
+                times = np.asarray(arr.time).tolist() if ok else None
+            finally:
+                self.guarded("close", bag.close)
+            if ref[0] == "ok" and times != ref[2]:
+                self.problem("wrong", "fresh read", f"read({topic}) on a fresh handle gave "
+                             f"{'an error' if times is None else f'{len(times)} messages'} where the whole index "
+                             f"read {len(ref[2])}", "wrong fresh-read")
+            elif ref[0] != "ok" and times is not None and self.out.raw is not None and \
+                    times != [t for name, t, _ in self.out.raw if name == topic]:
+                self.problem("wrong", "fresh read", f"read({topic}) on a fresh handle gave {len(times)} messages, "
+                             "not those messages(raw=True) yields", "wrong fresh-read-raw")
 
     def exercise(self, bag: fastbag.Bag) -> None:
         out = self.out

@@ -22,6 +22,7 @@ import struct
 import warnings
 import zlib
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import numpy as np
@@ -113,6 +114,7 @@ class McapReader(LazyIndexContainer):
         if (np.diff(indexes.chunk_offset) < 0).any():
             indexes = indexes.take(np.argsort(indexes.chunk_offset, kind="stable"))
         self._chunk_indexes = indexes
+        self._chunk_crc = np.full(len(indexes), -1, dtype=np.int64)  # -1: its head not read yet
         self._chunks = ChunkTable.from_columns(
             indexes.chunk_offset, indexes.chunk_offset + self._chunk_heads(indexes) + 8, indexes.uncompressed_size,
             indexes.compressed_size, tuple(c or "none" for c in indexes.compression))
@@ -268,34 +270,13 @@ class McapReader(LazyIndexContainer):
     def _load_index(self) -> BagIndex:
         """Every message's (time, channel, chunk, offset) from the chunks' message-index records: each
         read where its chunk index lists it, all of them parsed and checked with NumPy gathers."""
-        src, indexes = self.source, self._chunk_indexes
+        indexes = self._chunk_indexes
         n = len(indexes)
-        counts = np.diff(indexes.entry_start)
-        has = counts > 0
-        entry_chunk = np.repeat(np.arange(n), counts)
-        # The message indexes of a chunk lie together after it: one range per chunk, read with its head.
-        chunk_end = indexes.chunk_offset + indexes.chunk_length
-        region_start = chunk_end.copy()
-        if has.any():
-            region_start[has] = np.minimum.reduceat(indexes.entry_offset, indexes.entry_start[:-1][has])
-        region_length = np.where(has, indexes.message_index_length, 0)
-        bad = (region_start < chunk_end) | (region_start > src.size - region_length)
-        if bad.any():
-            k = int(np.argmax(bad))
-            raise BagFormatError("a chunk's message indexes lie outside the file or overlap their chunk",
-                                 path=self.path, offset=int(indexes.chunk_offset[k]), record="chunk index")
-        heads = self._chunk_heads(indexes)
-        try:
-            raw = src.gather(np.stack([indexes.chunk_offset, region_start], axis=1).ravel(),
-                             np.stack([heads, region_length], axis=1).ravel())
-        except ValueError as exc:
-            raise BagFormatError(f"a chunk or its message indexes cannot be read: {exc}", path=self.path,
-                                 offset=None, record="chunk index") from None
-        head_at = np.zeros(n, dtype=np.int64)
-        np.cumsum((heads + region_length)[:-1], out=head_at[1:])
-        self._chunk_crc = self._check_chunk_heads(raw, head_at, heads)
-        time, offset, chunk, conn = self._message_index_entries(raw, head_at + heads, region_start, region_length,
-                                                                entry_chunk)
+        entry_chunk = np.repeat(np.arange(n), np.diff(indexes.entry_start))
+        order = np.lexsort((indexes.entry_offset, entry_chunk))  # by chunk, then file order
+        time, offset, chunk, conn = self._read_message_indexes(np.arange(n), entry_chunk[order],
+                                                               indexes.entry_channel[order],
+                                                               indexes.entry_offset[order])
         # Message indexes that lost entries would drop messages without a word. Witnesses of a shortened
         # index: the statistics' count, each chunk index's time bounds, and (in files without statistics)
         # each chunk's own count of Message records (see _verify). Bytes after a message index's entries
@@ -314,23 +295,103 @@ class McapReader(LazyIndexContainer):
         return _in_read_order("0", self._connections, self._chunks, time, conn, chunk, offset,
                               problems=self._problems)
 
-    def _message_index_entries(self, raw: np.ndarray, region_at: np.ndarray, region_start: np.ndarray,
-                               region_length: np.ndarray, entry_chunk: np.ndarray
+    def topic_index(self, ranks: Sequence[int]) -> BagIndex | None:
+        """The messages of the channels at ``ranks``, from their own message-index records alone: in each
+        chunk that lists them, the chunk record's head (checked, and its CRC kept) and their records, one
+        read each; the other channels' records and the chunks without these channels are not read.
+
+        None once the whole index is built (a scan builds it at open), and for files without statistics,
+        where each chunk's count of Message records is checked against all of its entries."""
+        stats = self._summary.statistics
+        if self._index is not None or stats is None:
+            return None
+        indexes = self._chunk_indexes
+        ids = [self._connections[r].id for r in ranks]
+        picked = np.flatnonzero(np.isin(indexes.entry_channel, ids))
+        entry_chunk = np.repeat(np.arange(len(indexes)), np.diff(indexes.entry_start))[picked]
+        order = np.lexsort((indexes.entry_offset[picked], entry_chunk))  # by chunk, then file order
+        k = entry_chunk[order]
+        chunks = k[np.r_[True, k[1:] != k[:-1]]] if k.size else k
+        time, offset, chunk, conn = self._read_message_indexes(chunks, k, indexes.entry_channel[picked][order],
+                                                               indexes.entry_offset[picked][order])
+        listed = [stats.channel_message_counts.get(i) for i in ids]
+        if None not in listed and sum(listed) != time.size:  # type: ignore[arg-type]
+            self._warn(f"the message indexes of {self._connections[ranks[0]].topic} list {time.size} messages, the "
+                       f"statistics record {sum(listed)}: one of them is damaged; reading what the indexes list")  # type: ignore[arg-type]
+        outside = (time < indexes.start_time[chunk]) | (time > indexes.end_time[chunk])
+        if outside.any():
+            self._warn(f"the message indexes of the chunk at offset {int(indexes.chunk_offset[chunk[np.argmax(outside)]])} "
+                       "span other times than its chunk index says: entries may be missing; reading what the indexes "
+                       "list")
+        return _in_read_order("0", self._connections, self._chunks, time, conn, chunk, offset,
+                              problems=self._problems)
+
+    def _read_message_indexes(self, chunks: np.ndarray, k: np.ndarray, listed: np.ndarray, where: np.ndarray
+                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(log_time, offset in chunk, chunk, connection rank) of every entry of the message-index records
+        at file offsets ``where`` (of channels ``listed``, in chunks ``k``, grouped by chunk and in file order
+        within one: the chunk indexes' entries), with the heads of ``chunks`` (ascending: those of ``k``).
+
+        Per chunk one read takes its records, from the first of them to the end of its message indexes;
+        and for a chunk that is decompressed (not read in place), one more its head, checked against its
+        chunk index, and its CRC kept. (A chunk read in place needs nothing of its head: each message
+        record is checked against the index where it is read.)"""
+        src, indexes = self.source, self._chunk_indexes
+        # The message indexes of a chunk lie together after it.
+        region_start, region_length = self._message_index_regions()
+        region_end = region_start + region_length
+        first = np.searchsorted(k, chunks)  # each chunk's first record read
+        span_start = np.where(first < k.size, where[np.minimum(first, max(k.size - 1, 0))], region_end[chunks]) \
+            if k.size else region_end[chunks]
+        span_length = region_end[chunks] - span_start
+        headed = chunks[~self._chunks.uncompressed[chunks]]
+        heads = self._chunk_heads(indexes)[headed]
+        span_at = np.zeros(chunks.size, dtype=np.int64)
+        np.cumsum(span_length[:-1], out=span_at[1:])
+        span_at += int(heads.sum())
+        raw = self._gather(np.concatenate((indexes.chunk_offset[headed], span_start)),
+                           np.concatenate((heads, span_length)))
+        self._check_chunk_heads(raw, headed)
+        span = np.searchsorted(chunks, k)  # each record's chunk among ``chunks``
+        at = span_at[span] + (where - span_start[span])
+        return self._message_index_entries(raw, at, where, region_end[k] - where, k, listed)
+
+    def _gather(self, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Bytes the chunk indexes point at, one read per span (BagFormatError where one cannot be read)."""
+        try:
+            return self.source.gather(offsets, lengths)
+        except ValueError as exc:
+            raise BagFormatError(f"a chunk or its message indexes cannot be read: {exc}", path=self.path,
+                                 offset=None, record="chunk index") from None
+
+    def _message_index_regions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, length) in the file of each chunk's message-index records (length 0: it has none),
+        checked to lie in the file, after their chunk."""
+        indexes = self._chunk_indexes
+        has = np.diff(indexes.entry_start) > 0
+        chunk_end = indexes.chunk_offset + indexes.chunk_length
+        region_start = chunk_end.copy()
+        if has.any():
+            region_start[has] = np.minimum.reduceat(indexes.entry_offset, indexes.entry_start[:-1][has])
+        region_length = np.where(has, indexes.message_index_length, 0)
+        bad = (region_start < chunk_end) | (region_start > self.source.size - region_length)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise BagFormatError("a chunk's message indexes lie outside the file or overlap their chunk",
+                                 path=self.path, offset=int(indexes.chunk_offset[k]), record="chunk index")
+        return region_start, region_length
+
+    def _message_index_entries(self, raw: np.ndarray, at: np.ndarray, where: np.ndarray, room: np.ndarray,
+                               k: np.ndarray, listed: np.ndarray
                                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(log_time, offset in chunk, chunk, connection rank) of every entry of the message-index records
-        the chunk indexes list (chunk ``k``'s records lie in ``raw`` from ``region_at[k]``, which is
-        ``region_start[k]`` in the file), grouped by chunk, each chunk's records in file order."""
-        indexes = self._chunk_indexes
-        order = np.lexsort((indexes.entry_offset, entry_chunk))  # by chunk, then file order
-        k, listed, where = entry_chunk[order], indexes.entry_channel[order], indexes.entry_offset[order]
-        rel = where - region_start[k]
-        room = region_length[k] - rel  # bytes from the record to the end of its chunk's message indexes
+        at ``raw[at]`` (file offsets ``where``, chunks ``k``, each listed for channel ``listed``, with
+        ``room`` bytes to the end of their chunk's message indexes), in the records' order."""
         short = room < RECORD_HEAD + 6
         if short.any():
             j = int(np.argmax(short))
             raise BagFormatError("a message index record is cut short", path=self.path, offset=int(where[j]),
                                  record="message index")
-        at = region_at[k] + rel
         opcode = raw[at]
         length = le_uint(raw, at + 1, 8)
         channel = le_uint(raw, at + 9, 2).astype(np.int64)
@@ -391,29 +452,37 @@ class McapReader(LazyIndexContainer):
         return (signed[:, 0].copy(), signed[:, 1].copy(), np.repeat(k.astype(np.int32), per_record),
                 np.repeat(ranks[channel], per_record))
 
-    def _check_chunk_heads(self, raw: np.ndarray, head_at: np.ndarray, heads: np.ndarray) -> np.ndarray:
-        """Each chunk record's head agrees with its chunk index; returns their uncompressed CRC-32s (0: none)."""
+    def _check_chunk_heads(self, raw: np.ndarray, chunks: np.ndarray) -> None:
+        """The heads of chunk records ``chunks`` (side by side at the start of ``raw``) agree with their chunk
+        indexes; keeps their uncompressed CRC-32s (0: none) for :meth:`_verify`."""
         indexes = self._chunk_indexes
+        heads = self._chunk_heads(indexes)[chunks]
+        head_at = np.zeros(chunks.size, dtype=np.int64)
+        np.cumsum(heads[:-1], out=head_at[1:])
         opcode = raw[head_at] if head_at.size else np.zeros(0, dtype=np.uint8)
         length = le_uint(raw, head_at + 1, 8)
         size = le_uint(raw, head_at + RECORD_HEAD + 16, 8)
         crc = le_uint(raw, head_at + RECORD_HEAD + 24, 4).astype(np.int64)
         name_length = le_uint(raw, head_at + RECORD_HEAD + 28, 4).astype(np.int64)
-        bad = (opcode != Opcode.CHUNK) | (length != (indexes.chunk_length - RECORD_HEAD).astype(np.uint64)) | \
-            (size != indexes.uncompressed_size.astype(np.uint64)) | (name_length != heads - CHUNK_FIXED - 4)
+        bad = (opcode != Opcode.CHUNK) | \
+            (length != (indexes.chunk_length[chunks] - RECORD_HEAD).astype(np.uint64)) | \
+            (size != indexes.uncompressed_size[chunks].astype(np.uint64)) | (name_length != heads - CHUNK_FIXED - 4)
         if not bad.any():  # (the lengths agree now) each name's bytes, one gather per compression named
-            named = np.asarray(indexes.compression, dtype=object)
-            for name in set(indexes.compression) - {""}:
+            named = np.asarray(indexes.compression, dtype=object)[chunks]
+            for name in set(named.tolist()) - {""}:
                 which = np.flatnonzero(named == name)
                 bad[which] = (rows(raw, head_at[which] + CHUNK_FIXED + 4, len(name.encode()))
                               != np.frombuffer(name.encode(), dtype=np.uint8)).any(axis=1)
         if bad.any():
             k = int(np.argmax(bad))
             raise BagFormatError("the chunk record disagrees with its chunk index (opcode, length, size or "
-                                 "compression)", path=self.path, offset=int(indexes.chunk_offset[k]), record="chunk")
-        return crc
+                                 "compression)", path=self.path, offset=int(indexes.chunk_offset[chunks[k]]),
+                                 record="chunk")
+        self._chunk_crc[chunks] = crc
 
     def _warn(self, text: str) -> None:
+        if text in self._problems:  # (a topic's index found it before the whole index)
+            return
         self._problems.append(text)
         warnings.warn(f"{self.path}: {text}", FastbagWarning, stacklevel=5)
 
@@ -559,7 +628,12 @@ class McapReader(LazyIndexContainer):
     def _verify(self, k: int, payload: np.ndarray) -> None:
         """A decompressed chunk's CRC-32, and in files without statistics (once per chunk) its count of
         Message records against its message indexes' entries."""
-        self.index  # noqa: B018 - the chunks' CRCs are read with their message indexes (a read has them)
+        if self._summary.statistics is None:
+            self.index  # noqa: B018 - without statistics, the counts per chunk come with the whole index
+        if k < self._chunk_crc.size and self._chunk_crc[k] < 0:  # a chunk its index reads as read in place
+            chunk = np.array([k])
+            self._check_chunk_heads(self._gather(self._chunk_indexes.chunk_offset[chunk],
+                                                 self._chunk_heads(self._chunk_indexes)[chunk]), chunk)
         expected = int(self._chunk_crc[k]) if k < self._chunk_crc.size else 0
         if expected and crc32(payload) != expected:
             raise BagFormatError("the chunk's decompressed records fail their CRC-32 check", path=self.path,

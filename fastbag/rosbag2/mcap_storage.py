@@ -33,6 +33,7 @@ import shutil
 import struct
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -207,21 +208,38 @@ class McapStorage(LazyIndexContainer):
     @property
     def index(self) -> BagIndex:  # type: ignore[override]
         if self._index is None:
-            times, conns, chunks, offsets = [], [], [], []
-            for k, part in enumerate(self.parts):
-                index = part.index
-                times.append(index.time)
-                conns.append(self._rank_of[k][index.conn] if index.conn.size else index.conn)
-                chunks.append(index.chunk.astype(np.int64) + self._chunk_base[k])
-                offsets.append(index.offset)
-                self._problems.extend(p for p in part.problems if p not in self._problems)
-            time = np.concatenate(times)
-            order = np.argsort(time, kind="stable")  # ties: file order, then each file's own order
-            self._index = BagIndex(self._version, self._connections, self._chunks, time[order],
-                                   np.concatenate(conns)[order].astype(np.int32),
-                                   np.concatenate(chunks)[order].astype(np.int32), np.concatenate(offsets)[order],
-                                   recovered=any(p.recovered for p in self.parts), problems=self._problems)
+            self._index = self._joined([part.index for part in self.parts])
         return self._index
+
+    def topic_index(self, ranks: Sequence[int]) -> BagIndex | None:
+        """Each file's index of the topic's channels alone (see McapReader.topic_index), joined; None where
+        a file has none to give."""
+        if self._index is not None:
+            return None
+        wanted = set(ranks)
+        indexes = []
+        for k, part in enumerate(self.parts):
+            index = part.topic_index([r for r, rank in enumerate(self._rank_of[k].tolist()) if rank in wanted])
+            if index is None:
+                return None
+            indexes.append(index)
+        return self._joined(indexes)
+
+    def _joined(self, indexes: list[BagIndex]) -> BagIndex:
+        """The files' indexes (``indexes[k]`` of ``parts[k]``) as one, in read order."""
+        times, conns, chunks, offsets = [], [], [], []
+        for k, (part, index) in enumerate(zip(self.parts, indexes)):
+            times.append(index.time)
+            conns.append(self._rank_of[k][index.conn] if index.conn.size else index.conn)
+            chunks.append(index.chunk.astype(np.int64) + self._chunk_base[k])
+            offsets.append(index.offset)
+            self._problems.extend(p for p in part.problems if p not in self._problems)
+        time = np.concatenate(times)
+        order = np.argsort(time, kind="stable")  # ties: file order, then each file's own order
+        return BagIndex(self._version, self._connections, self._chunks, time[order],
+                        np.concatenate(conns)[order].astype(np.int32), np.concatenate(chunks)[order].astype(np.int32),
+                        np.concatenate(offsets)[order], recovered=any(p.recovered for p in self.parts),
+                        problems=self._problems)
 
     # -- what the Bag asks -------------------------------------------------------------
     @property

@@ -1,0 +1,275 @@
+"""One topic's index without the others' (Container.topic_index): an MCAP read of one topic reads only that
+topic's message-index records, in the chunks that list it, and the whole index is never built.
+
+- a read of a sparse topic reads its records and nothing of the other channels or the chunks without it;
+- on every real MCAP file and rosbag2 MCAP recording, every topic's rows, times, message bytes, parts and
+  decoded arrays equal those read through the whole index (the values themselves are proved against
+  mcap-ros2-support by tests/test_mcap.py, whose reads are fresh handles, so topic indexes);
+- damage: another channel's broken message index leaves the topic readable; its own is named, or said
+  when the statistics disagree; a compressed chunk's CRC is still checked; files without statistics and
+  recovered files read through the whole index.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fastbag
+from conftest import open_quietly, ros2_bags
+
+mcap = pytest.importorskip("mcap", reason="the mcap package (test extra) writes the MCAP files here")
+from mcap.writer import CompressionType, Writer  # noqa: E402
+from test_mcap import IMU_SCHEMA, find, real_mcaps, write_mcap  # noqa: E402
+
+START = 1_000_000_000
+
+
+def write_sparse(path: Path, compression=CompressionType.NONE, *, statistics: bool = True) -> dict[str, list]:
+    """/dense every 1 ms, /rare every 200th message, in chunks of ~1 KiB: most chunks hold no /rare.
+    Returns each topic's (time, bytes) written."""
+    written: dict[str, list] = {"/dense": [], "/rare": []}
+    with path.open("wb") as f:
+        writer = Writer(f, chunk_size=1024, compression=compression, use_statistics=statistics)
+        writer.start(profile="", library="fastbag tests")
+        schema = writer.register_schema("test/Vec", "ros1msg", IMU_SCHEMA)
+        ids = {topic: writer.register_channel(topic, "ros1", schema) for topic in written}
+        for k in range(4000):
+            topic = "/rare" if k % 200 == 7 else "/dense"
+            data = struct.pack("<3d", k, -k, k * 0.5)
+            writer.add_message(ids[topic], log_time=START + k * 1_000_000, data=data, publish_time=k)
+            written[topic].append((START + k * 1_000_000, data))
+        writer.finish()
+    return written
+
+
+def recorded_reads(monkeypatch) -> list[tuple[int, int]]:
+    """Every (offset, length) read through Source.gather from now on."""
+    reads: list[tuple[int, int]] = []
+    real = fastbag.io.source.Source.gather
+
+    def gather(self, offsets, lengths):
+        reads.extend(zip(np.asarray(offsets).tolist(), np.asarray(lengths).tolist()))
+        return real(self, offsets, lengths)
+
+    monkeypatch.setattr(fastbag.io.source.Source, "gather", gather)
+    return reads
+
+
+def message_bytes(bag: fastbag.Bag, index, rows: np.ndarray) -> list[bytes]:
+    """The serialized messages at ``rows`` of ``index``, located as reads locate them."""
+    return [bytes(buf[s:s + n]) for buf, _, _, _, starts, lengths in bag._runs(index, rows, kernel=True)
+            for s, n in zip(starts.tolist(), lengths.tolist())]
+
+
+@pytest.mark.parametrize("compression", [CompressionType.NONE, CompressionType.ZSTD], ids=["none", "zstd"])
+def test_a_sparse_topic_reads_only_its_own_message_indexes(tmp_path, monkeypatch, compression):
+    path = tmp_path / "sparse.mcap"
+    written = write_sparse(path, compression)
+    reads = recorded_reads(monkeypatch)
+    with fastbag.open(path) as bag:
+        opened = len(reads)
+        indexes = bag._container._chunk_indexes
+        arr = bag.read("/rare")
+        assert bag._container._index is None  # the whole index was never built
+        rare = bag._container.connections[bag._topic_ranks["/rare"][0]].id
+        holding = {int(k) for k in np.repeat(np.arange(len(indexes)), np.diff(indexes.entry_start))[
+            indexes.entry_channel == rare]}
+        assert len(holding) == 20 < len(indexes) / 5  # most chunks hold no /rare
+        index_reads = [r for r in reads[opened:] if r[1] < 1024]  # (message windows of a 1 KiB chunk aside)
+        # per chunk holding /rare: its /rare record to the end of its message indexes, and (compressed)
+        # its head; never a byte of the /dense records before it, nor of any other chunk
+        region_start, region_length = bag._container._message_index_regions()
+        rare_at = indexes.entry_offset[indexes.entry_channel == rare]
+        records = {(a, int(region_start[k] + region_length[k] - a)) for k, a in zip(sorted(holding), sorted(rare_at))}
+        heads = {(int(indexes.chunk_offset[k]), int(bag._container._chunk_heads(indexes)[k])) for k in holding}
+        assert records <= set(index_reads) <= records | (heads if compression != CompressionType.NONE else set())
+        assert arr.time.tolist() == [t for t, _ in written["/rare"]]
+        assert arr.x.tolist() == [struct.unpack("<3d", d)[0] for _, d in written["/rare"]]
+        assert bag.topic_times("/rare").tolist() == [t for t, _ in written["/rare"]]
+        assert bag._container._index is None
+        assert len(list(bag.messages(raw=True))) == 4000  # the other topics, through the whole index
+        assert bag._container._index is not None
+        assert bag.read("/rare").x.tolist() == arr.x.tolist()  # the topic keeps its own index
+
+
+def assert_same_through_both_indexes(path: Path) -> int:
+    """Every topic of ``path`` read with a fresh handle (its own index) equals the read through the whole
+    index: rows' times and bytes, topic_times, parts, arrays; or both raise the same error. Returns the
+    topics read into arrays."""
+    compared = 0
+    whole_bag = open_quietly(path)
+    whole = whole_bag._index
+    with whole_bag:
+        for topic in whole_bag._topic_ranks:
+            whole_rows = whole_bag._select([topic], None, None, index=whole)
+            with open_quietly(path) as bag:
+                try:
+                    theirs = whole_bag._read_rows(topic, whole_bag._whole_scope, whole_rows)
+                except (fastbag.UnsupportedError, fastbag.DecodeError, fastbag.DefinitionError) as exc:
+                    with pytest.raises(type(exc)) as info:
+                        bag.read(topic)
+                    assert str(info.value) == str(exc)
+                    continue
+                arr = bag.read(topic)
+                scope = bag._scope(topic)
+                assert scope.index is not whole and bag._container.index is not None  # (built only now)
+                rows = bag.topic_rows(topic)
+                assert np.array_equal(scope.index.time[rows], whole.time[whole_rows]), topic
+                assert message_bytes(bag, scope.index, rows) == message_bytes(whole_bag, whole, whole_rows), topic
+                assert np.array_equal(bag.topic_times(topic), whole_bag.times(topic))
+                assert bag.part_bounds(topic, 7) == whole_bag._parts(whole, whole_rows, 7)
+                assert [len(p) for p in bag.iter_read(topic, step=7)] == \
+                    [b - a for a, b in whole_bag._parts(whole, whole_rows, 7)]
+                assert np.array_equal(arr.time, theirs.time)
+                assert [repr(arr[i]) for i in range(len(arr))] == [repr(theirs[i]) for i in range(len(theirs))]
+                compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("path", real_mcaps() + [p for p in ros2_bags() if p.values[0] is not None and
+                                                 p.values[0].is_dir() and list(p.values[0].glob("*.mcap"))])
+def test_real_recordings_read_the_same_through_a_topic_index(path):
+    compared = assert_same_through_both_indexes(path)
+    with open_quietly(path) as bag:  # (wrong_rmw_test's topics are serialized as "wrong_format": raw only)
+        arrays = [t for t, ranks in bag._topic_ranks.items()
+                  if bag._container.connections[ranks[0]].encoding in ("cdr", "ros1")]
+    assert compared == len(arrays)
+
+
+def test_split_recording_joins_each_files_topic_index(tmp_path):
+    rosbags = pytest.importorskip("rosbags.rosbag2", reason="rosbags' writer makes the recording")
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    Vector3 = store.types["geometry_msgs/msg/Vector3"]
+    out = tmp_path / "split"
+    with rosbags.Writer(out, version=8, storage_plugin=rosbags.StoragePlugin.MCAP) as writer:
+        conns = {t: writer.add_connection(t, Vector3.__msgtype__, typestore=store) for t in ("/a", "/b")}
+        for k in range(300):
+            topic = "/b" if k % 3 else "/a"
+            writer.write(conns[topic], START + k, store.serialize_cdr(Vector3(x=k, y=0.0, z=0.0), Vector3.__msgtype__))
+    # a second file: the same recording's messages later, as a split recording holds them
+    first = next(out.glob("*.mcap"))
+    second = out / (first.stem.rsplit("_", 1)[0] + "_1.mcap")
+    shifted = tmp_path / "later"
+    with rosbags.Writer(shifted, version=8, storage_plugin=rosbags.StoragePlugin.MCAP) as writer:
+        conns = {t: writer.add_connection(t, Vector3.__msgtype__, typestore=store) for t in ("/b", "/a")}
+        for k in range(300, 500):
+            topic = "/b" if k % 3 else "/a"
+            writer.write(conns[topic], START + k, store.serialize_cdr(Vector3(x=k, y=0.0, z=0.0), Vector3.__msgtype__))
+    next(shifted.glob("*.mcap")).rename(second)
+    meta = (out / "metadata.yaml").read_text()
+    listed = f"relative_file_paths:\n  - {first.name}\n"
+    assert listed in meta
+    (out / "metadata.yaml").write_text(meta.replace(listed, f"{listed}  - {second.name}\n"))
+    with open_quietly(out) as bag:  # (metadata.yaml still counts the first file's messages only)
+        assert len(bag._container.parts) == 2
+        arr = bag.read("/a")
+        assert bag._container._index is None and all(p._index is None for p in bag._container.parts)
+        assert arr.x.tolist() == [float(k) for k in range(500) if k % 3 == 0]
+    assert assert_same_through_both_indexes(out) == 2
+
+
+def test_another_channels_broken_message_index_leaves_the_topic_readable(tmp_path):
+    path = tmp_path / "mx.mcap"
+    written = write_mcap(path, compression=CompressionType.LZ4, messages=40)
+    data = bytearray(path.read_bytes())
+    mx = find(data, 0x07)
+    broken = struct.unpack_from("<H", data, mx + 9)[0]
+    data[mx] = 0x0B  # no longer a message index
+    path.write_bytes(data)
+    intact = "/b" if broken == 1 else "/a"
+    with fastbag.open(path) as bag:
+        assert bag.read(intact).time.tolist() == [t for topic, t, _ in written if topic == intact]
+        with pytest.raises(fastbag.BagFormatError, match="other than a message index") as info:
+            bag.read("/a" if intact == "/b" else "/b")
+        assert info.value.offset == mx and info.value.path == str(path)
+        with pytest.raises(fastbag.BagFormatError, match="other than a message index"):
+            list(bag.messages(raw=True))
+
+
+def test_own_shortened_message_index_is_said_against_the_statistics(tmp_path):
+    path = tmp_path / "mx.mcap"
+    write_mcap(path, compression=CompressionType.LZ4, messages=40)
+    data = bytearray(path.read_bytes())
+    mx = find(data, 0x07)
+    channel = struct.unpack_from("<H", data, mx + 9)[0]
+    lost = struct.unpack_from("<I", data, mx + 9 + 2)[0] // 16
+    struct.pack_into("<I", data, mx + 9 + 2, 0)
+    path.write_bytes(data)
+    topic = "/a" if channel == 1 else "/b"
+    with fastbag.open(path) as bag:
+        with pytest.warns(fastbag.FastbagWarning, match=f"message indexes of {topic} list {20 - lost} messages, the "
+                                                        "statistics record 20"):
+            assert len(bag.read(topic)) == 20 - lost
+        assert bag._container._index is None
+
+
+def test_a_compressed_chunks_crc_is_checked_through_a_topic_index(tmp_path):
+    path = tmp_path / "crc.mcap"
+    write_mcap(path, compression=CompressionType.ZSTD)
+    data = bytearray(path.read_bytes())
+    chunk = find(data, 0x06)
+    struct.pack_into("<I", data, chunk + 9 + 24, struct.unpack_from("<I", data, chunk + 9 + 24)[0] ^ 1)
+    path.write_bytes(data)
+    with fastbag.open(path) as bag:
+        with pytest.raises(fastbag.BagFormatError, match="CRC-32") as info:
+            bag.read("/a")
+        assert info.value.offset == chunk and bag._container._index is None
+
+
+def test_files_without_statistics_read_through_the_whole_index(tmp_path):
+    """There each chunk's count of Message records is checked against all its message-index entries."""
+    path = tmp_path / "nostats.mcap"
+    written = write_sparse(path, CompressionType.LZ4, statistics=False)
+    with fastbag.open(path) as bag:
+        assert bag.read("/rare").time.tolist() == [t for t, _ in written["/rare"]]
+        assert bag._container._index is not None
+
+
+def test_topics_read_on_threads_of_a_fresh_handle(tmp_path):
+    """Topic indexes built on several threads at once, and the whole index beside them."""
+    path = tmp_path / "sparse.mcap"
+    written = write_sparse(path, CompressionType.ZSTD)
+    for _ in range(5):
+        with fastbag.open(path) as bag:
+            got: dict[str, list] = {}
+
+            def read(topic: str) -> None:
+                got[topic] = bag.read(topic).time.tolist() if topic else \
+                    [m.time for m in bag.messages(raw=True)]  # noqa: B023 - joined before the bag closes
+
+            threads = [threading.Thread(target=read, args=(t,)) for t in ("/rare", "/dense", "")]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert got["/rare"] == [t for t, _ in written["/rare"]]
+        assert got["/dense"] == [t for t, _ in written["/dense"]]
+        assert got[""] == sorted(t for topic in written.values() for t, _ in topic)
+
+
+def test_warnings_of_the_same_damage_are_said_once(tmp_path):
+    path = tmp_path / "bounds.mcap"
+    write_mcap(path, compression=CompressionType.NONE, messages=40)
+    data = bytearray(path.read_bytes())
+    mx = find(data, 0x07)
+    struct.pack_into("<Q", data, mx + 9 + 6, START + 10**9)  # the first entry's log_time: past its chunk
+    path.write_bytes(data)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with fastbag.open(path) as bag:
+            for topic in ("/a", "/b"):
+                try:
+                    bag.read(topic)
+                except fastbag.BagFormatError:
+                    pass  # the record no longer agrees with its entry: named by the read
+            bag._index
+            said = [str(w.message) for w in caught if "span other times" in str(w.message)]
+    assert len(said) == 1 and bag.problems.count(said[0].split(": ", 1)[1]) == 1
