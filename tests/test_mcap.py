@@ -25,7 +25,7 @@ import pytest
 import fastbag
 from cdr_oracle import assert_same_cdr
 from fastbag.cli import format_info
-from conftest import DATA, data_files
+from conftest import DATA, data_file, data_files
 
 mcap = pytest.importorskip("mcap", reason="the mcap package (test extra) is the oracle for MCAP files")
 from mcap.reader import NonSeekingReader, make_reader  # noqa: E402
@@ -827,3 +827,33 @@ def test_a_topic_on_two_schemas_without_md5sums_is_not_one_array(tmp_path):
             bag.read("/x")
         assert [m.msg.data for m in bag.messages(topics="/x")] == [7, 2.5]
         assert bag.read("/y")["data"].tolist() == [7, 8]
+
+
+def test_regression_statistics_counting_no_messages_of_a_file_without_chunk_indexes(tmp_path):
+    """A summary whose statistics count 0 messages and which indexes no chunk was believed: the file read as
+    empty, silently, though its data section holds ten messages (fuzz seed 20261201 case 1945). Now the data
+    section is walked to its first Chunk or Message record, and one found means a scan, with its warning."""
+    source = data_file("mcap/foxglove__mcap__tests__conformance__data/TenMessages/TenMessages-ch-mx-st-sum.mcap")
+    data = bytearray(source.read_bytes())
+    footer = len(data) - 8 - 29  # Footer: opcode, length, summary_start, summary_offset_start, summary_crc
+    summary_start = struct.unpack_from("<Q", data, footer + 9)[0]
+    stats = find(data, 0x0B, summary_start)
+    assert struct.unpack_from("<Q", data, stats + 9)[0] == 10
+    struct.pack_into("<Q", data, stats + 9, 0)
+    struct.pack_into("<I", data, footer + 9 + 16, 0)  # no summary CRC to disagree
+    path = tmp_path / "zero-count.mcap"
+    path.write_bytes(data)
+    with pytest.warns(fastbag.FastbagWarning, match="read by scanning.*10 messages recovered"):
+        bag = fastbag.open(path)
+    with bag:
+        assert [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)] == oracle(source)[0]
+    empty = tmp_path / "empty.mcap"
+    with empty.open("wb") as f:  # statistics of 0 messages, no chunk: believed, no scan
+        writer = Writer(f, use_statistics=True)
+        writer.start(profile="", library="fastbag tests")
+        writer.register_channel("/a", "json", writer.register_schema("s", "jsonschema", b"{}"))
+        writer.finish()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastbag.open(empty) as bag:
+            assert bag.message_count == 0 and not bag.recovered and list(bag.topics) == ["/a"]

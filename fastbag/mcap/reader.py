@@ -119,6 +119,23 @@ class McapReader(LazyIndexContainer):
             indexes.chunk_offset, indexes.chunk_offset + self._chunk_heads(indexes) + 8, indexes.uncompressed_size,
             indexes.compressed_size, tuple(c or "none" for c in indexes.compression))
 
+    def _holds_messages(self, end: int) -> bool:
+        """Whether the data section (up to ``end``) holds a Chunk or Message record, or cannot be walked: a
+        summary that counts no messages and indexes no chunk is then not believed (a file that records
+        none holds few records, so the walk is short; one that does stops at its first)."""
+        at = self._data_start
+        try:
+            while at < end:
+                opcode, body, length = self._record_at(at, end)
+                if opcode in (Opcode.CHUNK, Opcode.MESSAGE):
+                    return True
+                if opcode == Opcode.DATA_END:
+                    return False
+                at = body + length
+        except BagFormatError:
+            return True
+        return False
+
     @staticmethod
     def _chunk_heads(indexes: ChunkIndexes) -> np.ndarray:
         """Bytes of each Chunk record before its records' u64 length: fixed fields and compression."""
@@ -197,7 +214,8 @@ class McapReader(LazyIndexContainer):
         except BagFormatError as exc:
             raise _Damaged(f"its summary is damaged: {exc}") from None
         indexes = summary.chunk_indexes
-        if summary.statistics is not None and summary.statistics.message_count and not len(indexes):
+        if summary.statistics is not None and not len(indexes) and (
+                summary.statistics.message_count or self._holds_messages(footer.summary_start)):
             raise _Damaged("its summary has no chunk indexes (messages outside chunks, or indexes not written)")
         if summary.statistics is None and not len(indexes):
             raise _Damaged("its summary has neither statistics nor chunk indexes")
