@@ -1321,8 +1321,8 @@ class Bag:
         head_len = range_end[group] - at
         starts = np.zeros(rows.size, dtype=np.int64)
         lengths = np.zeros(rows.size, dtype=np.int64)
-        if self._container.window_spans(index, rows, heads, head_at, np.minimum(head_len, chunk_end - at), at, chunk_end,
-                                        starts, lengths) >= 0:
+        if self._container.window_spans(index, rows, heads, head_at, np.minimum(head_len, chunk_end - at), at,
+                                        chunk_end, starts, lengths) >= 0:
             return None
         end = starts + lengths
         tail_start = np.maximum(end - WINDOW_TAIL, at + head_len)

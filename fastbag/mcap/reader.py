@@ -21,8 +21,8 @@ import os
 import struct
 import warnings
 import zlib
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -315,8 +315,8 @@ class McapReader(LazyIndexContainer):
 
     def topic_index(self, ranks: Sequence[int]) -> BagIndex | None:
         """The messages of the channels at ``ranks``, from their own message-index records alone: in each
-        chunk that lists them, the chunk record's head (checked, and its CRC kept) and their records, one
-        read each; the other channels' records and the chunks without these channels are not read.
+        chunk that lists them, their records (and a compressed chunk's head), see _read_message_indexes;
+        the other channels' records and the chunks without these channels are not read.
 
         None once the whole index is built (a scan builds it at open), and for files without statistics,
         where each chunk's count of Message records is checked against all of its entries."""
@@ -332,15 +332,18 @@ class McapReader(LazyIndexContainer):
         chunks = k[np.r_[True, k[1:] != k[:-1]]] if k.size else k
         time, offset, chunk, conn = self._read_message_indexes(chunks, k, indexes.entry_channel[picked][order],
                                                                indexes.entry_offset[picked][order])
-        listed = [stats.channel_message_counts.get(i) for i in ids]
-        if None not in listed and sum(listed) != time.size:  # type: ignore[arg-type]
+        # The witnesses of a shortened index (see _load_index), as far as they speak of these channels: their
+        # counts in the statistics (where it has them), and the entries' times inside their chunk's bounds.
+        counts = stats.channel_message_counts
+        if all(i in counts for i in ids) and sum(counts[i] for i in ids) != time.size:
             self._warn(f"the message indexes of {self._connections[ranks[0]].topic} list {time.size} messages, the "
-                       f"statistics record {sum(listed)}: one of them is damaged; reading what the indexes list")  # type: ignore[arg-type]
+                       f"statistics record {sum(counts[i] for i in ids)}: one of them is damaged; reading what the "
+                       "indexes list")
         outside = (time < indexes.start_time[chunk]) | (time > indexes.end_time[chunk])
         if outside.any():
-            self._warn(f"the message indexes of the chunk at offset {int(indexes.chunk_offset[chunk[np.argmax(outside)]])} "
-                       "span other times than its chunk index says: entries may be missing; reading what the indexes "
-                       "list")
+            at = int(indexes.chunk_offset[chunk[np.argmax(outside)]])
+            self._warn(f"the message indexes of the chunk at offset {at} span other times than its chunk index says: "
+                       "entries may be missing; reading what the indexes list")
         return _in_read_order("0", self._connections, self._chunks, time, conn, chunk, offset,
                               problems=self._problems)
 
@@ -354,7 +357,7 @@ class McapReader(LazyIndexContainer):
         and for a chunk that is decompressed (not read in place), one more its head, checked against its
         chunk index, and its CRC kept. (A chunk read in place needs nothing of its head: each message
         record is checked against the index where it is read.)"""
-        src, indexes = self.source, self._chunk_indexes
+        indexes = self._chunk_indexes
         # The message indexes of a chunk lie together after it.
         region_start, region_length = self._message_index_regions()
         region_end = region_start + region_length
@@ -648,7 +651,7 @@ class McapReader(LazyIndexContainer):
         Message records against its message indexes' entries."""
         if self._summary.statistics is None:
             self.index  # noqa: B018 - without statistics, the counts per chunk come with the whole index
-        if k < self._chunk_crc.size and self._chunk_crc[k] < 0:  # a chunk its index reads as read in place
+        if k < self._chunk_crc.size and self._chunk_crc[k] < 0:  # (its head unread: read in place till now)
             chunk = np.array([k])
             self._check_chunk_heads(self._gather(self._chunk_indexes.chunk_offset[chunk],
                                                  self._chunk_heads(self._chunk_indexes)[chunk]), chunk)
