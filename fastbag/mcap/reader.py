@@ -339,11 +339,10 @@ class McapReader(LazyIndexContainer):
             self._warn(f"the message indexes of {self._connections[ranks[0]].topic} list {time.size} messages, the "
                        f"statistics record {sum(counts[i] for i in ids)}: one of them is damaged; reading what the "
                        "indexes list")
-        outside = (time < indexes.start_time[chunk]) | (time > indexes.end_time[chunk])
-        if outside.any():
-            at = int(indexes.chunk_offset[chunk[np.argmax(outside)]])
-            self._warn(f"the message indexes of the chunk at offset {at} span other times than its chunk index says: "
-                       "entries may be missing; reading what the indexes list")
+        off_bounds = self._outside_time_bounds(time, chunk, some=True)
+        if off_bounds is not None:
+            self._warn(f"the message indexes of the chunk at offset {off_bounds} span other times than its chunk "
+                       "index says: entries may be missing; reading what the indexes list")
         return _in_read_order("0", self._connections, self._chunks, time, conn, chunk, offset,
                               problems=self._problems)
 
@@ -523,17 +522,19 @@ class McapReader(LazyIndexContainer):
                 self._count_against_index(k, count_messages(payload), int(listed[k]))
         return listed
 
-    def _outside_time_bounds(self, time: np.ndarray, chunk: np.ndarray) -> int | None:
+    def _outside_time_bounds(self, time: np.ndarray, chunk: np.ndarray, *, some: bool = False) -> int | None:
         """The offset of the first chunk whose entries' first and last log_time differ from its chunk
-        index's message_start_time and message_end_time (chunks without entries are not judged)."""
+        index's message_start_time and message_end_time (chunks without entries are not judged); with
+        ``some`` (some channels' entries), that lie outside them."""
         if not time.size:
             return None
         # Entries come grouped by chunk, in chunk order: one reduceat per bound.
         starts = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1]])
         which = chunk[starts]
         indexes = self._chunk_indexes
-        bad = (np.minimum.reduceat(time, starts) != indexes.start_time[which]) | \
-            (np.maximum.reduceat(time, starts) != indexes.end_time[which])
+        first, last = np.minimum.reduceat(time, starts), np.maximum.reduceat(time, starts)
+        bad = (first < indexes.start_time[which]) | (last > indexes.end_time[which]) if some else \
+            (first != indexes.start_time[which]) | (last != indexes.end_time[which])
         return int(indexes.chunk_offset[which[np.argmax(bad)]]) if bad.any() else None
 
     # -- recovery by scanning -------------------------------------------------------------------
