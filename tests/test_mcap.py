@@ -270,6 +270,10 @@ def test_chunk_crc_mismatch_names_the_chunk(tmp_path):
         with pytest.raises(fastbag.BagFormatError, match="CRC-32") as info:
             list(bag.messages(raw=True))
     assert info.value.offset == chunk and info.value.record == "chunk" and info.value.path == str(path)
+    with fastbag.open(path) as bag:  # a topic's own index (tests/test_topic_index.py) keeps the CRC too
+        with pytest.raises(fastbag.BagFormatError, match="CRC-32") as info:
+            bag.read("/a")
+        assert info.value.offset == chunk and bag._container._index is None
 
 
 def test_message_index_pointing_anywhere(tmp_path):

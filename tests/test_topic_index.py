@@ -6,8 +6,8 @@ topic's message-index records, in the chunks that list it, and the whole index i
   decoded arrays equal those read through the whole index (the values themselves are proved against
   mcap-ros2-support by tests/test_mcap.py, whose reads are fresh handles, so topic indexes);
 - damage: another channel's broken message index leaves the topic readable; its own is named, or said
-  when the statistics disagree; a compressed chunk's CRC is still checked; files without statistics and
-  recovered files read through the whole index.
+  when the statistics disagree (a compressed chunk's CRC is still checked: tests/test_mcap.py); files
+  without statistics and recovered files read through the whole index.
 """
 
 from __future__ import annotations
@@ -211,26 +211,19 @@ def test_own_shortened_message_index_is_said_against_the_statistics(tmp_path):
         assert bag._container._index is None
 
 
-def test_a_compressed_chunks_crc_is_checked_through_a_topic_index(tmp_path):
-    path = tmp_path / "crc.mcap"
-    write_mcap(path, compression=CompressionType.ZSTD)
-    data = bytearray(path.read_bytes())
-    chunk = find(data, 0x06)
-    struct.pack_into("<I", data, chunk + 9 + 24, struct.unpack_from("<I", data, chunk + 9 + 24)[0] ^ 1)
-    path.write_bytes(data)
-    with fastbag.open(path) as bag:
-        with pytest.raises(fastbag.BagFormatError, match="CRC-32") as info:
-            bag.read("/a")
-        assert info.value.offset == chunk and bag._container._index is None
-
-
-def test_files_without_statistics_read_through_the_whole_index(tmp_path):
-    """There each chunk's count of Message records is checked against all its message-index entries."""
+def test_files_without_statistics_or_recovered_read_through_the_whole_index(tmp_path):
+    """Without statistics each chunk's count of Message records is checked against all its message-index
+    entries; a recovered file's scan found every message already."""
     path = tmp_path / "nostats.mcap"
     written = write_sparse(path, CompressionType.LZ4, statistics=False)
     with fastbag.open(path) as bag:
         assert bag.read("/rare").time.tolist() == [t for t, _ in written["/rare"]]
         assert bag._container._index is not None
+    unchunked = tmp_path / "unchunked.mcap"  # recovered by a scan at open, which is its whole index
+    written_flat = write_mcap(unchunked, chunked=False, messages=30)
+    with open_quietly(unchunked) as bag:
+        assert bag.recovered and bag._container.topic_index(bag._topic_ranks["/a"]) is None
+        assert bag.read("/a").time.tolist() == [t for topic, t, _ in written_flat if topic == "/a"]
 
 
 def test_topics_read_on_threads_of_a_fresh_handle(tmp_path):
