@@ -431,9 +431,7 @@ class Bag:
         scope = self._scopes.get(topic)
         if scope is not None:
             return scope
-        index = None
-        if self._whole is None:
-            index = self._container.topic_index(self._topic_ranks[topic])
+        index = self._container.topic_index(self._topic_ranks[topic])  # (None once the whole index is built)
         scope = _Scope(index) if index is not None else self._whole_scope
         with self._scoping:
             return self._scopes.setdefault(topic, scope)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -31,10 +32,15 @@ def reset_in_children(obj: ForkAware) -> None:
     _REGISTERED.add(obj)
 
 
+def in_children(fn: Callable[[], None]) -> None:
+    """Have ``fn()`` called in every child forked from now on (module state: a lock of the module's)."""
+    if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+        os.register_at_fork(after_in_child=fn)
+
+
 def _in_child() -> None:
     for obj in list(_REGISTERED):
         obj._after_fork()
 
 
-if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
-    os.register_at_fork(after_in_child=_in_child)
+in_children(_in_child)

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..errors import BagFormatError
+from .forks import in_children
 
 #: Reads of this many spans or more go through one compiled loop of pread(2) once Numba is loaded anyway
 #: (bytekernels.pread_spans); fewer, or before Numba is needed, one os.preadv each.
@@ -43,8 +44,7 @@ def _new_lock_after_fork() -> None:
     _MAPPED_LOCK = threading.Lock()  # (another thread of the parent may have held it at the fork)
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_after_fork)
+in_children(_new_lock_after_fork)
 
 
 def _register(mapping: mmap.mmap, identity: tuple[int, int]) -> None:

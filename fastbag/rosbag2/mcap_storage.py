@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..container import BagIndex, Connection, LazyIndexContainer
-from ..errors import BagFormatError, FastbagError, UnsupportedError
+from ..errors import BagFormatError, FastbagError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.gather import le_uint
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
@@ -87,7 +87,7 @@ def per_message_storage(reader: McapReader, path: str) -> McapReader | McapStora
             described = parse_metadata(text, path) if text else None
         except FastbagError:
             continue
-        if described is not None and described.compression_mode == "MESSAGE":
+        if described is not None and described.per_message:
             reader.close()
             return McapStorage(path, [path], metadata=described)
     return reader
@@ -110,10 +110,9 @@ class McapStorage(LazyIndexContainer):
         self._version = "0" if self.format == "MCAP" else str(metadata.version) if metadata is not None else \
             "unknown"
         #: Each message's data a zstd frame (see the module docstring).
-        self.per_message = metadata is not None and metadata.compression_mode == "MESSAGE"
-        if self.per_message and metadata is not None and metadata.compression_format != "zstd":
-            raise UnsupportedError(f"rosbag2 compression format {metadata.compression_format!r} is not "
-                                   f"supported (known: zstd) ({path})")
+        self.per_message = metadata is not None and metadata.per_message
+        if metadata is not None:
+            metadata.check_compression_format(path)
         self._rebuilt: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # chunk position -> (offsets, new offsets)
         self._rebuilt_lock = threading.Lock()
         if self.per_message:

@@ -64,6 +64,18 @@ class BagMetadata:
     ros_distro: str = ""
     custom_data: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def per_message(self) -> bool:
+        """Whether each message's data is compressed on its own (``compression_mode: message``)."""
+        return self.compression_mode == "MESSAGE"
+
+    def check_compression_format(self, where: str) -> None:
+        """UnsupportedError naming ``where`` where the files or messages are compressed other than with zstd
+        (the only format rosbag2 ships)."""
+        if self.compression_mode in ("FILE", "MESSAGE") and self.compression_format != "zstd":
+            raise UnsupportedError(f"rosbag2 compression format {self.compression_format!r} is not supported "
+                                   f"(known: zstd) ({where})")
+
 
 def read_metadata(path: str | os.PathLike[str]) -> BagMetadata:
     """Parse the ``metadata.yaml`` at ``path``; BagFormatError naming the file and the field if malformed."""

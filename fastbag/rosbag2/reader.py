@@ -131,10 +131,9 @@ class Rosbag2Reader(LazyIndexContainer):
             stored = None if self.bag_metadata is not None else self._stored_metadata()
             described = self.bag_metadata or stored
             self._version = str(described.version) if described is not None else "unknown"
-            self._per_message = described is not None and described.compression_mode == "MESSAGE"
-            if self._per_message and described is not None and described.compression_format != "zstd":
-                raise UnsupportedError(f"rosbag2 compression format {described.compression_format!r} is not "
-                                       f"supported (known: zstd) ({path})")
+            if described is not None:
+                described.check_compression_format(path)
+            self._per_message = described is not None and described.per_message
             self._totals = self._cheap_totals()
             if self._totals is None:  # no timestamp index, or damage: the scan says what is wrong now
                 self._index = self._load_index()
@@ -210,9 +209,7 @@ class Rosbag2Reader(LazyIndexContainer):
         if mode not in ("", "NONE", "FILE", "MESSAGE"):
             raise UnsupportedError(f"rosbag2 compression mode {meta.compression_mode!r} is not supported "
                                    f"(known: FILE, MESSAGE) ({yaml_path})")
-        if mode in ("FILE", "MESSAGE") and meta.compression_format != "zstd":
-            raise UnsupportedError(f"rosbag2 compression format {meta.compression_format!r} is not supported "
-                                   f"(known: zstd) ({yaml_path})")
+        meta.check_compression_format(yaml_path)
         if not meta.relative_file_paths:
             raise BagFormatError("metadata.yaml lists no storage files (relative_file_paths is empty)",
                                  path=yaml_path)
