@@ -353,9 +353,24 @@ def test_other_representations_are_unsupported() -> None:
 
 def test_mixed_byte_orders_are_a_decode_error() -> None:
     big = b"\0\0" + _good()[2:]  # the header says big-endian: its lengths then read as huge
-    with pytest.raises(DecodeError, match="CDR_BE but the topic's first messages are CDR_LE") as info:
+    with pytest.raises(DecodeError, match=r"CDR_BE, unlike most of the topic's messages \(CDR_LE\)") as info:
         _decode([_good(), big])
-    assert info.value.index == 1
+    assert info.value.index == 1  # a tie: the first message's order
+
+
+def test_the_odd_byte_order_out_is_named_even_when_first() -> None:
+    """The topic's order is its messages' majority: a damaged first header names the first message, not the
+    second (what taking the first message's order did)."""
+    big = b"\0\0" + _good()[2:]
+    with pytest.raises(DecodeError, match=r"CDR_BE, unlike most of the topic's messages \(CDR_LE\)") as info:
+        _decode([big, _good(), _good()])
+    assert info.value.index == 0
+    proper = (b"\0\0\0\0" + struct.pack(">I", 2) + b"a\0" + b"\0\0" + struct.pack(">I", 1) + bytes(4) +
+              struct.pack(">d", 1.5) + b"\x09")  # _good() in big-endian
+    assert _decode([proper, proper])[1].v.tolist() == [1.5]
+    with pytest.raises(DecodeError, match=r"CDR_LE, unlike most of the topic's messages \(CDR_BE\)") as info:
+        _decode([_good(), proper, proper])
+    assert info.value.index == 0
 
 
 @settings(max_examples=200, deadline=None)

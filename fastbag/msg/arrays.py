@@ -558,7 +558,11 @@ class TopicBuilder:
         see kernels.walk); OutsideWindows when a message's fields are not
         all inside them.
         """
-        self._settle_byte_order(payload if windows is None else self.buffers[0], starts, lengths)
+        if windows is None:
+            self._settle_byte_order(payload, starts, lengths)
+        else:  # each message's first bytes, where its head window holds them (the mapping is not touched)
+            held = (windows[:, 0] == starts) & (windows[:, 1] >= 2)
+            self._settle_byte_order(payload, np.where(held, windows[:, 2], -1), lengths)
         layout, kernels = self.layout, _kernels()
         enc = layout.encoding
         rules = (enc.header, enc.representation, enc.big_endian, enc.trailing)
@@ -670,17 +674,26 @@ class TopicBuilder:
         self.total += piece.rows
 
     def _settle_byte_order(self, payload: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
-        """CDR: take the byte order of the first message decoded (little-endian layouts are compiled by
-        default; a big-endian header switches to the big-endian one before anything is decoded)."""
+        """CDR: take the byte order most messages of the first run decoded are in (little-endian layouts are
+        compiled by default; big-endian headers switch to the big-endian layout before anything is decoded).
+
+        By majority, not by the first message: where one message's header is damaged, the error then names
+        that message, not every other one (ties go to the first message's order)."""
         if self._order_settled:
             return
         with self._order_lock:
             if self._order_settled:
                 return
-            if starts.size and lengths[0] >= 2 and 0 <= starts[0] and int(starts[0]) + 2 <= payload.size:
-                found = (int(payload[starts[0]]) << 8) | int(payload[starts[0] + 1])
-                if found in (0x0000, 0x0001):
-                    self.layout = self.layout.with_byte_order(found == 0x0000)
+            if self.layout.encoding.representation < 0:  # no encapsulation header (ROS1): one byte order
+                self._order_settled = True
+                return
+            inside = (lengths >= 2) & (starts >= 0) & (starts <= payload.size - 2)
+            at = starts[inside]
+            found = (payload[at].astype(np.int64) << 8) | payload[at + 1]
+            big, little = int((found == 0x0000).sum()), int((found == 0x0001).sum())
+            if big or little:
+                first_big = bool(found[(found == 0x0000) | (found == 0x0001)][0] == 0x0000)
+                self.layout = self.layout.with_byte_order(big > little or (big == little and first_big))
             self._order_settled = True
 
     def _buffer_id(self, payload: np.ndarray, file_offset: int | None) -> int:
@@ -702,8 +715,8 @@ class TopicBuilder:
             name = REPRESENTATIONS.get(pos, "unknown")
             expected = REPRESENTATIONS.get(self.layout.encoding.representation, "?")
             if pos in (0x0000, 0x0001):
-                raise DecodeError(f"message is {name} but the topic's first messages are {expected}; fastbag "
-                                  "decodes a topic in one byte order", topic=self.topic, msgtype=self.msgtype,
+                raise DecodeError(f"message is {name}, unlike most of the topic's messages ({expected}); "
+                                  "fastbag decodes a topic in one byte order", topic=self.topic, msgtype=self.msgtype,
                                   index=first_index + m)
             where = f"topic {self.topic}, " if self.topic is not None else ""
             raise UnsupportedError(f"message has CDR representation id 0x{pos:04x} ({name}); fastbag decodes "
