@@ -491,7 +491,7 @@ class Bag:
     @property
     def connections(self) -> list[Connection]:
         """Every connection, in the order of the bag's connection records, each with its ``msgcount`` (the
-        messages the index lists on it; asking builds the index of an MCAP file or rosbag2 recording)."""
+        messages the index lists on it; asking builds the index where it is built on first use)."""
         self._index  # noqa: B018 - counts the connections
         return list(self._container.connections)
 

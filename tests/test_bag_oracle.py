@@ -344,10 +344,20 @@ def test_fast_index_path_equals_the_careful_one(path):
     if fast is None:
         return  # declined: the careful path is what open() used (proved by the oracle tests above)
     assert not isinstance(careful, Exception), careful
+    whole = fast.whole()  # the fast path defers building the message table
     for name in ("time", "conn", "chunk", "offset"):
-        assert np.array_equal(getattr(fast, name), getattr(careful, name)), name
-    assert list(fast.chunks) == list(careful.chunks)
-    assert [c.id for c in fast.connections] == [c.id for c in careful.connections]
+        assert np.array_equal(getattr(whole, name), getattr(careful, name)), name
+    assert list(whole.chunks) == list(careful.chunks)
+    assert [c.id for c in whole.connections] == [c.id for c in careful.connections]
+    assert fast.message_count == whole.message_count
+    # A topic's own index (topic_index) is the whole index's rows of its connections, in the same order.
+    topics: dict[str, list[int]] = {}
+    for rank, connection in enumerate(whole.connections):
+        topics.setdefault(connection.topic, []).append(rank)
+    for topic, ranks in topics.items():
+        own, rows = fast.of(ranks), np.isin(whole.conn, ranks)
+        for name in ("time", "conn", "chunk", "offset"):
+            assert np.array_equal(getattr(own, name), getattr(whole, name)[rows]), (topic, name)
 
 
 def test_fast_index_path_serves_well_formed_bags(built_bags):

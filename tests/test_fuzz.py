@@ -410,6 +410,25 @@ def test_index_pos_past_2_63_without_chunks_is_recovered(tmp_path, index_pos):
         assert bag.message_count == 0
 
 
+@pytest.mark.parametrize("field", ["conn_count", "chunk_count"])
+def test_regression_record_counts_are_not_allocated_before_they_fit(tmp_path, field):
+    """Fuzz seed 20261125 case 283: the index section's record starts were sized by the bag header's
+    conn_count (0xfffffff1: 32 GiB of int64) before anything was read. Now no more records than the section
+    can hold are allowed, and the index, found other than the header says, is rebuilt by a scan."""
+    path = tmp_path / "counts.bag"
+    with fastbag.Writer(path, chunk_size=256) as w:
+        c = w.add_connection(*(("/a",) + INT32))
+        for k in range(50):
+            w.write(c, 10**9 + k, struct.pack("<i", k))
+    buf = bytearray(path.read_bytes())
+    struct.pack_into("<I", buf, buf.index(field.encode() + b"=") + len(field) + 1, 0xFFFFFFF1)
+    path.write_bytes(bytes(buf))
+    with peak_allocation() as peak:
+        with pytest.warns(fastbag.FastbagWarning, match="rebuilt the index"), fastbag.open(path) as bag:
+            assert bag.read("/a").data.tolist() == list(range(50))
+    assert peak[0] <= fuzz.OVERSIZE_FLOOR + fuzz.OVERSIZE_FACTOR * len(buf), peak[0]  # (a first open loads kernels)
+
+
 def test_claimed_chunk_sizes_do_not_justify_a_read_allocation(tmp_path):
     """read() sizes its array by messages x the definition's fixed size, after checking the chunks can hold
     that much; a compressed chunk's size is only a claim (here 0xffffffff), so it may not vouch for more

@@ -32,7 +32,7 @@ def joined_equals_read(bag, topic, step):
 
 def chunk_aligned(bag, topic, parts):
     """Every cut between two parts falls where the chunk changes, or inside an uncompressed chunk."""
-    chunks = bag._index.chunk[bag.topic_rows(topic)]
+    chunks = bag._scope(topic).index.chunk[bag.topic_rows(topic)]  # rows of the topic's own index
     ends = np.cumsum([len(p) for p in parts], dtype=np.int64)[:-1]
     in_place = np.array([c == "none" for c in bag._index.chunks.compression], dtype=bool)
     assert ((chunks[ends] != chunks[ends - 1]) | in_place[chunks[ends - 1]]).all()

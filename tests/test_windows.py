@@ -196,9 +196,10 @@ def test_damaged_record_is_reported_as_without_windows(mixed, monkeypatch):
     """A record the window cannot verify goes through the mapping, whose checks name what is wrong."""
     data = bytearray(mixed.read_bytes())
     with fastbag.open(mixed) as bag:
-        row = int(bag.topic_rows("/points")[3])
-        chunk = int(bag._index.chunk[row])
-        offset = int(bag._index.offset[row])
+        row = int(bag.topic_rows("/points")[3])  # a row of the topic's own index
+        index = bag._scope("/points").index
+        chunk = int(index.chunk[row])
+        offset = int(index.offset[row])
         at = int(bag._chunks.data_offset[chunk]) + offset
         chunk_at = int(bag._chunks.position[chunk])
     header_len = struct.unpack_from("<I", data, at)[0]

@@ -128,3 +128,33 @@ def window_spans(heads, head_at, seen, at, chunk_end, conn, time, starts, length
         starts[i] = at[i] + start - base
         lengths[i] = length
     return -1
+
+
+@njit(cache=True, nogil=True)
+def record_starts(buf, pos, out):
+    """Where ``out.size`` records (u32 header length, header, u32 data length, data) follow one another in
+    ``buf`` from ``pos``, into ``out``; returns where the next would start, or -1 when a record's lengths run
+    past the end of ``buf``. (The index section's chunk infos: a loop of Python reads cost 0.3 ms a bag
+    of 850 chunks at every open.)"""
+    for k in range(out.size):
+        if pos < 0 or pos > buf.size - 8:
+            return -1
+        out[k] = pos
+        header_len = _u32(buf, pos)
+        if header_len > buf.size - pos - 8:
+            return -1
+        pos += 8 + header_len + _u32(buf, pos + 4 + header_len)
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def entry_past_chunk(buf, data_at, counts, limit):
+    """The first index-data record (rows of ``data_at``, ``counts``: where its 12-byte entries lie in ``buf``,
+    how many) holding an entry whose offset (the entry's third u32) is not below its ``limit`` (the
+    record's chunk size), or -1. Every entry is checked without gathering them (the index is built later,
+    and for one topic perhaps only). The caller has checked every record's entries lie inside ``buf``."""
+    for r in range(data_at.size):
+        for j in range(counts[r]):
+            if _u32(buf, data_at[r] + 12 * j + 8) >= limit[r]:
+                return r
+    return -1

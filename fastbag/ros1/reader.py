@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..container import BagIndex, Container
+from ..container import BagIndex, Connection, Container
+from ..io.chunks import ChunkTable
 from ..io.source import Source
 from .encryption import bag_decryptor, header_encryption
-from .index import detect_version, read_index
+from .index import DeferredIndex, detect_version, read_index
 from .records import MAGIC_V20, Op, message_spans, read_record
 
 
@@ -38,10 +41,67 @@ class Ros1Reader(Container):
                     self.encryption = encryption.public
                     decryptor = bag_decryptor(self.source, header, encryption, aes_key=aes_key,
                                               passphrase=passphrase)
-            self.index = read_index(self.source, decryptor=decryptor, encryption=encryption)
+            found = read_index(self.source, decryptor=decryptor, encryption=encryption)
         except BaseException:
             self.source.close()
             raise
+        # A sound 2.0 index is read and checked at open; its message table is built on first use, whole or
+        # for one topic (topic_index). Others (legacy formats, a scan) come built.
+        self._deferred = found if isinstance(found, DeferredIndex) else None
+        self._index = found if isinstance(found, BagIndex) else None
+        self._index_lock = threading.Lock()
+
+    @property
+    def index(self) -> BagIndex:  # type: ignore[override]
+        """Every message's time, connection, chunk and offset (built on first use from what open read)."""
+        if self._index is None:
+            with self._index_lock:
+                if self._index is None and self._deferred is not None:
+                    self._index = self._deferred.whole()
+        assert self._index is not None
+        return self._index
+
+    def topic_index(self, ranks: Sequence[int]) -> BagIndex | None:
+        """The messages of the connections at ``ranks`` alone, from the index-data records open read (their
+        entries only), while the whole index is not built; else None."""
+        deferred = self._deferred
+        return deferred.of(ranks) if self._index is None and deferred is not None else None
+
+    @property
+    def connections(self) -> list[Connection]:
+        return self._deferred.connections if self._deferred is not None else self.index.connections
+
+    @connections.setter
+    def connections(self, value: list[Connection]) -> None:
+        with self._index_lock:  # an index built meanwhile must not keep the old list
+            if self._deferred is not None:
+                self._deferred.connections = value
+            if self._index is not None:
+                self._index.connections = value
+
+    @property
+    def chunks(self) -> ChunkTable:
+        return self._deferred.chunks if self._deferred is not None else self.index.chunks
+
+    @property
+    def problems(self) -> list[str]:
+        return [] if self._deferred is not None else self.index.problems  # a sound index has none
+
+    @property
+    def salvaged(self) -> dict[int, np.ndarray]:
+        return {} if self._deferred is not None else self.index.salvaged
+
+    @property
+    def recovered(self) -> bool:
+        return False if self._deferred is not None else self.index.recovered
+
+    @property
+    def version(self) -> str:
+        return "2.0" if self._deferred is not None else self.index.version
+
+    @property
+    def message_count(self) -> int:
+        return self._deferred.message_count if self._deferred is not None else self.index.message_count
 
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
                       conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
