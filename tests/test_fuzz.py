@@ -429,6 +429,25 @@ def test_regression_record_counts_are_not_allocated_before_they_fit(tmp_path, fi
     assert peak[0] <= fuzz.OVERSIZE_FLOOR + fuzz.OVERSIZE_FACTOR * len(buf), peak[0]  # (a first open loads kernels)
 
 
+def test_regression_index_naming_a_connection_without_record_is_rebuilt_at_open(tmp_path):
+    """Fuzz seed 20261125 case 4996: a connection record's id changed (6 to 5), so the chunk infos named a
+    connection no record describes. The fast path took it, and the message table, built on first use,
+    failed with an IndexError; now open sends it to the careful path, which rebuilds the index by a scan."""
+    path = tmp_path / "ids.bag"
+    with fastbag.Writer(path, chunk_size=256) as w:
+        conns = [w.add_connection(*((f"/t{k}",) + INT32)) for k in range(2)]
+        for k in range(40):
+            w.write(conns[k % 2], 10**9 + k, struct.pack("<i", k))
+    buf = bytearray(path.read_bytes())
+    index_pos = struct.unpack_from("<Q", buf, buf.index(b"index_pos=") + 10)[0]
+    at = buf.index(b"conn=\x01\x00\x00\x00", index_pos)  # the second connection record, in the index section
+    buf[at + 5] = 0
+    path.write_bytes(bytes(buf))
+    with pytest.warns(fastbag.FastbagWarning, match="rebuilt the index"), fastbag.open(path) as bag:
+        assert bag.start_time == 10**9
+        assert bag.read("/t1").data.tolist() == list(range(1, 40, 2))
+
+
 def test_claimed_chunk_sizes_do_not_justify_a_read_allocation(tmp_path):
     """read() sizes its array by messages x the definition's fixed size, after checking the chunks can hold
     that much; a compressed chunk's size is only a claim (here 0xffffffff), so it may not vouch for more

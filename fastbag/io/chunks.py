@@ -103,7 +103,11 @@ class ChunkTable(Sequence[Chunk]):
         """The table of int columns (arrays or sequences), one compression name per chunk, and the
         transform every payload goes through first (None: stored as is)."""
         columns = (np.array(column, dtype=np.int64) for column in (position, data_offset, size, data_len))
-        uncompressed = np.array([c == "none" and transform is None for c in compression], dtype=bool)
+        names = set(compression)  # (most files use one compression throughout: no loop over chunks)
+        if len(names) == 1:
+            uncompressed = np.full(len(compression), "none" in names and transform is None, dtype=bool)
+        else:
+            uncompressed = np.array([c == "none" and transform is None for c in compression], dtype=bool)
         return cls(*columns, tuple(compression), uncompressed, transform)
 
     def __len__(self) -> int:

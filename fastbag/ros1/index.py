@@ -212,6 +212,8 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
             return None
         pair_at = item_positions(data_at, pairs, 8)  # out of the tail: IndexError, the careful path
         conn_of = rows(tail, pair_at, 8).view("<u4").astype(np.int64)  # (connection id, messages)
+        if not np.isin(conn_of[:, 0], [c.id for c in connections]).all():
+            return None  # a connection without its record (the careful path names it, and scans)
         # Chunk headers (op, compression, size: the same compression throughout, or the slow path)
         # and the index-data records after each chunk, one per (chunk, connection) pair in chunk-info
         # order. A writer puts a chunk's index data right before the next chunk (the last chunk's right
