@@ -190,7 +190,7 @@ def test_a_ros1_topic_builds_only_its_own_table(tmp_path, compression):
         assert bag._container._index is None and len(bag._scope("/rare").index.time) == 20
         assert list(zip(arr.time.tolist(), arr.x.astype(int).tolist())) == written["/rare"]
         assert len(list(bag.messages(raw=True))) == 4000  # through the whole index, built now
-        assert bag._container._index is not None
+        assert bag._container._index is not None and bag._container._deferred is None  # (its copy let go)
         assert bag.read("/rare").x.tolist() == arr.x.tolist()  # the topic keeps its own index
         assert bag.read("/dense").x.astype(int).tolist() == [k for _, k in written["/dense"]]
     for _ in range(5):

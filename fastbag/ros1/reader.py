@@ -56,20 +56,24 @@ class Ros1Reader(Container):
         """Every message's time, connection, chunk and offset (built on first use from what open read)."""
         if self._index is None:
             with self._index_lock:
-                if self._index is None and self._deferred is not None:
+                if self._index is None:
+                    assert self._deferred is not None
                     self._index = self._deferred.whole()
-        assert self._index is not None
+                    self._deferred = None  # its copy of the index data is not needed any more
         return self._index
 
     def topic_index(self, ranks: Sequence[int]) -> BagIndex | None:
         """The messages of the connections at ``ranks`` alone, from the index-data records open read (their
         entries only), while the whole index is not built; else None."""
-        deferred = self._deferred
-        return deferred.of(ranks) if self._index is None and deferred is not None else None
+        deferred = self._deferred  # (once the whole index is built, None: read through that)
+        return deferred.of(ranks) if deferred is not None else None
 
+    # What open read answers these until the index is built (each reads _deferred once: another
+    # thread may build the index meanwhile, and drop it).
     @property
     def connections(self) -> list[Connection]:
-        return self._deferred.connections if self._deferred is not None else self.index.connections
+        deferred = self._deferred
+        return deferred.connections if deferred is not None else self.index.connections
 
     @connections.setter
     def connections(self, value: list[Connection]) -> None:
@@ -81,7 +85,8 @@ class Ros1Reader(Container):
 
     @property
     def chunks(self) -> ChunkTable:
-        return self._deferred.chunks if self._deferred is not None else self.index.chunks
+        deferred = self._deferred
+        return deferred.chunks if deferred is not None else self.index.chunks
 
     @property
     def problems(self) -> list[str]:
@@ -101,7 +106,8 @@ class Ros1Reader(Container):
 
     @property
     def message_count(self) -> int:
-        return self._deferred.message_count if self._deferred is not None else self.index.message_count
+        deferred = self._deferred
+        return deferred.message_count if deferred is not None else self.index.message_count
 
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
                       conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
