@@ -148,20 +148,16 @@ class _Template:
                 raise BagFormatError(f"header field {name!r} is not a u32 or u64", record="template")
             self.mask[at:at + n] = False
 
-    def match(self, buf: np.ndarray, at: np.ndarray) -> tuple[bool, np.ndarray]:
-        """Whether every header at ``at`` equals the template outside the varying fields; the headers."""
-        size = self.raw.size
-        if at.size == 0:
-            return True, np.zeros((0, size), dtype=np.uint8)
-        if at.min() < 0 or at.max() > buf.size - size - 4:  # compared this way round: no int64 overflow
-            return False, np.zeros((0, size), dtype=np.uint8)
-        headers = rows(buf, at, size)
-        return bool((headers[:, self.mask] == self.raw[self.mask]).all()), headers
+    def match(self, buf: np.ndarray, at: np.ndarray) -> bool:
+        """Whether every header at ``at`` in ``buf`` equals the template outside the varying fields."""
+        from .kernels import headers_match
 
-    def value(self, headers: np.ndarray, name: str) -> np.ndarray:
-        """A varying u32 or u64 field of every header, as int64."""
-        at, n = self.fields[name]
-        return np.ascontiguousarray(headers[:, at:at + n]).view("<u4" if n == 4 else "<u8")[:, 0].astype(np.int64)
+        return bool(headers_match(buf, at, self.raw, self.mask))
+
+    def value(self, buf: np.ndarray, at: np.ndarray, name: str) -> np.ndarray:
+        """A varying u32 or u64 field of the headers at ``at`` (matched first), as int64."""
+        offset, n = self.fields[name]
+        return rows(buf, at + offset, n).view("<u4" if n == 4 else "<u8")[:, 0].astype(np.int64)
 
 
 def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_count: int,
@@ -203,10 +199,9 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
         infos = _Template(tail[pos:first.data_offset - 4 - index_pos].tobytes(),
                           ("chunk_pos", "start_time", "end_time", "count"))
         info_at, end = _record_starts(tail, pos, chunk_count)
-        ok, headers = infos.match(tail, info_at)
-        if not ok or end != tail.size:
+        if not infos.match(tail, info_at) or end != tail.size:
             return None
-        chunk_pos, pairs = infos.value(headers, "chunk_pos"), infos.value(headers, "count")
+        chunk_pos, pairs = infos.value(tail, info_at, "chunk_pos"), infos.value(tail, info_at, "count")
         data_at = info_at + infos.raw.size + 4
         if (gather_u32(tail, data_at - 4) != pairs * 8).any():
             return None
@@ -242,10 +237,9 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
         range_start = np.zeros(chunk_count + 1, dtype=np.int64)  # where each range landed in buf
         np.cumsum(range_len[:-1], out=range_start[1:])
         head_at = range_start[1:] - head  # chunk k's header ends range k
-        ok, headers = chunk.match(buf, head_at)
-        if not ok:
+        if not chunk.match(buf, head_at):
             return None
-        size = chunk.value(headers, "size")
+        size = chunk.value(buf, head_at, "size")
         data_offset = chunk_pos + head
         data_len = gather_u32(buf, head_at + head - 4)
         if ((data_offset + data_len) != range_at[1:]).any():
@@ -255,9 +249,8 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
                                          decryptor)
         record_at = range_start[1:][chunk_of_pair] + before
         file_at = range_at[1:][chunk_of_pair] + before
-        ok, headers = index.match(buf, record_at)
-        if not ok or (index.value(headers, "conn") != conn_of[:, 0]).any() or \
-                (index.value(headers, "count") != conn_of[:, 1]).any() or \
+        if not index.match(buf, record_at) or (index.value(buf, record_at, "conn") != conn_of[:, 0]).any() or \
+                (index.value(buf, record_at, "count") != conn_of[:, 1]).any() or \
                 (gather_u32(buf, record_at + index.raw.size) != INDEX_ENTRY_SIZE * conn_of[:, 1]).any():
             return None
         records = np.stack([file_at, conn_of[:, 0], chunk_of_pair, record_at + index.raw.size + 4, conn_of[:, 1]],
