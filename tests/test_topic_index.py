@@ -193,22 +193,7 @@ def test_a_ros1_topic_builds_only_its_own_table(tmp_path, compression):
         assert bag._container._index is not None and bag._container._deferred is None  # (its copy let go)
         assert bag.read("/rare").x.tolist() == arr.x.tolist()  # the topic keeps its own index
         assert bag.read("/dense").x.astype(int).tolist() == [k for _, k in written["/dense"]]
-    for _ in range(5):
-        with fastbag.open(path) as bag:
-            got: dict[str, list] = {}
-
-            def read(topic: str) -> None:
-                got[topic] = bag.read(topic).time.tolist() if topic else \
-                    [m.time for m in bag.messages(raw=True)]  # noqa: B023 - joined before the bag closes
-
-            threads = [threading.Thread(target=read, args=(t,)) for t in ("/rare", "/dense", "")]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        assert got["/rare"] == [t for t, _ in written["/rare"]]
-        assert got["/dense"] == [t for t, _ in written["/dense"]]
-        assert got[""] == sorted(t for topic in written.values() for t, _ in topic)
+    assert_topics_read_on_threads(path, written)
 
 
 def test_split_recording_joins_each_files_topic_index(tmp_path):
@@ -295,10 +280,8 @@ def test_files_without_statistics_or_recovered_read_through_the_whole_index(tmp_
         assert bag.read("/a").time.tolist() == [t for topic, t, _ in written_flat if topic == "/a"]
 
 
-def test_topics_read_on_threads_of_a_fresh_handle(tmp_path):
-    """Topic indexes built on several threads at once, and the whole index beside them."""
-    path = tmp_path / "sparse.mcap"
-    written = write_sparse(path, CompressionType.ZSTD)
+def assert_topics_read_on_threads(path: Path, written: dict[str, list]) -> None:
+    """Topic indexes built on several threads at once, and the whole index beside them, 5 fresh handles."""
     for _ in range(5):
         with fastbag.open(path) as bag:
             got: dict[str, list] = {}
@@ -315,6 +298,13 @@ def test_topics_read_on_threads_of_a_fresh_handle(tmp_path):
         assert got["/rare"] == [t for t, _ in written["/rare"]]
         assert got["/dense"] == [t for t, _ in written["/dense"]]
         assert got[""] == sorted(t for topic in written.values() for t, _ in topic)
+
+
+def test_topics_read_on_threads_of_a_fresh_handle(tmp_path):
+    """Topic indexes built on several threads at once, and the whole index beside them."""
+    path = tmp_path / "sparse.mcap"
+    written = write_sparse(path, CompressionType.ZSTD)
+    assert_topics_read_on_threads(path, written)
 
 
 def test_warnings_of_the_same_damage_are_said_once(tmp_path):
