@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastbag
 from conftest import DATA, NO_DATA, open_quietly
@@ -527,6 +529,68 @@ def test_damage_in_one_split_file_leaves_the_others_readable(tmp_path):
         bag = fastbag.open(tmp_path)
     with bag:
         assert [bytes(m.data) for m in bag.messages(raw=True)] == [r[2] for r in rows]
+
+
+def _frames(pieces: list[bytes]) -> tuple[bytes, list[int], list[int]]:
+    lengths = [len(p) for p in pieces]
+    return b"".join(pieces), [sum(lengths[:i]) for i in range(len(lengths))], lengths
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 255, 256, 257, 300, 65791, 65792, 70000]),
+                          st.booleans(), st.booleans(), st.booleans()), min_size=1, max_size=12))
+def test_zstd_frame_headers_read_as_zstandard_reads_them(frames):
+    """The declared content size of frames as every writer setting makes them (size field of 1, 2, 4 bytes or
+    none, single segment or not, checksum, a dictionary id) equals zstandard's frame_content_size; a frame
+    without one is named (decompress_frames then goes frame by frame)."""
+    from fastbag.rosbag2.kernels import zstd_content_sizes
+
+    dictionary = zstandard.ZstdCompressionDict(b"rosbag2 " * 64, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    pieces = []
+    for size, content_size, checksum, with_dict in frames:
+        compressor = zstandard.ZstdCompressor(write_content_size=content_size, write_checksum=checksum,
+                                              dict_data=dictionary if with_dict else None, write_dict_id=with_dict)
+        pieces.append(compressor.compress(bytes(range(256)) * (size // 256) + bytes(size % 256)))
+    data, starts, lengths = _frames(pieces)
+    out = np.zeros(len(pieces), dtype=np.int64)
+    first = zstd_content_sizes(np.frombuffer(data, np.uint8), np.array(starts), np.array(lengths), out)
+    theirs = [zstandard.frame_content_size(p) for p in pieces]
+    unknown = [i for i, size in enumerate(theirs) if size < 0]
+    assert first == (unknown[0] if unknown else -1)
+    assert out[:first if first >= 0 else None].tolist() == theirs[:first if first >= 0 else None]
+
+
+def test_frames_decompress_the_same_in_one_call_or_one_by_one(monkeypatch):
+    """decompress_frames gives what zstd gives frame by frame, whether the frames take the one-call path
+    (every size declared) or not (one frame without its size), and names a frame whose size is a lie."""
+    from fastbag.rosbag2 import compression
+    from fastbag.rosbag2.compression import FrameError, decompress_frames
+
+    one_by_one = []
+    real = compression._decompress_one_by_one
+    monkeypatch.setattr(compression, "_decompress_one_by_one", lambda *a: one_by_one.append(1) or real(*a))
+
+    rng = np.random.default_rng(7)
+    messages = [rng.integers(0, 40, int(n), dtype=np.uint8).tobytes() for n in rng.integers(0, 900, 300)]
+    compressor = zstandard.ZstdCompressor()
+    pieces = [compressor.compress(m) for m in messages]
+    for variant in ("declared", "one without its size"):
+        if variant != "declared":
+            pieces[150] = zstandard.ZstdCompressor(write_content_size=False).compress(messages[150])
+        payload, sizes = decompress_frames(*_frames(pieces))
+        assert sizes.tolist() == [len(m) for m in messages]
+        assert payload.tobytes() == b"".join(messages)
+        assert len(one_by_one) == (variant != "declared")
+    # A frame declaring one byte more than it holds: the one call fails, the loop names the frame.
+    liar = next(i for i, m in enumerate(messages) if 300 <= len(m) < 600)  # a 2-byte size field
+    bad = bytearray(pieces[liar])
+    assert bad[4] >> 6 == 1 and bad[4] & 0x20  # single segment: the size right after the descriptor
+    bad[5:7] = (int.from_bytes(bad[5:7], "little") + 1).to_bytes(2, "little")
+    assert zstandard.frame_content_size(bytes(bad)) == len(messages[liar]) + 1
+    pieces[liar] = bytes(bad)
+    with pytest.raises(FrameError) as info:
+        decompress_frames(*_frames(pieces))
+    assert info.value.index == liar
 
 
 def test_zstd_bombs_are_refused(tmp_path):

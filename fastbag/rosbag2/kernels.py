@@ -1,4 +1,5 @@
-"""Numba kernels over a sqlite3 file's message rows. Imported on first use, like every kernel."""
+"""Numba kernels of the rosbag2 storages: a sqlite3 file's message rows, and the zstd frame headers of messages
+compressed one by one. Imported on first use, like every kernel."""
 
 from __future__ import annotations
 
@@ -486,3 +487,53 @@ def gather_blobs(buf, fd, block, page_size, usable, length, at, local, overflow,
             put += take
             rest -= take
     return -1
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+
+
+@njit(cache=True, nogil=True)
+def zstd_content_sizes(buf, starts, lengths, out):
+    """The content size each zstd frame ``buf[starts[i]:starts[i] + lengths[i]]`` declares in its header
+    (RFC 8878, 3.1.1.1), into ``out``; -1 when every frame declares one, else the first frame that does not
+    (another magic number, a header cut short or with its reserved bit set, no size field): the caller then
+    asks zstd about each frame in turn, which says what is wrong."""
+    for i in range(starts.size):
+        at, n = starts[i], lengths[i]
+        if at < 0 or n < 5 or at > buf.size - n:
+            return i
+        magic = np.int64(buf[at]) | (np.int64(buf[at + 1]) << 8) | (np.int64(buf[at + 2]) << 16) | \
+            (np.int64(buf[at + 3]) << 24)
+        descriptor = np.int64(buf[at + 4])
+        if magic != _ZSTD_MAGIC or descriptor & 0x08:
+            return i
+        single_segment = (descriptor >> 5) & 1
+        size_flag = descriptor >> 6
+        field = (1 if single_segment else 0) if size_flag == 0 else 1 << size_flag  # 0, 1, 2, 4 or 8 bytes
+        if field == 0:
+            return i  # the size is not in the header
+        dict_flag = descriptor & 3
+        pos = at + 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
+        if pos + field > at + n:
+            return i
+        size = np.int64(0)
+        for k in range(field):
+            size |= np.int64(buf[pos + k]) << (8 * k)
+        if field == 8 and size < 0:
+            return i  # beyond int64: no real message
+        out[i] = size + 256 if field == 2 else size
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def spread_records(out, at, heads, data, sizes):
+    """Record ``i`` into ``out`` at ``at[i]``: its head (row ``i`` of ``heads``), then its ``sizes[i]`` bytes
+    of ``data``, whose records' bytes lie back to back (an MCAP chunk compressed per message, rebuilt with
+    its messages' data decompressed; the caller sized ``out`` for every record)."""
+    width = heads.shape[1]
+    d = 0
+    for i in range(at.size):
+        for j in range(width):
+            out[at[i] + j] = heads[i, j]
+        copy_disjoint(out, at[i] + width, data, d, sizes[i])
+        d += sizes[i]

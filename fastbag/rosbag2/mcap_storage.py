@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import struct
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -42,7 +41,7 @@ import numpy as np
 from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
-from ..io.gather import le_uint
+from ..io.gather import le_uint, rows
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
 from ..mcap.records import MAGIC, MESSAGE_FIXED, Opcode
 from .compression import FrameError, decompress_file, decompress_frames
@@ -291,6 +290,7 @@ class McapStorage(LazyIndexContainer):
         """Chunk ``k``'s ``payload`` (compressed per message) as Message records holding their data
         decompressed, in the same order; their offsets before and after are kept for payload_spans."""
         from ..mcap.kernels import count_messages, message_records
+        from .kernels import spread_records
 
         position = int(self._chunks.position[k])
         part = int(self.part_of_position(np.array([position]))[0])
@@ -303,20 +303,21 @@ class McapStorage(LazyIndexContainer):
             raise BagFormatError("a message record is shorter than its fixed fields", path=where, offset=at,
                                  record="message")
         try:
-            datas = decompress_frames(payload, (offsets + MESSAGE_HEAD).tolist(), lengths.tolist())
+            datas, data_sizes = decompress_frames(payload, (offsets + MESSAGE_HEAD).tolist(), lengths.tolist())
         except FrameError as exc:
             raise BagFormatError(f"a message's data does not decompress: {exc}", path=where,
                                  offset=int(offsets[exc.index]), record="message") from None
-        view = memoryview(payload)
-        pieces: list[bytes] = []
-        for at, data in zip(offsets.tolist(), datas):
-            pieces.append(struct.pack("<BQ", Opcode.MESSAGE, MESSAGE_FIXED + len(data)))
-            pieces.append(view[at + 9:at + MESSAGE_HEAD].tobytes())  # channel, sequence, log and publish time
-            pieces.append(data)
-        sizes = MESSAGE_HEAD + np.array([len(d) for d in datas], dtype=np.int64)
+        sizes = MESSAGE_HEAD + data_sizes
+        rebuilt = np.cumsum(sizes) - sizes
+        out = np.empty(int(sizes.sum()), dtype=np.uint8)
+        heads = np.empty((offsets.size, MESSAGE_HEAD), dtype=np.uint8)  # opcode, length, then as stored:
+        heads[:, 0] = Opcode.MESSAGE
+        heads[:, 1:9] = (MESSAGE_FIXED + data_sizes).astype("<u8").view(np.uint8).reshape(-1, 8)
+        heads[:, 9:] = rows(payload, offsets + 9, MESSAGE_HEAD - 9)  # channel, sequence, log and publish time
+        spread_records(out, rebuilt, heads, datas, data_sizes)
         with self._rebuilt_lock:
-            self._rebuilt[position] = (offsets, np.cumsum(sizes) - sizes)
-        return np.frombuffer(b"".join(pieces), dtype=np.uint8)
+            self._rebuilt[position] = (offsets, rebuilt)
+        return out
 
     def _rebuilt_offsets(self, at: np.ndarray, lo: np.ndarray, chunk: np.ndarray) -> np.ndarray:
         """Where the records the message indexes place at ``at`` (offsets in their chunk as stored, from

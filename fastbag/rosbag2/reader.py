@@ -467,15 +467,13 @@ class Rosbag2Reader(LazyIndexContainer):
                              path: str) -> np.ndarray:
         """Per-message zstd: every row's frame decompressed, bounded; their spans kept for payload_spans."""
         try:
-            out = decompress_frames(data, (np.cumsum(lengths) - lengths).tolist(), lengths.tolist())
+            payload, sizes = decompress_frames(data, (np.cumsum(lengths) - lengths).tolist(), lengths.tolist())
         except FrameError as exc:
             raise BagFormatError(f"message row {int(ids[exc.index])} does not decompress: {exc}", path=path,
                                  record="sqlite3") from None
-        sizes = np.array([len(p) for p in out], dtype=np.int64)
-        starts = np.cumsum(sizes) - sizes
         with self._spans_lock:
-            self._spans[k] = (starts, sizes)
-        return np.frombuffer(b"".join(out), dtype=np.uint8)
+            self._spans[k] = (np.cumsum(sizes) - sizes, sizes)
+        return payload
 
     def _chunk_spans(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(starts, lengths) of chunk ``k``'s messages in its payload, by their number in the chunk."""
