@@ -581,6 +581,10 @@ def test_frames_decompress_the_same_in_one_call_or_one_by_one(monkeypatch):
         assert sizes.tolist() == [len(m) for m in messages]
         assert payload.tobytes() == b"".join(messages)
         assert len(one_by_one) == (variant != "declared")
+    # Frames of nothing (one call with all of them empty crashed the process: zstandard frees twice)
+    for empty in ([b""], [b"", b""], [b"", b"abc"]):
+        payload, sizes = decompress_frames(*_frames([compressor.compress(m) for m in empty]))
+        assert sizes.tolist() == [len(m) for m in empty] and payload.tobytes() == b"".join(empty)
     # A frame declaring one byte more than it holds: the one call fails, the loop names the frame.
     liar = next(i for i, m in enumerate(messages) if 300 <= len(m) < 600)  # a 2-byte size field
     bad = bytearray(pieces[liar])
