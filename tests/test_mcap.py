@@ -383,6 +383,18 @@ def test_unknown_major_version(tmp_path):
         fastbag.open(path)
 
 
+def test_an_empty_mcap_file_is_named_empty(tmp_path):
+    """fuzz_rosbag2 seed 20261129 case 5675: a rosbag2 directory without metadata.yaml holding an empty .mcap
+    raised a TypeError (reading 0 bytes of a file too empty to be mapped); now a BagFormatError, alone or
+    in its directory."""
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "rec_0.mcap").write_bytes(b"")
+    for path in (tmp_path / "rec", tmp_path / "rec" / "rec_0.mcap"):
+        with pytest.raises(fastbag.BagFormatError, match="empty") as info:
+            fastbag.open(path)
+        assert "rec_0.mcap" in str(info.value) and info.value.offset == 0
+
+
 def test_not_a_known_format_names_the_formats(tmp_path):
     path = tmp_path / "x.bin"
     path.write_bytes(b"PK\x03\x04" + b"\0" * 100)

@@ -120,7 +120,9 @@ class Source:
     def bytes(self, offset: int, length: int, record: str) -> bytes:
         """A copy of ``length`` bytes at ``offset`` (for headers: small)."""
         self.check(offset, length, record)
-        return self._mmap[offset:offset + length]  # type: ignore[index]
+        if self._mmap is None:  # an empty file has no mapping: only nothing can be read from it
+            return b""
+        return self._mmap[offset:offset + length]
 
     def view(self, offset: int, length: int, record: str) -> np.ndarray:
         """A zero-copy ``uint8`` view of ``length`` bytes at ``offset``."""

@@ -88,8 +88,8 @@ class McapReader(LazyIndexContainer):
             raise UnsupportedError(f"MCAP major version {head[5:6]!r} is not supported, only '0' ({self.path}, "
                                    "offset 0, magic)")
         if head != MAGIC:
-            raise BagFormatError("not an MCAP file: it does not start with the MCAP magic", path=self.path,
-                                 offset=0, record="magic")
+            what = "the file is empty" if not src.size else "it does not start with the MCAP magic"
+            raise BagFormatError(f"not an MCAP file: {what}", path=self.path, offset=0, record="magic")
         head = self._record_at(len(MAGIC), src.size)
         if head[0] != Opcode.HEADER:
             raise BagFormatError(f"the first record is a {record_name(head[0])}, not the header", path=self.path,
