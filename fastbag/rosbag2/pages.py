@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..io.chunks import BUFFERS
+
 HEADER = struct.Struct(">16sHBBBBBB")  # magic, page size, write/read versions, reserved bytes, payload fractions
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: A table of at least 2 x PART_ROWS rows is walked in two parts at once (see read_table).
@@ -70,7 +72,7 @@ class TablePages:
         rows = np.searchsorted(self.id, ids)
         if rows.size and (int(rows.max()) >= self.id.size or not np.array_equal(self.id[rows], ids)):
             return None
-        out = np.empty(int(self.length[rows].sum()), dtype=np.uint8)
+        out = BUFFERS.take(int(self.length[rows].sum()))  # (recycled: fresh pages cost more than the copy)
         block = np.empty(_block_pages(self.page_size) * self.page_size if fd >= 0 else 0, dtype=np.uint8)
         if gather_blobs(self.buf, fd, block, self.page_size, self.usable, self.length, self.at, self.local,
                         self.overflow, rows, out) >= 0:
