@@ -99,12 +99,13 @@ def test_chunk_rows_equals_the_numpy_formulation(data):
         assert got.tolist() == expected.tolist()
 
 
+@pytest.mark.parametrize("stray", [9, 0], ids=["beyond-the-ids", "among-the-ids"])
 @pytest.mark.parametrize("a_id", [1, 1 << 40, -5], ids=["small-ids", "large-id", "negative-id"])
-def test_rows_of_a_topic_id_the_topics_table_lacks_are_left_out_and_said(tmp_path, a_id):
-    """A row naming topic id 9 (no such topic): said once, left out; every other row reads as written.
-    Small topic ids are looked up in a table, others searched: both ways."""
+def test_rows_of_a_topic_id_the_topics_table_lacks_are_left_out_and_said(tmp_path, a_id, stray):
+    """A row naming a topic id no topic has (9, beyond the table's; 0, inside its range): said once, left out;
+    every other row reads as written. Small topic ids are looked up in a table, others searched: both ways."""
     rows = [(a_id if t == 1 else t, ts, data) for t, ts, data in sample_rows(20)]
-    write_db3(tmp_path / "r_0.db3", rows[:7] + [(9, rows[7][1], b"stray")] + rows[8:],
+    write_db3(tmp_path / "r_0.db3", rows[:7] + [(stray, rows[7][1], b"stray")] + rows[8:],
               topics=((a_id, "/a", "std_msgs/msg/String"), (2, "/b", "std_msgs/msg/Int32")))
     write_metadata(tmp_path, ["r_0.db3"])
     with warnings.catch_warnings(record=True) as caught:

@@ -372,7 +372,8 @@ class Rosbag2Reader(LazyIndexContainer):
         if 0 <= ids.min() and ids.max() < 1 << 20:  # small ids, as recorders number them: one take
             table = np.full(int(ids.max()) + 2, -1, dtype=np.int32)  # the last entry: any id out of range
             table[ids] = ranks
-            rank = table[np.clip(topic_id, -1, ids.max() + 1)]
+            inside = topic_id.size == 0 or (topic_id.min() >= 0 and topic_id.max() <= ids.max())
+            rank = table[topic_id] if inside else table[np.clip(topic_id, -1, ids.max() + 1)]  # (clip: a copy)
         else:
             sort = np.argsort(ids)
             where = np.minimum(np.searchsorted(ids[sort], topic_id), ids.size - 1)
