@@ -28,8 +28,6 @@ from .encryption import AesCbcDecryptor, EncryptionHeader, read_encrypted_connec
 from .records import (MAGIC_V11, MAGIC_V12, MAGIC_V20, Header, Op, connection_from_headers, gather_u32, read_record,
                       read_record_header)
 
-_U32 = struct.Struct("<I")
-
 
 @dataclass(frozen=True)
 class ChunkInfo:
