@@ -43,6 +43,8 @@ COMPACT_SHARE = 0.5
 #: Uniform arrays up to this many bytes per message are gathered into one dense
 #: (N, k) array; larger ones (images, point clouds) stay per-message views.
 DENSE_LIMIT = 16 * 1024
+#: A CDR topic's byte order is that of most of the first messages decoded, this many at most.
+ORDER_VOTERS = 1024
 
 
 def _kernels():
@@ -674,8 +676,9 @@ class TopicBuilder:
         self.total += piece.rows
 
     def _settle_byte_order(self, payload: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
-        """CDR: take the byte order most messages of the first run decoded are in (little-endian layouts are
-        compiled by default; big-endian headers switch to the big-endian layout before anything is decoded).
+        """CDR: take the byte order most messages of the first run decoded are in (its first ORDER_VOTERS;
+        little-endian layouts are compiled by default; big-endian headers switch to the big-endian layout
+        before anything is decoded).
 
         By majority, not by the first message: where one message's header is damaged, the error then names
         that message, not every other one (ties go to the first message's order)."""
@@ -687,6 +690,7 @@ class TopicBuilder:
             if self.layout.encoding.representation < 0:  # no encapsulation header (ROS1): one byte order
                 self._order_settled = True
                 return
+            starts, lengths = starts[:ORDER_VOTERS], lengths[:ORDER_VOTERS]  # (a run may be a whole topic)
             inside = (lengths >= 2) & (starts >= 0) & (starts <= payload.size - 2)
             at = starts[inside]
             found = (payload[at].astype(np.int64) << 8) | payload[at + 1]
