@@ -282,6 +282,26 @@ def test_mcap_storage_compressed_per_message_reads_as_rosbags_does(tmp_path):
             assert bag.read("/s").data.tolist() == [m.data for m in text[:5]]
 
 
+def test_a_lone_per_message_file_is_opened_once(tmp_path, monkeypatch):
+    """A lone .mcap (or a directory of it without metadata.yaml) compressed per message is opened once: the
+    reader that found its rosbag2 record is taken over as the storage's, not closed and opened again (its
+    summary was read twice), and closed with the bag."""
+    from fastbag.mcap.reader import McapReader
+
+    written = write_per_message(tmp_path / "per_message", count=40)
+    lone = tmp_path / "per_message" / "per_message.mcap"
+    opened: list[str] = []
+    real = McapReader.__init__
+    monkeypatch.setattr(McapReader, "__init__", lambda self, path: opened.append(str(path)) or real(self, path))
+    with fastbag.open(lone) as bag:
+        assert bag.format == "MCAP" and bag.compression == {"zstd": 1}
+        assert len(bag.read("/imu")) == len(written["/imu"]) > 0
+    assert opened == [str(lone)]
+    with fastbag.open(lone) as bag:  # what it took over is closed with the bag
+        part = bag._container.parts[0]
+    assert part.source.closed
+
+
 def test_mcap_storage_compressed_per_message_bad_frames_are_named(tmp_path):
     """A message whose data is no zstd frame, and a bomb (a frame of 64 MiB of zeros, 2 KiB compressed),
     are BagFormatErrors naming the file, the chunk and the record's offset in it. A compression format

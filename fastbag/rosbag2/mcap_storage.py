@@ -69,8 +69,8 @@ _MESSAGE_MODE = re.compile(r"compression_mode\W+message", re.IGNORECASE)
 
 def per_message_storage(reader: McapReader, path: str) -> McapReader | McapStorage:
     """``reader``, unless rosbag2 wrote its file compressed per message (each message's data a zstd frame:
-    its ``rosbag2`` metadata record says so): then it is closed, and the file opened again as MCAP storage
-    compressed per message. A damaged record is no reason to doubt the file: ``bag.metadata`` says what is
+    its ``rosbag2`` metadata record says so): then MCAP storage compressed per message, reading the file
+    through ``reader``. A damaged record is no reason to doubt the file: ``bag.metadata`` says what is
     wrong with it."""
     from .metadata import parse_metadata
 
@@ -87,8 +87,11 @@ def per_message_storage(reader: McapReader, path: str) -> McapReader | McapStora
         except FastbagError:
             continue
         if described is not None and described.per_message:
-            reader.close()
-            return McapStorage(path, [path], metadata=described)
+            try:
+                return McapStorage(path, [path], metadata=described, opened=[reader])  # (its summary read once)
+            except BaseException:
+                reader.close()
+                raise
     return reader
 
 
@@ -97,8 +100,10 @@ class McapStorage(LazyIndexContainer):
 
     format = "rosbag2"
 
-    def __init__(self, path: str | os.PathLike[str], files: list[str], *, metadata: BagMetadata | None = None
-                 ) -> None:
+    def __init__(self, path: str | os.PathLike[str], files: list[str], *, metadata: BagMetadata | None = None,
+                 opened: Sequence[McapReader] = ()) -> None:
+        """``opened``: readers of some of ``files`` already open (a lone file, opened to see what it is),
+        taken over rather than opened again."""
         self.bag_metadata = metadata
         self.parts: list[McapReader] = []
         self._temp_dir: str | None = None
@@ -117,7 +122,10 @@ class McapStorage(LazyIndexContainer):
         if self.per_message:
             self.compression_unit = "files"
         try:
-            errors = [error for error in map(self._open_part, files) if error is not None]
+            taken = {reader.path: reader for reader in opened}
+            errors = [error for error in (self._open_part(f, taken.pop(f, None)) for f in files) if error is not None]
+            for reader in taken.values():  # (none: each names one of ``files``)
+                reader.close()
             if not self.parts:  # nothing intact to read: the first file's error says why
                 raise errors[0] if errors else BagFormatError("the recording lists no storage file", path=path)
             self._join_connections()
@@ -128,9 +136,12 @@ class McapStorage(LazyIndexContainer):
         self.source = StorageSource(path, sum(p.source.size for p in self.parts))
 
     # -- opening ---------------------------------------------------------------------
-    def _open_part(self, full: str) -> FastbagError | None:
-        """Open one storage file; one that is absent or damaged is left out with a problem (its error is
-        returned: the caller raises the first when no file is left)."""
+    def _open_part(self, full: str, opened: McapReader | None = None) -> FastbagError | None:
+        """Open one storage file (or take ``opened``, its reader); one that is absent or damaged is left out
+        with a problem (its error is returned: the caller raises the first when no file is left)."""
+        if opened is not None:
+            self.parts.append(opened)
+            return None
         try:
             if not os.path.exists(full):
                 raise BagFormatError("storage file named in metadata.yaml is absent", path=full)
