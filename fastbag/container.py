@@ -129,21 +129,32 @@ def build_index(version: str, connections: list[Connection], chunks: Sequence[Ch
     ``conn_ids`` are connection ids (as the records give them); every one
     must be among ``connections``.
     """
+    return in_read_order(version, connections, chunks, np.asarray(time, dtype=np.int64),
+                         connection_ranks(connections, conn_ids), chunk_ids, offset, recovered=recovered, spans=spans)
+
+
+def connection_ranks(connections: list[Connection], conn_ids: np.ndarray) -> np.ndarray:
+    """Each id's position in ``connections`` (int32; an id listed twice: its first), every id among them."""
     ids = np.array([c.id for c in connections], dtype=np.int64)
     if ids.size and 0 <= ids.min() and ids.max() < 1 << 20:  # a table of ranks by id: one take, not a search
         table = np.zeros(int(ids.max()) + 1, dtype=np.int32)
         table[ids[::-1]] = np.arange(ids.size - 1, -1, -1, dtype=np.int32)  # the first of an id's repeats
-        ranks = table[conn_ids]
-    elif ids.size:
+        return table[conn_ids]
+    if ids.size:
         by_id = np.argsort(ids)
-        ranks = by_id[np.searchsorted(ids[by_id], conn_ids)].astype(np.int32)
-    else:
-        ranks = np.zeros(0, dtype=np.int32)
+        return by_id[np.searchsorted(ids[by_id], conn_ids)].astype(np.int32)
+    return np.zeros(0, dtype=np.int32)
+
+
+def in_read_order(version: str, connections: list[Connection], chunks: Sequence[Chunk], time: np.ndarray,
+                  ranks: np.ndarray, chunk_ids: np.ndarray, offset: np.ndarray, *, recovered: bool = False,
+                  spans: tuple[np.ndarray, np.ndarray] | None = None) -> BagIndex:
+    """The BagIndex of per-message arrays given in file order (``time`` int64, ``ranks`` int32: positions in
+    ``connections``), sorted into read order."""
     # Read order as rosbag's merge of per-connection indexes yields it: by time,
     # ties by the connection's rank, then file order (both sorts are stable).
     # Sorting by time alone is 3x faster and right unless two times are equal;
     # times already strictly increasing (one topic, say) are the read order itself.
-    time = np.asarray(time, dtype=np.int64)
     if time.size < 2 or bool((time[1:] > time[:-1]).all()):
         return BagIndex(version, connections, chunks, time, ranks, np.asarray(chunk_ids, dtype=np.int32),
                         np.asarray(offset, dtype=np.int64), recovered, *(spans if spans is not None else (None, None)))

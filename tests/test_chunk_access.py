@@ -107,19 +107,26 @@ def test_an_uncompressed_topic_read_touches_only_its_chunks(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("compression", ["none", "lz4"])
-def test_index_entries_read_a_record_at_a_time_or_row_by_row_agree(tmp_path, monkeypatch, compression) -> None:
-    """Opening gathers index entries one of two ways (by record when records hold many): same index."""
-    import fastbag.ros1.index as ros1_index
+def test_index_entries_make_the_table_numpy_makes_of_them(tmp_path, compression) -> None:
+    """The message table the entries kernel writes in one pass equals the one NumPy builds from the same
+    index-data entries (gathered per record, converted, repeated per record), and reads back what was
+    written."""
+    from fastbag.container import build_index
 
     path = tmp_path / "two.bag"
     write_two_topics(path, compression)
-    indexes = []
-    for slices_from in (0, 10**9):  # every bag by record; every bag row by row
-        monkeypatch.setattr(ros1_index, "SLICES_FROM", slices_from)
-        with fastbag.open(path) as bag:
-            index = bag._index
-            indexes.append((index.time.copy(), index.conn.copy(), index.chunk.copy(), index.offset.copy()))
-            assert bag.read("/slow")["data"].tolist() == [float(k) for k in range(50, 2000, 100)]
-    for a, b in zip(*indexes):
-        assert np.array_equal(a, b)
-    assert indexes[0][0].size == 2020 and (np.diff(indexes[0][0]) > 0).all()
+    with fastbag.open(path) as bag:
+        deferred = bag._container._deferred
+        records, buf = deferred.records, deferred.buf
+        entries = np.concatenate([buf[a:a + 12 * n] for a, n in zip(records[:, 3], records[:, 4])]).view("<u4")
+        entries = entries.reshape(-1, 3).astype(np.int64)
+        counts = records[:, 4]
+        want = build_index("2.0", deferred.connections, deferred.chunks, np.repeat(records[:, 1], counts),
+                           np.repeat(records[:, 2], counts), entries[:, 0] * 1_000_000_000 + entries[:, 1],
+                           entries[:, 2])
+        got = bag._index
+        for name in ("time", "conn", "chunk", "offset"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), name
+            assert getattr(got, name).dtype == getattr(want, name).dtype, name
+        assert got.time.size == 2020 and (np.diff(got.time) > 0).all() and np.unique(got.chunk).size > 2
+        assert bag.read("/slow")["data"].tolist() == [float(k) for k in range(50, 2000, 100)]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..container import BagIndex, Connection, build_index
+from ..container import BagIndex, Connection, build_index, connection_ranks, in_read_order
 from ..errors import BagFormatError, DecryptionError, EncryptionKeyError, FastbagError, UnsupportedError
 from ..io.chunks import Chunk, ChunkTable, decompress, decompress_truncated
 from ..io.gather import item_positions, rows
@@ -332,10 +332,6 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
     return index
 
 
-#: Index entries are copied a record at a time where records hold this many entries on average.
-SLICES_FROM = 32
-
-
 def _check_entries(source: Source, chunks: ChunkTable, records: np.ndarray, buf: np.ndarray) -> None:
     """Raise BagFormatError naming the record unless every index-data entry of ``records`` lies inside
     ``buf`` and points inside its chunk (``records`` rows as :func:`_gather_entries` takes them)."""
@@ -378,17 +374,14 @@ def _gather_entries(source: Source, connections: list[Connection], chunks: Chunk
 def _entries_index(connections: list[Connection], chunks: ChunkTable, records: np.ndarray,
                    buf: np.ndarray) -> BagIndex:
     """The index of the entries of ``records``, checked before (see :func:`_gather_entries`)."""
-    counts, data_at = records[:, 4], records[:, 3]
-    if counts.sum() >= SLICES_FROM * counts.size:
-        # Many entries a record (a bag of few topics): each record's entries are one slice, and one
-        # concatenation copies them all, 6x faster than gathering 12-byte rows (3.4 vs 19 ms for 1 M).
-        entries = np.concatenate([buf[a:a + n * INDEX_ENTRY_SIZE] for a, n in zip(data_at.tolist(), counts.tolist())]
-                                 + [np.zeros(0, dtype=np.uint8)]).view("<u4").reshape(-1, 3)
-    else:
-        entries = rows(buf, item_positions(data_at, counts, INDEX_ENTRY_SIZE), INDEX_ENTRY_SIZE).view("<u4")
-    time = entries[:, 0].astype(np.int64) * 1_000_000_000 + entries[:, 1]
-    return build_index("2.0", connections, chunks, np.repeat(records[:, 1], counts),
-                       np.repeat(records[:, 2], counts), time, entries[:, 2])
+    from .kernels import entries_table
+
+    n = int(records[:, 4].sum())
+    time, offset = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    conn, chunk = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    entries_table(buf, records[:, 3], records[:, 4], connection_ranks(connections, records[:, 1]),
+                  records[:, 2].astype(np.int32), time, conn, chunk, offset)
+    return in_read_order("2.0", connections, chunks, time, conn, chunk, offset)
 
 
 @dataclass

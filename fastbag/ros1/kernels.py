@@ -175,3 +175,22 @@ def headers_match(buf, at, raw, mask):
             if mask[j] and buf[p + j] != raw[j]:
                 return False
     return True
+
+
+@njit(cache=True, nogil=True)
+def entries_table(buf, data_at, counts, rank, chunk, time, conn, chunk_of, offset):
+    """The index-data entries of records ``data_at``/``counts`` in ``buf`` (12 bytes each: u32 sec, u32 nsec,
+    u32 offset in the chunk), one after another, into the message table's columns: ``time`` (ns), ``conn``
+    (the record's connection ``rank``), ``chunk_of`` (its ``chunk``) and ``offset``. One pass writing only
+    the columns (gathering the entries first, then converting and repeating per record, wrote three times
+    as many bytes: 10 ms for 1 M messages). The caller has checked the entries lie in ``buf``."""
+    k = 0
+    for r in range(data_at.size):
+        p = data_at[r]
+        for _ in range(counts[r]):
+            time[k] = _u32(buf, p) * 1_000_000_000 + _u32(buf, p + 4)
+            conn[k] = rank[r]
+            chunk_of[k] = chunk[r]
+            offset[k] = _u32(buf, p + 8)
+            p += 12
+            k += 1
