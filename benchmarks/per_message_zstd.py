@@ -4,7 +4,8 @@
 
 Writes (once, cached in ``$FASTBAG_BENCH_DIR``) two recordings with rosbags'
 rosbag2 writer, ``compression_mode: message`` with zstd: ``count`` (20,000 by
-default) sensor_msgs/Imu on ``/imu``, one in MCAP storage and one in sqlite3.
+default) sensor_msgs/Imu on ``/imu`` (the bench's Imu messages), one in MCAP
+storage and one in sqlite3.
 For each, checks that both read the same ``linear_acceleration.x``, then
 times the whole topic as a user's script reads it: fastbag opens, reads
 ``/imu`` into arrays and closes; rosbags opens, deserializes every message
@@ -21,34 +22,21 @@ import numpy as np
 
 import fastbag
 from fastbag.tooling.bench import bench_dir
+from fastbag.tooling.synth import imu
+from fastbag.tooling.synth_db3 import rosbag2_writer
+from fastbag.tooling.synth_mcap import _imu_cdr
 
 
 def write(folder: Path, storage: str, count: int) -> None:
-    """The recording: ``count`` Imu, rosbags' writer, zstd per message."""
-    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
-
-    store = get_typestore(Stores.ROS2_HUMBLE)
-    t = store.types
-    rng = np.random.default_rng(0)
-    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
-    writer = Writer(folder, version=8, storage_plugin=plugin)
-    writer.set_compression(CompressionMode.MESSAGE, CompressionFormat.ZSTD)
-    vector = t["geometry_msgs/msg/Vector3"]
+    """The recording: ``count`` Imu (the bench's, serialized to CDR as rosbags does), rosbags' writer,
+    zstd per message."""
+    writer, store = rosbag2_writer(folder, storage, per_message=True)
+    times = 1_700_000_000 * 10**9 + np.arange(count, dtype=np.int64) * 5_000_000
+    cdr = _imu_cdr(np.frombuffer(b"".join(imu(times, np.random.default_rng(0))), np.uint8), count)
     with writer:
         connection = writer.add_connection("/imu", "sensor_msgs/msg/Imu", typestore=store)
-        for k in range(count):
-            stamp = 1_700_000_000 * 10**9 + k * 5 * 10**6
-            header = t["std_msgs/msg/Header"](
-                stamp=t["builtin_interfaces/msg/Time"](sec=stamp // 10**9, nanosec=stamp % 10**9), frame_id="imu_link")
-            message = t["sensor_msgs/msg/Imu"](
-                header=header, orientation=t["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
-                orientation_covariance=np.zeros(9),
-                angular_velocity=vector(x=rng.random(), y=rng.random(), z=rng.random()),
-                angular_velocity_covariance=np.zeros(9),
-                linear_acceleration=vector(x=rng.random(), y=rng.random(), z=9.8),
-                linear_acceleration_covariance=np.zeros(9))
-            writer.write(connection, stamp, store.serialize_cdr(message, "sensor_msgs/msg/Imu"))
+        for k, stamp in enumerate(times.tolist()):
+            writer.write(connection, stamp, cdr[k].tobytes())
 
 
 def main() -> None:

@@ -177,15 +177,12 @@ def test_a_storage_file_that_is_no_mcap_is_named(tmp_path):
 def write_per_message(folder: Path, count: int = 600) -> dict[str, list]:
     """A rosbag2 directory written by rosbags' writer: MCAP storage compressed per message (each message's
     data a zstd frame), Imu and String topics. Returns rosbags' own messages, by topic."""
-    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
+    from fastbag.tooling.synth_db3 import rosbag2_writer
 
-    store = get_typestore(Stores.ROS2_HUMBLE)
+    writer, store = rosbag2_writer(folder, "mcap", per_message=True)
     t = store.types
     rng = np.random.default_rng(7)
     written: dict[str, list] = {"/imu": [], "/s": []}
-    writer = Writer(folder, version=8, storage_plugin=StoragePlugin.MCAP)
-    writer.set_compression(CompressionMode.MESSAGE, CompressionFormat.ZSTD)
     with writer:
         imu = writer.add_connection("/imu", "sensor_msgs/msg/Imu", typestore=store)
         text = writer.add_connection("/s", "std_msgs/msg/String", typestore=store)

@@ -208,13 +208,10 @@ def build_seeds(root: Path, data: Path) -> list[Path]:
 def _write_mcap_per_message(folder: Path, n: int) -> None:
     """A rosbag2 directory of MCAP storage compressed per message: the String and Int32 messages of
     _write_db3, written by rosbags' writer (it makes the directory: ``folder`` is replaced)."""
-    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
+    from fastbag.tooling.synth_db3 import rosbag2_writer
 
-    store = get_typestore(Stores.ROS2_HUMBLE)
     folder.rmdir()
-    writer = Writer(folder, version=8, storage_plugin=StoragePlugin.MCAP)
-    writer.set_compression(CompressionMode.MESSAGE, CompressionFormat.ZSTD)
+    writer, store = rosbag2_writer(folder, "mcap", per_message=True)
     with writer:
         chatter = writer.add_connection("/chatter", "std_msgs/msg/String", typestore=store)
         count = writer.add_connection("/count", "std_msgs/msg/Int32", typestore=store)

@@ -408,12 +408,8 @@ class DeferredIndex:
     def of(self, ranks: Sequence[int]) -> BagIndex:
         """The index of the connections at ``ranks`` alone: :meth:`whole`'s rows of them, in its order (an id
         listed twice belongs to its first connection, as in the whole index)."""
-        first: dict[int, int] = {}
-        for rank, connection in enumerate(self.connections):
-            first.setdefault(connection.id, rank)
-        ids = [self.connections[r].id for r in ranks if first[self.connections[r].id] == r]
-        return _entries_index(self.connections, self.chunks, self.records[np.isin(self.records[:, 1], ids)],
-                              self.buf)
+        mine = np.isin(connection_ranks(self.connections, self.records[:, 1]), list(ranks))
+        return _entries_index(self.connections, self.chunks, self.records[mine], self.buf)
 
 
 def _read_chunk_info(source: Source, record) -> ChunkInfo:

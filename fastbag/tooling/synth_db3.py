@@ -13,6 +13,7 @@ extra (rosbags): benchmark tooling only.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,12 +25,23 @@ CLOUD_POINTS = 10_000
 IMU_STEP_NS = 2_500_000
 
 
-def write_rosbag2_db3(folder: Path, count: int = 1_000_000, clouds: int = 400, seed: int = 0) -> Path:
-    """Write the recording into the new directory ``folder``; returns the ``.db3`` path."""
-    from rosbags.rosbag2 import StoragePlugin, Writer
+def rosbag2_writer(folder: Path, storage: str = "sqlite3", *, per_message: bool = False) -> tuple[Any, Any]:
+    """rosbags' rosbag2 writer of a new recording ``folder`` (metadata version 8, ``storage`` "sqlite3" or
+    "mcap"; each message's data a zstd frame where ``per_message``, as ``--compression-mode message`` makes
+    it), and the ROS2 Humble typestore its connections take. Not yet opened: use it in a ``with``."""
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
-    store = get_typestore(Stores.ROS2_HUMBLE)
+    plugin = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}[storage]
+    writer = Writer(folder, version=8, storage_plugin=plugin)
+    if per_message:
+        writer.set_compression(CompressionMode.MESSAGE, CompressionFormat.ZSTD)
+    return writer, get_typestore(Stores.ROS2_HUMBLE)
+
+
+def write_rosbag2_db3(folder: Path, count: int = 1_000_000, clouds: int = 400, seed: int = 0) -> Path:
+    """Write the recording into the new directory ``folder``; returns the ``.db3`` path."""
+    writer, store = rosbag2_writer(folder)
     cloud_type, field_type, header_type, time_type = (store.types[t] for t in (
         "sensor_msgs/msg/PointCloud2", "sensor_msgs/msg/PointField", "std_msgs/msg/Header",
         "builtin_interfaces/msg/Time"))
@@ -39,7 +51,7 @@ def write_rosbag2_db3(folder: Path, count: int = 1_000_000, clouds: int = 400, s
     every = max(1, count // max(clouds, 1))
     fields = [field_type(name, 4 * k, 7, 1)  # 7: FLOAT32
               for k, name in enumerate("xyzi")]
-    with Writer(folder, version=8, storage_plugin=StoragePlugin.SQLITE3) as writer:
+    with writer:
         imu_conn = writer.add_connection("/imu", "sensor_msgs/msg/Imu", typestore=store)
         cloud_conn = writer.add_connection("/points", "sensor_msgs/msg/PointCloud2", typestore=store)
         written = 0
