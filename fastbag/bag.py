@@ -982,7 +982,8 @@ class Bag:
         """Every message of ``topic`` in ``[start, end)`` (int ns), decoded into arrays.
 
         Returns a :class:`~fastbag.msg.arrays.TopicArray`: ``len()``, ``.time``
-        (int64 ns) and ``[field]`` for every field of the message type. No
+        (int64 ns), ``.publish_time`` and ``.sequence`` (MCAP records; None
+        elsewhere) and ``[field]`` for every field of the message type. No
         Python runs per message: a generic Numba kernel walks each chunk's
         messages. Raises DecodeError when a message does not match its
         definition, naming the topic and the message's index.
@@ -1141,8 +1142,9 @@ class Bag:
                                    f"is {connection.encoding or 'not'}-encoded: iterate {how}")
         layout = self._layout(connection)
         self._check_fixed_size_fits(layout, index, selected, topic, connection.msgtype)
+        headers = self._container.message_headers if self._container.has_message_headers else None
         builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype,
-                               types=self._message_types(connection))
+                               types=self._message_types(connection), headers=headers)
         if self._pipelined(index, selected, layout):
             self._decode_chunks(builder, index, selected)
         else:
@@ -1150,7 +1152,8 @@ class Bag:
         own = self._topic_ranks[topic]
         local = np.searchsorted(np.array(own), index.conn[selected]).astype(np.int32) if len(own) > 1 else \
             np.zeros(selected.size, dtype=np.int32)
-        return TopicArray(topic, index.time[selected], builder.finish(), local, list(connections))
+        return TopicArray(topic, index.time[selected], builder.finish(), local, list(connections),
+                          builder.publish_time, builder.sequence)
 
     def _pipelined(self, index: BagIndex, selected: np.ndarray, layout: "Layout") -> bool:
         """Whether rows ``selected`` of ``index`` decode chunk by chunk on the workers (:meth:`_decode_chunks`).

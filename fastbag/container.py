@@ -286,9 +286,13 @@ class Container(ABC):
         """
         return None
 
+    #: Whether each message's record holds a publish_time and a sequence (MCAP): see :meth:`message_headers`.
+    has_message_headers = False
+
     def message_headers(self, buf: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """``(publish_time, sequence)`` (int64) of the messages whose bytes start at ``starts`` in ``buf``
-        (their run's buffer), where the format records them (MCAP); None where it does not (the default)."""
+        (their run's buffer), where the format records them (MCAP: :attr:`has_message_headers`); None where it
+        does not (the default)."""
         return None
 
     #: What :meth:`compression_counts` counts, for people (``fastbag info``).

@@ -117,6 +117,18 @@ def test_publish_time_and_sequence_equal_the_mcap_reader(path):
             for raw in (True, False):
                 got = [(m.topic, m.time, m.publish_time, m.sequence) for m in bag.messages(raw=raw)]
                 assert got == theirs, f"raw={raw}"
+            arrays = [t for t, info in bag.topics.items() if info.connections[0].encoding in ("cdr", "ros1")]
+    for topic in arrays:  # whole topics as arrays, each read by a fresh handle: .publish_time and .sequence
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", fastbag.FastbagWarning)
+            with fastbag.open(path) as bag:
+                try:
+                    arr = bag.read(topic)
+                except fastbag.FastbagError:
+                    continue  # a topic that does not decode (named by tests/test_cdr_real.py)
+        mine = [row for row in theirs if row[0] == topic]
+        assert list(zip(arr.time.tolist(), arr.publish_time.tolist(), arr.sequence.tolist())) == \
+            [row[1:] for row in mine], topic
 
 
 def test_ros1_messages_have_no_publish_time():
@@ -126,6 +138,8 @@ def test_ros1_messages_have_no_publish_time():
     with fastbag.open(path) as bag:
         m = next(bag.messages())
         assert (m.publish_time, m.sequence, next(bag.messages(raw=True)).sequence) == (None, None, None)
+        arr = bag.read(m.topic)
+        assert (arr.publish_time, arr.sequence, arr[:2].publish_time) == (None, None, None)
 
 
 def conformance_files() -> list:
@@ -205,6 +219,44 @@ def test_written_files_read_back(tmp_path, compression, chunked):
         assert [(m.topic, m.time, bytes(m.data)) for m in a] == [w for w in written if w[0] == "/a" and
                                                                  1_000_050_000 <= w[1] < 1_000_100_000]
         assert bag.topics["/a"].message_count == 100 and bag.topics["/a"].connections[0].encoding == "ros1"
+
+
+@pytest.mark.parametrize("compression", [CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD],
+                         ids=["none", "lz4", "zstd"])
+@pytest.mark.parametrize("size", [8, 70_000], ids=["small", "large"])
+def test_read_arrays_carry_publish_time_and_sequence(tmp_path, monkeypatch, compression, size):
+    """``read``, ``take``, ``iter_read`` and slices give each message's publish_time and sequence as the
+    record holds them, on every decoding path (messages located in place, in windows of a fresh handle,
+    or decoded chunk by chunk on the workers), extremes included: u32 sequences and u64 times past 2**63."""
+    path = tmp_path / "stamped.mcap"
+    n = 64
+    publish = [5 * k + 3 for k in range(n - 1)] + [(1 << 63) + 9]  # the last one reads as int64, like .time
+    sequence = [(1 << 32) - 1 - k for k in range(n)]
+    with path.open("wb") as f:
+        writer = Writer(f, chunk_size=4 * size, compression=compression)
+        writer.start(profile="", library="fastbag tests")
+        schema = writer.register_schema("test/Blob", "ros1msg", b"uint8[] data\n")
+        channel = writer.register_channel("/blob", "ros1", schema)
+        for k in range(n):
+            data = struct.pack("<I", size) + bytes([k % 251]) * size
+            writer.add_message(channel, log_time=1_000 + k, data=data, publish_time=publish[k], sequence=sequence[k])
+        writer.finish()
+    paths: list[str] = []
+    for name in ("_decode_windows", "_decode_chunks", "_decode_runs"):
+        original = getattr(fastbag.Bag, name)
+        monkeypatch.setattr(fastbag.Bag, name, lambda self, *a, _f=original, _n=name: (paths.append(_n), _f(self, *a))[1])
+    expected_publish = np.array(publish, dtype=np.uint64).astype(np.int64)
+    with fastbag.open(path) as bag:
+        arr = bag.read("/blob")
+        assert arr.publish_time.tolist() == expected_publish.tolist() and arr.sequence.tolist() == sequence
+        assert arr[5:9].publish_time.tolist() == expected_publish[5:9].tolist()
+        assert arr[[3, 1]].sequence.tolist() == [sequence[3], sequence[1]]
+        assert bag.take("/blob", [7, 2]).sequence.tolist() == [sequence[7], sequence[2]]
+        parts = list(bag.iter_read("/blob", step=10))
+        assert np.concatenate([p.sequence for p in parts]).tolist() == sequence
+    # the paths a large message takes: windows in place (a fresh handle), chunk by chunk where compressed
+    if size > 8:
+        assert ("_decode_windows" if compression == CompressionType.NONE else "_decode_chunks") in paths, paths
 
 
 def test_open_reads_the_summary_only(tmp_path):

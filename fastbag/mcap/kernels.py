@@ -12,6 +12,26 @@ _HEAD = RECORD_HEAD + MESSAGE_FIXED  # a Message record's bytes before its data
 
 
 @njit(cache=True, nogil=True)
+def message_headers(buf, starts, publish_time, sequence):
+    """The publish_time (u64) and sequence (u32) of the Message records whose data start at ``starts`` in
+    ``buf``: 8 and 20 bytes before the data. Returns -1, or the first ``i`` whose fields would lie outside
+    ``buf`` (nothing is read for it or after it)."""
+    for i in range(starts.size):
+        at = starts[i]
+        if at < MESSAGE_FIXED or at > buf.size:
+            return i
+        value = np.int64(0)
+        for k in range(8):
+            value |= np.int64(buf[at - 8 + k]) << (8 * k)
+        publish_time[i] = value
+        number = np.int64(0)
+        for k in range(4):
+            number |= np.int64(buf[at - 20 + k]) << (8 * k)
+        sequence[i] = number
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def count_messages(buf):
     """The number of Message records among the records of ``buf`` (a decompressed chunk)."""
     return message_records(buf, np.empty(0, dtype=np.int64))

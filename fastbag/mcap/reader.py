@@ -62,9 +62,17 @@ class _Summary:
 
 def message_headers(buf: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(publish_time, sequence)`` of Message records whose data start at ``starts`` in ``buf``: the record's
-    fields before its data are channel id (u16), sequence (u32), log_time and publish_time (u64)."""
+    fields before its data are channel id (u16), sequence (u32), log_time and publish_time (u64). Every
+    start comes from a record already checked, so ValueError where a field would lie outside ``buf``."""
+    from .kernels import message_headers as read_headers
+
     starts = np.asarray(starts, dtype=np.int64)
-    return le_uint(buf, starts - 8, 8).astype(np.int64), le_uint(buf, starts - 20, 4).astype(np.int64)
+    publish_time, sequence = np.empty(starts.size, dtype=np.int64), np.empty(starts.size, dtype=np.int64)
+    outside = read_headers(buf, starts, publish_time, sequence)
+    if outside >= 0:
+        raise ValueError(f"a message's data starts at {int(starts[outside])}, too close to its buffer's edges "
+                         "for the record fields before it")
+    return publish_time, sequence
 
 
 class McapReader(LazyIndexContainer):
@@ -686,6 +694,8 @@ class McapReader(LazyIndexContainer):
         conn_ids = np.array([c.id for c in index.connections], dtype=np.int64)
         return file_spans(self.source.array, selected, index.chunk, index.offset, index.time, index.conn, conn_ids,
                           table.data_offset, table.size, table.data_len, starts, lengths, verified)
+
+    has_message_headers = True
 
     def message_headers(self, buf: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A Message record's sequence (u32) and publish_time (u64) lie 20 and 8 bytes before its data."""

@@ -27,7 +27,7 @@ fields by attribute and ``[name]`` at every depth, reading these columns.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -435,21 +435,27 @@ class TopicArray(StructArray):
     """A whole topic decoded: ``len()``, ``.time`` (int64 ns receive times), ``[field]``.
 
     Also ``.topic``, ``.msgtype``, ``.connection`` (int32 index into
-    ``.connections`` per message), ``.plot(field, ...)`` (matplotlib) and an
-    HTML view in notebooks.
+    ``.connections`` per message), ``.publish_time`` and ``.sequence`` (int64
+    per message where the format records them, MCAP; else None),
+    ``.plot(field, ...)`` (matplotlib) and an HTML view in notebooks.
     """
 
     def __init__(self, topic: str, time: np.ndarray, struct: StructArray, connection: np.ndarray,
-                 connections: list[Any]) -> None:
+                 connections: list[Any], publish_time: np.ndarray | None = None,
+                 sequence: np.ndarray | None = None) -> None:
         super().__init__(len(struct), struct.rows, struct._node, struct._columns, types=struct.types)
         self.topic = topic
         self.time = time
         self.connection = connection
         self.connections = connections
+        self.publish_time = publish_time
+        self.sequence = sequence
 
     def _subset(self, key: Any) -> "TopicArray":
         sub = super()._subset(key)
-        return TopicArray(self.topic, self.time[key], sub, self.connection[key], self.connections)
+        return TopicArray(self.topic, self.time[key], sub, self.connection[key], self.connections,
+                          None if self.publish_time is None else self.publish_time[key],
+                          None if self.sequence is None else self.sequence[key])
 
     def plot(self, *fields: str, ax: Any = None, stamp: str = "receive", **options: Any) -> Any:
         """Draw ``fields`` (``"linear_acceleration.x"``, ``"ranges[0]"``...) against time; returns the
@@ -515,11 +521,18 @@ class TopicBuilder:
 
     ``file`` is the whole file's byte array: positions inside uncompressed
     chunks are kept as file offsets, so views point into the mapping.
+    ``headers`` (the container's ``message_headers``, where its records hold
+    a publish_time and sequence: MCAP) fills :attr:`publish_time` and
+    :attr:`sequence` as each run decodes, while its bytes are in the cache.
     """
 
     def __init__(self, layout: Layout, file: np.ndarray, count: int, *, topic: str | None, msgtype: str,
-                 types: MessageTypes | None = None) -> None:
+                 types: MessageTypes | None = None,
+                 headers: Callable[[np.ndarray, np.ndarray], Any] | None = None) -> None:
         self.layout = layout
+        self._headers = headers
+        self.publish_time = np.empty(count, dtype=np.int64) if headers is not None else None
+        self.sequence = np.empty(count, dtype=np.int64) if headers is not None else None
         self.types = types  # for the decoded messages: fixed structs' type names and constants
         # Root rows of the whole read, written in place by the kernel (no concatenation).
         self.root = np.empty(count * int(layout.row_sizes[0]), dtype=np.uint8)
@@ -601,6 +614,8 @@ class TopicBuilder:
         kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, self.root, fixed, fixed_base,
                      slot_base, slot_pos, slot_cnt, counters, True, status, *rules, windows)
         self._check(status, first_index, starts, lengths)
+        if self._headers is not None:
+            self._read_headers(payload, starts, root_row, windows)
         piece = _RunPiece(payload, file_offset, rows,
                           [fixed[fixed_base[t]:fixed_base[t] + int(child_bytes[t])] for t in range(len(rows))],
                           nbytes=int(lengths.sum()), first_index=first_index)
@@ -616,6 +631,18 @@ class TopicBuilder:
                 pos = pos + file_offset
             piece.slots.append((pos, cnt))
         return piece
+
+    def _read_headers(self, payload: np.ndarray, starts: np.ndarray, root_row: int,
+                      windows: np.ndarray | None) -> None:
+        """The run's publish_time and sequence into rows ``root_row...`` (disjoint for every run). In windows,
+        a record's fields lie in its head window, just before the message's first byte."""
+        if windows is not None:
+            starts = windows[:, 2] + (starts - windows[:, 0])
+            if ((starts - windows[:, 2] > windows[:, 1]) | (starts < windows[:, 2])).any():
+                raise OutsideWindows("a message's record fields lie outside its head window")
+        n = starts.size
+        self.publish_time[root_row:root_row + n], self.sequence[root_row:root_row + n] = \
+            self._headers(payload, starts)  # type: ignore[index]
 
     def compact(self, piece: "_RunPiece") -> "_RunPiece":
         """The piece with its array elements moved out of its decompressed chunk into a buffer of

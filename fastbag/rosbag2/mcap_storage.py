@@ -357,6 +357,8 @@ class McapStorage(LazyIndexContainer):
         """The file of each chunk position (see the module docstring)."""
         return np.searchsorted(self._file_base, position, side="right") - 1
 
+    has_message_headers = True
+
     def message_headers(self, buf: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return message_headers(buf, starts)
 
