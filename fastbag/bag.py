@@ -393,18 +393,26 @@ class Bag:
         self._whole: _Scope | None = None                # the whole index, once built
         self._scopes: dict[str, _Scope] = {}             # the index each topic is read from, on first use
         self._scoping = threading.Lock()
+        self._in_file_of: tuple[ChunkTable, np.ndarray] | None = None  # see _in_file
         self._connection_ids = np.array([c.id for c in container.connections], dtype=np.int64)
 
     @property
     def _chunks(self) -> ChunkTable:
-        """The container's chunks (a container may know them only once its index is built: rosbag2)."""
+        """The container's chunks (a container may know them only once its index is built: rosbag2). Reads
+        take the chunks of the index they work on (``index.chunks``): a rosbag2 topic's own index numbers
+        the chunks it knows before the whole index exists."""
         return self._container.chunks
 
-    @functools.cached_property
-    def _in_file(self) -> np.ndarray:
-        """Where a chunk's messages are read in place: uncompressed, and not cut off by the end of the file."""
-        in_file = self._chunks.uncompressed.copy()
+    def _in_file(self, table: ChunkTable) -> np.ndarray:
+        """Where a chunk of ``table`` (an index's chunks) is read in place: uncompressed, and not cut off by
+        the end of the file. Kept for the last table asked about (every index of a ROS1 or MCAP file shares
+        the container's)."""
+        found = self._in_file_of
+        if found is not None and found[0] is table:
+            return found[1]
+        in_file = table.uncompressed.copy()
         in_file[list(self._container.salvaged)] = False
+        self._in_file_of = (table, in_file)
         return in_file
 
     @property
@@ -701,7 +709,7 @@ class Bag:
         n = selected.size
         if n == 0:
             return
-        if kernel and index.starts is None and bool(self._in_file.all()):
+        if kernel and index.starts is None and bool(self._in_file(index.chunks).all()):
             # Every chunk lies uncompressed in the file (the common large read): a kernel locates
             # every message straight from the index arrays, and one run covers them all.
             yield (self._source.array, 0, 0, n, *self._file_spans(index, selected))
@@ -710,8 +718,8 @@ class Bag:
         conn_ids = self._connection_ids[index.conn[selected]]
         starts = np.zeros(n, dtype=np.int64)
         lengths = np.zeros(n, dtype=np.int64)
-        table = self._chunks
-        in_file = self._in_file[chunk_of]
+        table = index.chunks
+        in_file = self._in_file(table)[chunk_of]
         if index.starts is not None:  # the container located every message already (legacy scans)
             starts[:] = index.starts[selected]
             lengths[:] = index.lengths[selected]  # type: ignore[index]
@@ -738,16 +746,17 @@ class Bag:
         run_starts, run_ends = _run_bounds(np.where(in_file, -1, chunk_of))
         run_chunks = chunk_of[run_starts].tolist()
         last_run = {c: k for k, c in enumerate(run_chunks)}
+        chunk_in_file = self._in_file(table)
         groups: dict[int, list[tuple[int, int]]] = {}  # compressed chunk -> its runs
         for a, b, c in zip(run_starts, run_ends, run_chunks):
-            if not self._in_file[c]:
+            if not chunk_in_file[c]:
                 groups.setdefault(c, []).append((a, b))
         payloads = self._store.iter_chunks(list(groups))  # dicts keep first-need order
         live: dict[int, np.ndarray] = {}
         try:
             for k, (c, a, b) in enumerate(zip(run_chunks, run_starts, run_ends)):
                 self._check_open()
-                if self._in_file[c]:
+                if chunk_in_file[c]:
                     yield self._source.array, 0, a, b, starts[a:b], lengths[a:b]
                     continue
                 while c not in live:
@@ -790,7 +799,7 @@ class Bag:
         thread, for callers on a worker already); records it cannot verify
         go through the checked parser, which explains what is wrong with them.
         """
-        table = self._chunks
+        table = index.chunks
         n = selected.size
         starts = np.zeros(n, dtype=np.int64)
         lengths = np.zeros(n, dtype=np.int64)
@@ -1042,7 +1051,7 @@ class Bag:
         chunk_of = index.chunk[selected]
         # A part may end where the chunk changes, or anywhere inside a chunk read in place (uncompressed:
         # its messages are views of the mapping, so cutting it costs nothing and bounds nothing).
-        free = self._in_file[chunk_of[:-1]] if len(self._chunks) else np.zeros(n - 1, dtype=bool)
+        free = self._in_file(index.chunks)[chunk_of[:-1]] if len(index.chunks) else np.zeros(n - 1, dtype=bool)
         cuts = np.concatenate((np.flatnonzero((np.diff(chunk_of) != 0) | free) + 1, [n]))
         at_cuts = total[cuts]  # (gathered once: per part, it made small steps over a long topic quadratic)
         bounds, a = [], 0
@@ -1067,7 +1076,7 @@ class Bag:
             end[:-1] = offset[1:]
             last = np.ones(offset.size, dtype=bool)
             last[:-1] = chunk[1:] != chunk[:-1]
-            end[last] = self._chunks.size[chunk[last]] if len(self._chunks) else 0
+            end[last] = self._index.chunks.size[chunk[last]] if len(self._index.chunks) else 0
             sizes = np.empty_like(offset)
             sizes[order] = np.maximum(end - offset, 1)
             self._sizes = sizes
@@ -1172,11 +1181,11 @@ class Bag:
             return False
         used = np.zeros(len(index.chunks), dtype=bool)
         used[index.chunk[selected]] = True  # O(n), where np.unique would sort
-        if self._in_file[used].any() or int(np.count_nonzero(used)) < 2 * self._store.workers:
+        if self._in_file(index.chunks)[used].any() or int(np.count_nonzero(used)) < 2 * self._store.workers:
             return False
         keeps_views = any(slot.kind == "array" for slot in layout.slots)
         fixed = int(layout.min_size) * selected.size
-        return keeps_views or fixed >= PIPELINE_SHARE * int(self._chunks.size[used].sum())
+        return keeps_views or fixed >= PIPELINE_SHARE * int(index.chunks.size[used].sum())
 
     def _decode_chunks(self, builder: "TopicBuilder", index: BagIndex, selected: np.ndarray) -> None:
         """Decode rows ``selected`` of ``index`` (all in compressed chunks) into ``builder``, one task per chunk
@@ -1198,7 +1207,7 @@ class Bag:
             groups.setdefault(c, []).append((a, b))
         number = {a: r for r, a in enumerate(run_starts)}  # a run's place in read order, by its first message
         # A read larger than the cache would evict what it caches before reusing it (see iter_chunks).
-        remember = int(self._chunks.size[list(groups)].sum()) <= store.cache_bytes
+        remember = int(index.chunks.size[list(groups)].sum()) <= store.cache_bytes
 
         def decode(c: int) -> list[tuple[int, Any]]:
             payload = store.get(c, remember)
@@ -1244,9 +1253,9 @@ class Bag:
             return False
         used = np.zeros(len(index.chunks), dtype=bool)
         used[index.chunk[selected]] = True
-        if not self._in_file[used].all():
+        if not self._in_file(index.chunks)[used].all():
             return False
-        return int(self._chunks.size[used].sum()) >= WINDOW_SPACING * selected.size
+        return int(index.chunks.size[used].sum()) >= WINDOW_SPACING * selected.size
 
     def _decode_windows(self, builder: "TopicBuilder", index: BagIndex, selected: np.ndarray) -> None:
         """Decode rows ``selected`` of ``index`` (see :meth:`_windowed`) from windows onto each message's head
@@ -1296,7 +1305,7 @@ class Bag:
         """``(buf, windows, starts, lengths)`` for rows ``rows`` of ``index`` (see kernels.walk), or None when
         a record is not what the index says, its chunk is damaged or the file changed under the mapping:
         the mapped path then says what is wrong."""
-        table, source = self._chunks, self._source
+        table, source = index.chunks, self._source
         chunks = index.chunk[rows]
         at = table.data_offset[chunks] + index.offset[rows]
         chunk_end = table.data_offset[chunks] + table.size[chunks]
@@ -1387,12 +1396,12 @@ class Bag:
         When the fixed parts alone would need more, the messages are located
         (decompressing) and the first too short is named, allocating nothing.
         """
-        table = self._chunks
+        table = index.chunks
         used = np.zeros(len(index.chunks), dtype=bool)
         used[index.chunk[selected]] = True  # O(n), where np.unique would sort
         chunks = np.flatnonzero(used)
         sizes = table.size[chunks]
-        claimed = ~self._in_file[chunks]
+        claimed = ~self._in_file(table)[chunks]
         sizes[claimed] = np.minimum(sizes[claimed], PLAUSIBLE_RATIO * table.data_len[chunks][claimed])
         bound = int(sizes.sum())
         if int(layout.min_size) * selected.size <= bound:

@@ -645,7 +645,7 @@ def test_rows_changed_after_opening_are_detected(tmp_path, monkeypatch, pages):
     """A row deleted after the index was built: read from the pages, the header's change counter says the
     file changed; through SQLite, the rows fetched differ from the index's."""
     if not pages:
-        monkeypatch.setattr(Db3, "_read_pages", lambda self: None)
+        monkeypatch.setattr(Db3, "_read_pages", lambda self, *args: None)
     write_db3(tmp_path / "r.db3", sample_rows(20))
     bag = fastbag.open(tmp_path / "r.db3")
     assert bag.topics["/a"].message_count == 10  # the index is built (on first use: opening reads no row)
@@ -748,7 +748,7 @@ def test_opening_reads_no_blob(tmp_path, monkeypatch, pages):
     """Every statement run while opening reads ids, topics, timestamps and lengths, never ``data`` itself;
     reading then takes the blobs from the file's pages, or (where those are not read) with SQL."""
     if not pages:
-        monkeypatch.setattr(Db3, "_read_pages", lambda self: None)
+        monkeypatch.setattr(Db3, "_read_pages", lambda self, *args: None)
     statements = _traced_statements(monkeypatch)
     write_db3(tmp_path / "r.db3", sample_rows(100))
     with fastbag.open(tmp_path / "r.db3") as bag:
@@ -797,7 +797,7 @@ def test_sparse_topics_are_fetched_by_id_and_large_rows_one_by_one(tmp_path, mon
     """Through SQLite (a file being written, say): a topic of a few large rows among many small ones: its
     rows are looked up by id (the rows between are never read) and fetched one by one; the dense topic's
     rows as a range, joined by group_concat."""
-    monkeypatch.setattr(Db3, "_read_pages", lambda self: None)
+    monkeypatch.setattr(Db3, "_read_pages", lambda self, *args: None)
     statements = _traced_statements(monkeypatch)
     rng = np.random.default_rng(3)
     rows = [(2, 10**18 + k, b"\0\1\0\0" + rng.bytes(20_000)) if k % 50 == 7 else
@@ -939,7 +939,7 @@ def test_row_ids_with_and_without_gaps_index_the_same_messages(tmp_path, monkeyp
     rows); ids with gaps (rows deleted) are read in one scan. Either way every message is where it was."""
     from fastbag.rosbag2 import sqlite
 
-    monkeypatch.setattr(Db3, "_read_pages", lambda self: None)
+    monkeypatch.setattr(Db3, "_read_pages", lambda self, *args: None)
 
 
     if split:

@@ -130,21 +130,37 @@ def read_pages(path, *, compressed: bool = False) -> tuple[Db3, pages.TablePages
 
 
 def what_users_see(path):
-    """Every raw message of ``fastbag.open(path)`` as (topic, time, bytes), or the type of FastbagError raised."""
+    """Every raw message of ``fastbag.open(path)`` as (topic, time, bytes), and by topic its messages as a
+    fresh handle's read of that topic locates them (through the topic's own index, where the pages are read:
+    Rosbag2Reader.topic_index); or the type of FastbagError raised."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FastbagWarning)
             with fastbag.open(path) as bag:
-                return [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+                seen = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+                topics = list(bag.topics)
+            by_topic = {}
+            for topic in topics:
+                with fastbag.open(path) as bag:
+                    index, rows = bag._scope(topic).index, bag.topic_rows(topic)
+                    by_topic[topic] = [(topic, t, data) for t, data in zip(index.time[rows].tolist(),
+                                                                           located(bag, index, rows))]
+            return seen, by_topic
     except FastbagError as exc:
         return type(exc)
+
+
+def located(bag, index, rows) -> list[bytes]:
+    """The bytes of messages ``rows`` of ``index``, located as a read locates them."""
+    return [bytes(buf[s:s + n]) for buf, _, _, _, starts, lengths in bag._runs(index, rows, kernel=True)
+            for s, n in zip(starts.tolist(), lengths.tolist())]
 
 
 def assert_as_without_pages(path, monkeypatch) -> None:
     """``fastbag.open(path)`` gives the same messages (or the same error type) with the page reader off."""
     found = what_users_see(path)
     with monkeypatch.context() as patch:
-        patch.setattr(Db3, "_read_pages", lambda self: None)
+        patch.setattr(Db3, "_read_pages", lambda self, *args: None)
         assert what_users_see(path) == found
 
 
@@ -331,6 +347,10 @@ def test_generated_tables_read_from_pages_equal_sqlite(spec):
                 assert table.blobs(np.array([missing], dtype=np.int64)) is None
                 assert table.blobs(np.unique(np.append(table.id[:3], missing))) is None
             assert_rows_equal(db.rows(), rows)
+            for topics in ([1], [2], [2, 1], [3]):  # some topics' rows alone, as a topic's own index reads them
+                kept = db._read_pages(np.array(topics, dtype=np.int64))
+                assert kept is not None
+                assert_same_rows(kept, [r for r in rows if r[1] in topics])
         finally:
             db.close()
 
@@ -338,6 +358,29 @@ def test_generated_tables_read_from_pages_equal_sqlite(spec):
 def varint(value: int, size: int) -> bytes:
     """``value`` (below 2**(7 * size), size at most 8) as an SQLite varint of ``size`` bytes."""
     return bytes((value >> 7 * (size - 1 - k)) & 0x7F | (0x80 if k < size - 1 else 0) for k in range(size))
+
+
+def test_some_topics_rows_of_a_table_walked_in_two_parts_equal_sqlite(tmp_path, monkeypatch):
+    """A large table's rows of some topics, walked in two parts: a rare topic's few rows (copied out of
+    arrays sized for every row), a common one's (moved together in place), both; each part's rows and the
+    seam between them in rowid order, as SQLite reads them."""
+    splits: list = []
+    split_point = pages._split_point
+    monkeypatch.setattr(pages, "_split_point", lambda *a: splits.append(split_point(*a)) or splits[-1])
+    path = tmp_path / "large.db3"
+    n = 2 * pages.PART_ROWS + 3000
+    write_rows(path, [(2 if k % 97 == 5 else 1, 10**18 + k, b"%d" % k) for k in range(n)])
+    rows = oracle(path)
+    db = Db3(str(path))
+    try:
+        db.totals()
+        for topics in ([2], [1], [1, 2], [3]):
+            kept = db._read_pages(np.array(topics, dtype=np.int64))
+            assert kept is not None
+            assert_same_rows(kept, [r for r in rows if r[1] in topics])
+            assert splits[-1] is not None  # (walked in two parts)
+    finally:
+        db.close()
 
 
 @pytest.mark.parametrize("ids", ["ids from 10**12", "the first rows deleted"])
@@ -535,7 +578,7 @@ def test_tables_sqlite_reads_otherwise_than_their_bytes_are_read_as_sqlite_does(
     rows = oracle(tmp_path / "r.db3")
     if all(type(v) is int for r in rows for v in r[:3]):
         expected = [("/a", t, data) for _, _, t, data in sorted(rows, key=lambda r: (r[2], r[0]))]
-        assert what_users_see(tmp_path / "r.db3") == expected
+        assert what_users_see(tmp_path / "r.db3") == (expected, {"/a": expected})
 
 
 # -- damage -----------------------------------------------------------------------------------------------
@@ -881,5 +924,5 @@ def test_leaves_and_chains_read_with_pread_equal_the_mapping_and_sqlite(tmp_path
                                           ("id", "topic_id", "timestamp", "length", "at", "local", "overflow"))
     finally:
         db.close()
-    assert what_users_see(path) == [("/a" if t == 1 else "/b", ts, data) for _, t, ts, data in
-                                    sorted(expected, key=lambda r: (r[2], r[0]))]
+    in_order = [("/a" if t == 1 else "/b", ts, data) for _, t, ts, data in sorted(expected, key=lambda r: (r[2], r[0]))]
+    assert what_users_see(path) == (in_order, {topic: [m for m in in_order if m[0] == topic] for topic in ("/a", "/b")})

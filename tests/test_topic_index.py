@@ -145,6 +145,34 @@ def test_real_recordings_read_the_same_through_a_topic_index(path):
     assert compared == len(arrays)
 
 
+def db3_recordings() -> list:
+    """The rosbag2 sqlite3 recordings among ros2_bags(): lone .db3 files and directories holding them."""
+    found = [p for p in ros2_bags() if p.values[0] is not None and (
+        p.values[0].suffix == ".db3" or (p.values[0].is_dir() and list(p.values[0].glob("*.db3*"))))]
+    return found or [pytest.param(None, marks=pytest.mark.skip(reason="../shared/data is absent"), id="no-data")]
+
+
+@pytest.mark.parametrize("path", db3_recordings())
+def test_real_db3_recordings_read_the_same_through_a_topic_index(path):
+    """Where the storage files' pages are read (no one writes them, laid out as SQLite writes them), each
+    topic reads through its own index; elsewhere through the whole one (read through SQLite)."""
+    try:
+        with open_quietly(path) as bag:
+            ranks = next(iter(bag._topic_ranks.values()), None)
+            own = ranks is not None and bag._container.topic_index(ranks) is not None
+    except fastbag.FastbagError as exc:  # (a recording with nothing intact: tests/test_rosbag2.py names it)
+        pytest.skip(f"does not open: {exc}")
+    decoded = 0
+    with open_quietly(path) as bag:
+        for topic in bag._topic_ranks:
+            try:
+                bag.read(topic)
+                decoded += 1
+            except (fastbag.UnsupportedError, fastbag.DecodeError, fastbag.DefinitionError):
+                pass  # (raw only: a type no definition describes; the error is compared below all the same)
+    assert assert_same_through_both_indexes(path, own) == decoded
+
+
 @pytest.mark.parametrize("path", data_files("ros1v2"))
 def test_real_ros1_bags_read_the_same_through_a_topic_index(path):
     """Where open read a sound index (the deferred table), each topic reads through its own; bags whose
@@ -325,3 +353,116 @@ def test_warnings_of_the_same_damage_are_said_once(tmp_path):
             bag._index
             said = [str(w.message) for w in caught if "span other times" in str(w.message)]
     assert len(said) == 1 and bag.problems.count(said[0].split(": ", 1)[1]) == 1
+
+
+# -- rosbag2 sqlite3: a topic's rows walked out of every row's pages ------------------------------------------
+
+def write_sparse_db3(folder: Path, *, per_message: bool = False, count: int = 3000,
+                     blob: int = 300) -> dict[str, list]:
+    """A rosbag2 sqlite3 recording (rosbags' writer): /dense every 1 ms, /rare every 150th message with a
+    larger blob (chunks of 4 MiB of a topic's blobs: /rare's several, where ``blob`` is large). Returns each
+    topic's (time, x) written."""
+    from fastbag.tooling.synth_db3 import rosbag2_writer
+
+    writer, store = rosbag2_writer(folder, per_message=per_message)
+    Vector3 = store.types["geometry_msgs/msg/Vector3"]
+    String = store.types["std_msgs/msg/String"]
+    written: dict[str, list] = {"/dense": [], "/rare": []}
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", np.uint8)
+    rng = np.random.default_rng(5)
+    with writer:
+        conns = {"/dense": writer.add_connection("/dense", Vector3.__msgtype__, typestore=store),
+                 "/rare": writer.add_connection("/rare", String.__msgtype__, typestore=store)}
+        for k in range(count):
+            time = START + k * 1_000_000
+            if k % 150 == 7:
+                text = f"{k}:" + rng.choice(letters, blob).tobytes().decode()  # (no zstd bomb)
+                writer.write(conns["/rare"], time, store.serialize_cdr(String(data=text), String.__msgtype__))
+                written["/rare"].append((time, text))
+            else:
+                writer.write(conns["/dense"], time, store.serialize_cdr(Vector3(x=k, y=0.0, z=0.0),
+                                                                        Vector3.__msgtype__))
+                written["/dense"].append((time, k))
+    return written
+
+
+@pytest.mark.parametrize("per_message", [False, True], ids=["plain", "zstd-per-message"])
+def test_a_db3_topic_indexes_only_its_own_rows(tmp_path, per_message):
+    """A .db3 topic read walks every row of the table's pages but indexes its own alone, never the whole
+    index; messages() builds the whole one later, in which the topic's chunks keep their numbers (one chunk
+    table, no chunk fetched twice under two numbers), and each topic reads the same through both."""
+    pytest.importorskip("rosbags.rosbag2", reason="rosbags' writer makes the recording")
+    folder = tmp_path / "rec"
+    written = write_sparse_db3(folder, per_message=per_message, blob=500_000)  # /rare: 20 rows of 500 kB
+    with fastbag.open(folder) as bag:
+        reader = bag._container
+        arr = bag.read("/rare")
+        assert reader._index is None and len(bag._scope("/rare").index.time) == 20
+        assert list(zip(arr.time.tolist(), arr.data.tolist())) == written["/rare"]
+        own = bag._scope("/rare").index
+        rare_chunks = np.unique(own.chunk)
+        assert rare_chunks.tolist() == list(range(len(own.chunks))) and rare_chunks.size >= 2  # 4 MiB a chunk
+        assert len(list(bag.messages(raw=True))) == 3000  # through the whole index, built now
+        whole = reader._index
+        rare = bag._topic_ranks["/rare"][0]
+        assert np.array_equal(whole.chunk[whole.conn == rare], own.chunk)  # the same numbers
+        assert len(whole.chunks) == len(np.unique(whole.chunk))  # every chunk numbered once
+        assert bag.read("/rare").data.tolist() == arr.data.tolist()  # the topic keeps its own index
+        assert bag.read("/dense").x.astype(int).tolist() == [k for _, k in written["/dense"]]
+    assert_topics_read_on_threads(folder, written)
+    assert assert_same_through_both_indexes(folder) == 2
+
+
+def test_a_split_db3_recording_joins_each_files_topic_rows(tmp_path):
+    """Two .db3 files of one recording, numbering their topics differently: a topic's index takes its rows
+    from each file's pages, in file order."""
+    pytest.importorskip("rosbags.rosbag2", reason="rosbags' writer makes the recording")
+    first, second = tmp_path / "first", tmp_path / "second"
+    written = write_sparse_db3(first, count=900)
+    name = next(first.glob("*.db3")).name
+    from fastbag.tooling.synth_db3 import rosbag2_writer
+
+    writer, store = rosbag2_writer(second)
+    String = store.types["std_msgs/msg/String"]
+    with writer:  # the second file: /rare first (topic id 1 there), later times
+        conn = writer.add_connection("/rare", String.__msgtype__, typestore=store)
+        for k in range(5):
+            writer.write(conn, START + 10**12 + k, store.serialize_cdr(String(data=f"late{k}"), String.__msgtype__))
+    late = next(second.glob("*.db3"))
+    moved = first / "rec_1.db3"
+    late.rename(moved)
+    meta = (first / "metadata.yaml").read_text()
+    listed = f"relative_file_paths:\n  - {name}\n"
+    assert listed in meta
+    (first / "metadata.yaml").write_text(meta.replace(listed, f"{listed}  - {moved.name}\n"))
+    with open_quietly(first) as bag:  # (metadata.yaml counts the first file's messages only)
+        assert len(bag._container.files) == 2
+        arr = bag.read("/rare")
+        assert bag._container._index is None
+        assert arr.data.tolist() == [text for _, text in written["/rare"]] + [f"late{k}" for k in range(5)]
+    assert assert_same_through_both_indexes(first) == 2
+
+
+def test_a_db3_read_through_sqlite_indexes_every_row(tmp_path):
+    """A file whose pages are not read (a write-ahead log holds committed rows: SQLite reads it) has no
+    topic index: a topic read builds the whole index, as before."""
+    pytest.importorskip("rosbags.rosbag2", reason="rosbags' writer makes the recording")
+    folder = tmp_path / "rec"
+    written = write_sparse_db3(folder, count=600)
+    db3 = next(folder.glob("*.db3"))
+    import sqlite3
+
+    con = sqlite3.connect(db3)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    con.execute("INSERT INTO messages(topic_id, timestamp, data) SELECT topic_id, timestamp + 10000000000, data "
+                "FROM messages WHERE id = 8")
+    con.commit()
+    try:
+        with open_quietly(folder) as bag:
+            assert bag._container.topic_index(bag._topic_ranks["/rare"]) is None
+            arr = bag.read("/rare")
+            assert bag._container._index is not None
+            assert arr.data.tolist() == [text for _, text in written["/rare"]] + [written["/rare"][0][1]]
+    finally:
+        con.close()

@@ -280,19 +280,23 @@ def _read_pages(fd, block, first_page, count, page_size):
 
 
 @njit(cache=True, nogil=True)
-def walk_leaves(buf, fd, block, pages, page_size, usable, columns, topic_col, stamp_col, data_col,
+def walk_leaves(buf, fd, block, pages, page_size, usable, columns, topic_col, stamp_col, data_col, wanted,
                 out_id, out_topic, out_stamp, out_length, out_at, out_local, out_overflow, sink):
     """Every row of the table leaves ``pages`` (leaf_pages' list, in rowid order) of the database ``buf``
     (the whole file): its rowid, the integers in columns ``topic_col`` and ``stamp_col`` and, for the blob in
     ``data_col``, its length, the file offset of its first byte, how many of its bytes lie there (in the
     leaf page) and the first overflow page holding the rest (0: none).
 
+    ``wanted`` (uint8 by topic id) keeps only the rows of the topic ids it marks; empty, every row. Every
+    row is parsed and checked all the same: ``sink`` (4 int64) gets the rows seen in ``sink[1]``, the first
+    and last rowid seen in ``sink[2]`` and ``sink[3]``.
+
     With a file descriptor ``fd`` (>= 0) the leaves are read with pread(2), runs of consecutive pages at a
     time, into ``block`` (a whole number of pages), not through the mapping ``buf``: faulting a fresh
     mapping in and unmapping it cost twice the copy on this VM (31 + 17 ms against 22 ms for 457 MB on two
     threads). In-memory databases (``fd`` -1) are read in place.
 
-    Returns the row count, or a negative refusal (the constants above) for anything this reader does not
+    Returns the count of rows kept, or a negative refusal (the constants above) for anything this reader does not
     take as SQLite writes it: a page outside the file or no table leaf, a cell or record running past its
     page, a column of another type, rowids out of order, more rows than the outputs hold, overflow chains
     claiming more pages than the file has. Every read is checked against its page's usable end.
@@ -304,7 +308,8 @@ def walk_leaves(buf, fd, block, pages, page_size, usable, columns, topic_col, st
     block_first = np.int64(0)  # the first page in block, and how many (none yet)
     block_count = np.int64(0)
     overflow_pages = 0
-    rows = 0
+    rows = 0  # kept
+    seen = 0
     last_rowid = np.int64(0)
     touched = 0
     # Where the last record parsed keeps its values (see the record below); its header bytes are copied,
@@ -357,7 +362,7 @@ def walk_leaves(buf, fd, block, pages, page_size, usable, columns, topic_col, st
             rowid, pos = _varint(data, pos, end)
             if pos < 0:
                 return BAD_CELL
-            if rows > 0 and rowid <= last_rowid:
+            if seen > 0 and rowid <= last_rowid:
                 return BAD_ORDER
             # How much of the payload the leaf holds (the file format's rule for table leaves).
             local = payload
@@ -419,6 +424,12 @@ def walk_leaves(buf, fd, block, pages, page_size, usable, columns, topic_col, st
                 for k2 in range(min(header, MAX_SHARED_HEADER)):
                     last_header[k2] = data[pos + k2]
             topic = _integer(data, pos + topic_at, topic_kind)
+            if seen == 0:
+                sink[2] = rowid
+            last_rowid = rowid
+            seen += 1
+            if wanted.size and not (0 <= topic < wanted.size and wanted[topic]):
+                continue
             stamp = _integer(data, pos + stamp_at, stamp_kind)
             if rows >= out_id.size:
                 return TOO_MANY
@@ -429,9 +440,10 @@ def walk_leaves(buf, fd, block, pages, page_size, usable, columns, topic_col, st
             out_at[rows] = pos + data_at + shift
             out_local[rows] = min(data_length, local - data_at)
             out_overflow[rows] = _u32(data, pos + local) if data_at + data_length > local else 0
-            last_rowid = rowid
             rows += 1
     sink[0] = touched
+    sink[1] = seen
+    sink[3] = last_rowid
     return rows
 
 

@@ -124,10 +124,12 @@ def _affinity(declared: str) -> str:
 
 
 def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], capacity: int,
-               id_run: tuple[int, int] | None = None, fd: int = -1) -> TablePages | None:
+               id_run: tuple[int, int] | None = None, fd: int = -1,
+               topic_ids: np.ndarray | None = None) -> TablePages | None:
     """The rows of the table whose b-tree is rooted at page ``root`` (see :func:`column_places` for
     ``places``; ``capacity``: the row count SQLite reports), or None where the pages are not as SQLite
-    writes them or hold another number of rows.
+    writes them or hold another number of rows. ``topic_ids``: keep only the rows of these topic ids (every
+    row is still parsed, checked and counted).
 
     ``id_run``: (first, last) where the rowids are every integer between (as SQLite reports them). A large
     table's root children are then walked in two parts at once, the second part's rows written from where
@@ -141,6 +143,14 @@ def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], ca
     if found is None:
         return None
     page_size, usable = found
+    wanted = np.zeros(0, dtype=np.uint8)
+    if topic_ids is not None:
+        if topic_ids.size and (int(topic_ids.min()) < 0 or int(topic_ids.max()) >= 1 << 20):
+            return None  # (recorders number topics from 1; others are read through SQLite)
+        wanted = np.zeros(int(topic_ids.max(initial=-1)) + 1, dtype=np.uint8)
+        wanted[topic_ids] = 1
+    # Each part writes its rows from where the root's key says they start; where only some topics' rows are
+    # kept, the parts' rows are joined after (the pages of rows never written are never touched).
     out = [np.empty(capacity, dtype=np.int64) for _ in range(7)]
     parts = [(0, MAX_CHILD, 0, capacity)]
     split = _split_point(buf, page_size, usable, root) if id_run is not None and capacity >= 2 * PART_ROWS else None
@@ -148,28 +158,49 @@ def read_table(buf: np.ndarray, root: int, places: tuple[int, int, int, int], ca
         rows_before = split[1] - id_run[0] + 1
         parts = [(0, split[0], 0, rows_before), (split[0] + 1, MAX_CHILD, rows_before, capacity)]
 
-    def walk(part: tuple[int, int, int, int]) -> bool:
+    def walk(part: tuple[int, int, int, int]) -> tuple[int, int, int] | None:
         first_child, last_child, start, stop = part
         pages = np.empty(buf.size // page_size, dtype=np.int64)
         count = leaf_pages(buf, page_size, usable, root, first_child, last_child, pages)
         if count < 0:
-            return False
+            return None
         views = [array[start:stop] for array in out]
         block = np.empty(_block_pages(page_size) * page_size if fd >= 0 else 0, dtype=np.uint8)
-        rows = walk_leaves(buf, fd, block, pages[:count], page_size, usable, *places, *views,
-                           np.zeros(1, dtype=np.int64))
-        return bool(rows == stop - start)
+        counts = np.zeros(4, dtype=np.int64)
+        kept = walk_leaves(buf, fd, block, pages[:count], page_size, usable, *places, wanted, *views, counts)
+        if kept < 0 or counts[1] != stop - start:
+            return None
+        return kept, int(counts[2]), int(counts[3])  # with the first and last rowid seen
 
     if len(parts) == 1:
-        complete = walk(parts[0])
+        walked = [walk(parts[0])]
     else:
         with ThreadPoolExecutor(len(parts), thread_name_prefix="fastbag-pages") as pool:
-            complete = all(pool.map(walk, parts))
-        seam = parts[1][2]  # each part is in rowid order (the kernel checks): so must be the rows they meet at
-        complete = complete and bool(out[0][seam - 1] < out[0][seam])
-    if not complete:
+            walked = list(pool.map(walk, parts))
+    if any(w is None for w in walked):
         return None
+    # Each part is in rowid order (the kernel checks): so must be the rows they meet at.
+    if len(walked) > 1 and walked[0][2] >= walked[1][1]:  # type: ignore[index]
+        return None
+    if topic_ids is not None:
+        out = _kept_rows(out, [(part[2], w[0]) for part, w in zip(parts, walked)])  # type: ignore[index]
     return TablePages(buf, page_size, usable, *out, change_counter=buf[24:28].tobytes())
+
+
+def _kept_rows(out: list[np.ndarray], kept: list[tuple[int, int]]) -> list[np.ndarray]:
+    """The rows the parts kept, ``(where the part's rows start, how many it kept)`` each, one after another:
+    a few copied out (the arrays sized for every row then go, most of their pages never touched), many
+    moved down in place."""
+    total = sum(n for _, n in kept)
+    if 2 * total < out[0].size:
+        return [np.concatenate([column[a:a + n] for a, n in kept]) for column in out]
+    put = 0
+    for a, n in kept:
+        if a != put:
+            for column in out:
+                column[put:put + n] = column[a:a + n]  # (NumPy copies overlapping ranges as if apart)
+        put += n
+    return [column[:total] for column in out]
 
 
 def _block_pages(page_size: int) -> int:

@@ -42,7 +42,7 @@ import dataclasses
 import os
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +50,7 @@ import numpy as np
 from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
+from ..io.gather import item_positions
 from ..io.source import Source
 from ..msg.msgdef import EMPTY_MD5
 from .compression import FrameError, decompress_frames
@@ -84,10 +85,10 @@ class StorageSource(Source):
         self._closed = True
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Chunks:
-    """Every chunk's rows: per chunk (file, topic id in that file, first and last row id, count) and, in
-    chunk order, every message's row id and blob length."""
+    """Every chunk's rows: per chunk (file, topic id in that file, first and last row id, count, blob bytes)
+    and, in chunk order, every message's row id and blob length."""
 
     file: np.ndarray
     topic_id: np.ndarray
@@ -95,8 +96,25 @@ class _Chunks:
     last_id: np.ndarray
     first: np.ndarray      # position of the chunk's first message in ``ids``/``lengths``
     count: np.ndarray
+    size: np.ndarray
     ids: np.ndarray
     lengths: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "_Chunks":
+        return cls(*(np.zeros(0, dtype=np.int64) for _ in dataclasses.fields(cls)))
+
+    def joined(self, other: "_Chunks") -> "_Chunks":
+        """These chunks, then ``other``'s (whose ``first`` count from the start of its own ``ids``)."""
+        moved = dataclasses.replace(other, first=other.first + self.ids.size)
+        return _Chunks(*(np.concatenate((getattr(self, f.name), getattr(moved, f.name))) if getattr(self, f.name).size
+                         else getattr(moved, f.name) for f in dataclasses.fields(self)))
+
+    def table(self, per_message: bool) -> ChunkTable:
+        """The ChunkTable of these chunks: position k is chunk k; none lies in place in a file."""
+        n = self.file.size
+        return ChunkTable.from_columns(np.arange(n), np.zeros(n), self.size, self.size,
+                                       (ZSTD_MESSAGES if per_message else PLAIN,) * n)
 
 
 class Rosbag2Reader(LazyIndexContainer):
@@ -120,6 +138,12 @@ class Rosbag2Reader(LazyIndexContainer):
         self._spans_lock = threading.Lock()
         self._index: BagIndex | None = None
         self._index_lock = threading.Lock()
+        # Every chunk numbered so far, by topic indexes (topic_index) and the whole index: each (file,
+        # connection rank) cut into chunks once, its chunks keeping their numbers in every index after.
+        self._chunks = _Chunks.empty()
+        self._table = ChunkTable.from_columns([], [], [], [], ())
+        self._numbered: dict[tuple[int, int], np.ndarray] = {}  # (file, rank) -> its chunks' numbers
+        self._numbering = threading.Lock()
         self._opened = False
         self._problems: list[str] = []
         self._counted: dict[int, int] = {}  # rows per file as opening counted them (see _cheap_totals)
@@ -316,6 +340,24 @@ class Rosbag2Reader(LazyIndexContainer):
                                       stacklevel=3)
         return self._index
 
+    def topic_index(self, ranks: Sequence[int]) -> BagIndex | None:
+        """The messages of the connections at ``ranks`` alone, from every file's pages (see
+        :meth:`~fastbag.rosbag2.sqlite.Db3.topic_rows`: every row is walked, only these topics' are written
+        down and indexed). Their chunks keep their numbers in the whole index, if it is built later.
+
+        None once the whole index is built, and where a file cannot be read from its pages (being written,
+        or not as SQLite writes it): the whole index then reads it, and says what is wrong."""
+        if self._index is not None:
+            return None
+        wanted = set(ranks)
+        per_file = []
+        for k, topics, file_ranks in self._per_file:
+            rows = self.files[k].topic_rows([t.id for t, r in zip(topics, file_ranks) if r in wanted])
+            if rows is None:
+                return None
+            per_file.append((k, topics, file_ranks, rows))
+        return self._index_rows(self._version, self._connections, per_file, self._problems)
+
     def _load_index(self) -> BagIndex:
         """Rows of every file (ids, topic ids, timestamps, blob lengths; no blob) into the index."""
         per_file = []
@@ -383,12 +425,11 @@ class Rosbag2Reader(LazyIndexContainer):
 
     def _index_rows(self, version: str, connections: list[Connection], per_file: list, problems: list[str]
                     ) -> BagIndex:
-        """Chunks and the read-order table from every file's rows (see the module docstring)."""
+        """Chunks and the read-order table from every file's rows (see the module docstring): every file's,
+        or some topics' alone (:meth:`topic_index`)."""
         from .kernels import chunk_rows
 
-        times, conns, chunk_of, ordinal, sizes = [], [], [], [], []
-        parts: dict[str, list[np.ndarray]] = {name: [] for name in _Chunks.__dataclass_fields__}
-        chunk_base = flat_base = 0
+        times, conns, chunk_of, ordinal = [], [], [], []
         for k, topics, ranks, rows in per_file:
             rank, known = self._ranks(topics, ranks, rows.topic_id)
             segment = rows.segment if rows.segment is not None else np.zeros(0, dtype=np.int64)
@@ -405,42 +446,64 @@ class Rosbag2Reader(LazyIndexContainer):
             # Chunks: each topic's rows in id order, cut every CHUNK_BYTES of blobs, never across damaged
             # pages (segments).
             order, chunk, number, starts, count, size = chunk_rows(rank, length, segment, len(connections),
-                                                                   CHUNK_BYTES, chunk_base)
+                                                                   CHUNK_BYTES, 0)
             sorted_ids = ids[order]
-            parts["file"].append(np.full(starts.size, k, dtype=np.int64))
-            parts["topic_id"].append(topic[order[starts]])
-            parts["first_id"].append(sorted_ids[starts])
-            parts["last_id"].append(sorted_ids[starts + count - 1])
-            parts["first"].append(starts + flat_base)
-            parts["count"].append(count)
-            parts["ids"].append(sorted_ids)
-            parts["lengths"].append(length[order])
-            sizes.append(size)
+            found = _Chunks(np.full(starts.size, k, dtype=np.int64), topic[order[starts]], sorted_ids[starts],
+                            sorted_ids[starts + count - 1], starts, count, size, sorted_ids, length[order])
+            numbers = self._number_chunks(k, rank[order[starts]], found)
+            if numbers.size and not np.array_equal(numbers, numbers[0] + np.arange(numbers.size)):
+                chunk = numbers[chunk]  # some chunks numbered before (by a topic's index)
+            elif numbers.size and numbers[0]:
+                chunk = chunk + np.int32(numbers[0])
             chunk_of.append(chunk)
             ordinal.append(number)
             times.append(stamp)
             conns.append(rank)
-            chunk_base += starts.size
-            flat_base += order.size
 
         def cat(xs: list[np.ndarray], dtype: type = np.int64) -> np.ndarray:
             joined = xs[0] if len(xs) == 1 else np.concatenate(xs) if xs else np.zeros(0, dtype)
             return joined.astype(dtype, copy=False)
 
-        self._chunks = _Chunks(**{name: cat(values) for name, values in parts.items()})
         time, conn = cat(times), cat(conns, np.int32)
         # Read order: by timestamp, ties in file order, then by row id (what rosbag2 and rosbags yield). Rows
         # are in (file, id) order already: a stable sort by time keeps it, and runs in near-linear time on
         # the nearly sorted times of a recording.
         in_order = time.size < 2 or bool((time[1:] >= time[:-1]).all())  # one recorder's single file, often
         read_order = slice(None) if in_order else np.argsort(time, kind="stable")
-        message_mode = self._per_message
-        size = cat(sizes)  # blob bytes per chunk
-        table = ChunkTable.from_columns(np.arange(chunk_base), np.zeros(chunk_base), size, size,
-                                        (ZSTD_MESSAGES if message_mode else PLAIN,) * chunk_base)
-        return BagIndex(version, connections, table, time[read_order], conn[read_order],
-                        cat(chunk_of, np.int32)[read_order], cat(ordinal)[read_order],
-                        problems=problems)
+        return BagIndex(version, connections, self._table, time[read_order], conn[read_order],
+                        cat(chunk_of, np.int32)[read_order], cat(ordinal)[read_order], problems=problems)
+
+    def _number_chunks(self, k: int, rank: np.ndarray, found: _Chunks) -> np.ndarray:
+        """The numbers of chunks ``found`` (file ``k``'s, of connection ``rank`` each, grouped by rank): those
+        of a (file, rank) numbered before by an index of its topic, where it cut them alike; the next free
+        ones for the others, which join the chunk table."""
+        with self._numbering:
+            first = self._chunks.file.size
+            numbers = np.arange(first, first + rank.size, dtype=np.int64)
+            fresh = np.ones(rank.size, dtype=bool)
+            groups, begin = np.unique(rank, return_index=True)
+            bounds = np.append(begin, rank.size)
+            for r, a, b in zip(groups.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
+                before = self._numbered.get((k, r))
+                c = self._chunks
+                if before is not None and before.size == b - a and np.array_equal(c.first_id[before], found.first_id[a:b]) \
+                        and np.array_equal(c.last_id[before], found.last_id[a:b]) \
+                        and np.array_equal(c.count[before], found.count[a:b]):
+                    numbers[a:b] = before
+                    fresh[a:b] = False
+            if not fresh.all():
+                kept = np.flatnonzero(fresh)
+                numbers[kept] = first + np.arange(kept.size)
+                rows = item_positions(found.first[kept], found.count[kept], 1)  # their messages, in chunk order
+                found = _Chunks(found.file[kept], found.topic_id[kept], found.first_id[kept], found.last_id[kept],
+                                np.cumsum(found.count[kept]) - found.count[kept], found.count[kept],
+                                found.size[kept], found.ids[rows], found.lengths[rows])
+            if found.file.size:
+                self._chunks = self._chunks.joined(found)
+                self._table = self._chunks.table(self._per_message)
+            for r, a, b in zip(groups.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
+                self._numbered.setdefault((k, r), numbers[a:b])
+            return numbers
 
     # -- payloads ---------------------------------------------------------------------
     def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
@@ -460,7 +523,7 @@ class Rosbag2Reader(LazyIndexContainer):
                                  f"{int(c.last_id[k])}) hold {len(data)} bytes where {int(lengths.sum())} were "
                                  "indexed: the file is damaged or changed after it was opened", path=db.path,
                                  record="sqlite3")
-        if self.index.chunks.compression[k] != ZSTD_MESSAGES:
+        if self._table.compression[k] != ZSTD_MESSAGES:
             return np.frombuffer(data, dtype=np.uint8)
         return self._decompress_messages(k, data, ids, lengths, db.path)
 
@@ -478,7 +541,7 @@ class Rosbag2Reader(LazyIndexContainer):
 
     def _chunk_spans(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(starts, lengths) of chunk ``k``'s messages in its payload, by their number in the chunk."""
-        if self.index.chunks.compression[k] == ZSTD_MESSAGES:
+        if self._table.compression[k] == ZSTD_MESSAGES:
             with self._spans_lock:
                 found = self._spans.get(k)
             if found is None:
@@ -526,8 +589,8 @@ class _RowStore(ChunkStore):
 
     @property  # type: ignore[override]
     def chunks(self) -> ChunkTable:
-        """The reader's chunk table, which exists once its index is built (on first use)."""
-        return self.reader.index.chunks
+        """Every chunk the reader has numbered so far (by its whole index or by topics' own indexes)."""
+        return self.reader._table
 
     @chunks.setter
     def chunks(self, value: object) -> None:

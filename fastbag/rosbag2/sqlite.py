@@ -112,6 +112,7 @@ class Db3:
         self._temp_dir: str | None = None      # a decompressed or copied file, removed on close
         self._source: Source | None = None     # the file's mapping, for reading its pages (see rows)
         self._pages: TablePages | None = None  # where each row and blob lies, when the pages were read
+        self._topic_pages: dict[int, TablePages] = {}  # where some topics' rows lie (topic_rows), by topic id
         self._id_is_rowid: bool | None = None  # see id_is_rowid
         reset_in_children(self)
         self.size = os.path.getsize(path)
@@ -309,10 +310,29 @@ class Db3:
         except (sqlite3.Error, ValueError) as exc:
             return self._rows_one_by_one(exc)
 
-    def _read_pages(self) -> TablePages | None:
-        """The messages table read from the file's pages, or None where it cannot be (a file being written, a
-        layout other than rosbag2's, pages not as SQLite writes them: SQLite then reads the table)."""
-        if self._memory is None and "immutable=1" not in (self._uri or ""):
+    def topic_rows(self, topic_ids: list[int]) -> Rows | None:
+        """The rows of ``topic_ids`` alone (as :meth:`rows` gives every row), read from the file's pages, or
+        None where they cannot be read so (SQLite has no index on ``topic_id``: a query would scan every row
+        all the same; the caller then reads every row with :meth:`rows`). Every row is still walked, and the
+        walk must meet as many as ``count(*)``: what is skipped is writing the others down."""
+        if not self._pages_readable():
+            return None
+        pages = self._read_pages(np.array(sorted(set(topic_ids)), dtype=np.int64))
+        if pages is None:
+            return None
+        with self._lock:
+            self._topic_pages.update((t, pages) for t in topic_ids)
+        return Rows(pages.id, pages.topic_id, pages.timestamp, pages.length)
+
+    def _pages_readable(self) -> bool:
+        """Whether the table may be read from the file's pages: no one writes the file (see _read_pages)."""
+        return self._memory is not None or "immutable=1" in (self._uri or "")
+
+    def _read_pages(self, topic_ids: np.ndarray | None = None) -> TablePages | None:
+        """The messages table read from the file's pages (the rows of ``topic_ids`` alone, where given), or
+        None where it cannot be (a file being written, a layout other than rosbag2's, pages not as SQLite
+        writes them: SQLite then reads the table)."""
+        if not self._pages_readable():
             return None
         try:
             found = self.query("SELECT rootpage, sql FROM sqlite_master WHERE type='table' AND name='messages'",
@@ -341,10 +361,10 @@ class Db3:
             buf = self._source.array
             try:
                 with self._source.descriptor() as fd:  # the leaves read with pread, not faulted in
-                    return read_table(buf, found[0][0], places, count, run, fd=fd)
+                    return read_table(buf, found[0][0], places, count, run, fd=fd, topic_ids=topic_ids)
             except (OSError, ValueError):  # replaced since it was mapped: SQLite reads what it opened
                 return None
-        return read_table(buf, found[0][0], places, count, run)
+        return read_table(buf, found[0][0], places, count, run, topic_ids=topic_ids)
 
     def id_is_rowid(self) -> bool:
         """Whether the ``id`` column is the table's rowid (as rosbag2 declares it: ``INTEGER PRIMARY KEY``), so
@@ -487,7 +507,7 @@ class Db3:
         whose rows differ from ``ids`` (changed since it was opened, or
         damaged) raises BagFormatError naming the file and the rows.
         """
-        pages = self._pages
+        pages = self._pages if self._pages is not None else self._topic_pages.get(topic_id)
         if pages is not None and not pages.current():
             # Written since it was opened. SQLite, opened immutable, may answer from pages it cached before.
             raise BagFormatError("sqlite3 storage changed after it was opened (its header's change counter "
@@ -544,6 +564,7 @@ class Db3:
         for con in connections:
             con.close()
         self._pages = None  # (its array is a view of the mapping: dropped first, so the mapping can close)
+        self._topic_pages = {}
         if self._source is not None:
             self._source.close()
             self._source = None
