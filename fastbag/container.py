@@ -279,10 +279,13 @@ class Container(ABC):
 
         For a container that builds its index on first use and can read one
         topic's part of it for less (MCAP: only that topic's message-index
-        records, only in the chunks that hold it). Its ``connections`` and
-        ``chunks`` are the whole index's; its rows are that index's rows of
-        these connections, in the same order. None (the default) once the
-        whole index is built, or where nothing cheaper exists.
+        records, only in the chunks that hold it). Its ``connections`` are the
+        whole index's, and its ``chunks`` number every chunk as the whole
+        index does (a rosbag2 ``.db3``, whose chunks are cut from the rows,
+        gives the chunks numbered so far: the whole index keeps their
+        numbers); its rows are that index's rows of these connections, in the
+        same order. None (the default) once the whole index is built, or where
+        nothing cheaper exists.
         """
         return None
 
