@@ -469,6 +469,8 @@ def run_case(target: Path, *, intact: bool = False) -> dict[str, Any]:
 
     ``intact``: the rows the mutation left alone must stay readable (see :func:`expects_intact`), so a
     FastbagError while iterating raw messages is wrong, not a clean refusal."""
+    import numpy as np
+
     import fastbag
     from fastbag.errors import FastbagError, FastbagWarning
 
@@ -509,10 +511,22 @@ def run_case(target: Path, *, intact: bool = False) -> dict[str, Any]:
                     problems.append(f"wrong: {len(times)} messages where message_count said {info[2]} at open, "
                                     "without a warning")
             guarded("messages", whole)
+            read_times: dict[str, Any] = {}
             for topic in list(guarded("topics", lambda: list(bag.topics)) or []):
                 guarded(f"messages {topic}", lambda topic=topic: [bytes(m.data) for m in bag.messages(topic, raw=True)])
-                guarded(f"read {topic}", lambda topic=topic: bag.read(topic))
+                read_times[topic] = guarded(f"read {topic}", lambda topic=topic: bag.read(topic).time)
             guarded("close", bag.close)
+            # Each topic again on a fresh handle: read through its own index where one is built (a .db3's
+            # pages, an MCAP storage file's message indexes), which must agree with the whole index's read.
+            for topic, times in read_times.items():
+                fresh = guarded("open", lambda: fastbag.open(target))
+                if fresh is None:
+                    continue
+                got = guarded(f"fresh read {topic}", lambda topic=topic, fresh=fresh: fresh.read(topic).time)
+                guarded("close", fresh.close)
+                if got is not None and times is not None and not np.array_equal(got, times):
+                    problems.append(f"wrong: {topic} read on a fresh handle differs from its read through the whole "
+                                    f"index ({got.size} messages against {times.size})")
             refused = [e for e in errors if e.startswith("messages")]
             if intact and refused:
                 problems.append(f"wrong: rows the mutation left alone are unreadable ({'; '.join(refused[:3])})")
