@@ -354,8 +354,9 @@ class Db3:
             buf = np.frombuffer(self._memory, dtype=np.uint8)
         else:
             try:
-                if self._source is None:
-                    self._source = Source(self._database)
+                with self._lock:  # (topics' indexes may be built on two threads at once)
+                    if self._source is None:
+                        self._source = Source(self._database)
             except (OSError, ValueError):  # SQLite reads it, but it cannot be mapped here
                 return None
             buf = self._source.array
