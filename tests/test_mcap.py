@@ -244,7 +244,8 @@ def test_read_arrays_carry_publish_time_and_sequence(tmp_path, monkeypatch, comp
     paths: list[str] = []
     for name in ("_decode_windows", "_decode_chunks", "_decode_runs"):
         original = getattr(fastbag.Bag, name)
-        monkeypatch.setattr(fastbag.Bag, name, lambda self, *a, _f=original, _n=name: (paths.append(_n), _f(self, *a))[1])
+        monkeypatch.setattr(fastbag.Bag, name,
+                            lambda self, *a, _f=original, _n=name: (paths.append(_n), _f(self, *a))[1])
     expected_publish = np.array(publish, dtype=np.uint64).astype(np.int64)
     with fastbag.open(path) as bag:
         arr = bag.read("/blob")

@@ -488,10 +488,9 @@ class Rosbag2Reader(LazyIndexContainer):
             bounds = np.append(begin, rank.size)
             for r, a, b in zip(groups.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
                 before = self._numbered.get((k, r))
-                c = self._chunks
-                if before is not None and before.size == b - a and np.array_equal(c.first_id[before], found.first_id[a:b]) \
-                        and np.array_equal(c.last_id[before], found.last_id[a:b]) \
-                        and np.array_equal(c.count[before], found.count[a:b]):
+                if before is not None and before.size == b - a and all(
+                        np.array_equal(getattr(self._chunks, name)[before], getattr(found, name)[a:b])
+                        for name in ("first_id", "last_id", "count")):
                     numbers[a:b] = before
                     fresh[a:b] = False
             if not fresh.all():
