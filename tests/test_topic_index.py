@@ -413,6 +413,26 @@ def test_a_db3_topic_indexes_only_its_own_rows(tmp_path, per_message):
     assert assert_same_through_both_indexes(folder) == 2
 
 
+def test_a_second_db3_topic_builds_the_whole_index(tmp_path):
+    """Each topic's walk reads every row of the table: the first topic read gets its own index, any other
+    the whole one (the table walked twice at most, whatever number of topics is read), in which the first
+    topic's chunks keep their numbers."""
+    pytest.importorskip("rosbags.rosbag2", reason="rosbags' writer makes the recording")
+    folder = tmp_path / "rec"
+    written = write_sparse_db3(folder, count=900)
+    with fastbag.open(folder) as bag:
+        reader = bag._container
+        rare = bag.read("/rare")
+        own = bag._scope("/rare").index
+        assert reader._index is None
+        dense = bag.read("/dense")
+        assert reader._index is not None and bag._scope("/dense").index is reader._index
+        whole = reader._index
+        assert np.array_equal(whole.chunk[whole.conn == bag._topic_ranks["/rare"][0]], own.chunk)
+        assert rare.data.tolist() == [text for _, text in written["/rare"]]
+        assert dense.x.astype(int).tolist() == [k for _, k in written["/dense"]]
+
+
 def test_a_split_db3_recording_joins_each_files_topic_rows(tmp_path):
     """Two .db3 files of one recording, numbering their topics differently: a topic's index takes its rows
     from each file's pages, in file order."""

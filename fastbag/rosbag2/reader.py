@@ -16,12 +16,13 @@ Opening reads no message row: the topics and definitions, and per file
 from rosbag2's ``timestamp_idx`` (a file without one, or one these queries
 fail on, is scanned at open). The per-message index (every row's id, topic
 id, timestamp and blob length: one scan per file, see
-:meth:`~fastbag.rosbag2.sqlite.Db3.rows`) is built on first use. A read of
-one topic builds that topic's alone where every file's pages are read
+:meth:`~fastbag.rosbag2.sqlite.Db3.rows`) is built on first use. The first
+topic read builds that topic's alone where every file's pages are read
 (:meth:`Rosbag2Reader.topic_index`): the ``messages`` table has no index on
 ``topic_id``, so the walk still parses every row, but the other topics' rows
 are neither written down nor indexed (a sparse topic's fresh read: ~1.6x
-faster). Through SQLite, every topic's rows are read at once. The numbers
+faster). A second topic, and every read through SQLite, take every topic's
+rows at once. The numbers
 SQLite returns as text are parsed, and the rows cut into chunks, by Numba
 kernels (:mod:`fastbag.rosbag2.kernels`).
 
@@ -147,6 +148,7 @@ class Rosbag2Reader(LazyIndexContainer):
         self._table = ChunkTable.from_columns([], [], [], [], ())
         self._numbered: dict[tuple[int, int], np.ndarray] = {}  # (file, rank) -> its chunks' numbers
         self._numbering = threading.Lock()
+        self._walked_for_topic = False  # see topic_index
         self._opened = False
         self._problems: list[str] = []
         self._counted: dict[int, int] = {}  # rows per file as opening counted them (see _cheap_totals)
@@ -348,10 +350,14 @@ class Rosbag2Reader(LazyIndexContainer):
         :meth:`~fastbag.rosbag2.sqlite.Db3.topic_rows`: every row is walked, only these topics' are written
         down and indexed). Their chunks keep their numbers in the whole index, if it is built later.
 
-        None once the whole index is built, and where a file cannot be read from its pages (being written,
-        or not as SQLite writes it): the whole index then reads it, and says what is wrong."""
-        if self._index is not None:
-            return None
+        None once the whole index is built, where a file cannot be read from its pages (being written, or
+        not as SQLite writes it: the whole index then reads it, and says what is wrong), and for every
+        topic after the first: each walk reads every row, so a second topic builds the whole index, and
+        reading many topics (an export, a dataset) walks the table twice at most, never once per topic."""
+        with self._numbering:
+            if self._index is not None or self._walked_for_topic:
+                return None
+            self._walked_for_topic = True
         wanted = set(ranks)
         per_file = []
         for k, topics, file_ranks in self._per_file:
