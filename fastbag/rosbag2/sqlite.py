@@ -315,8 +315,6 @@ class Db3:
         None where they cannot be read so (SQLite has no index on ``topic_id``: a query would scan every row
         all the same; the caller then reads every row with :meth:`rows`). Every row is still walked, and the
         walk must meet as many as ``count(*)``: what is skipped is writing the others down."""
-        if not self._pages_readable():
-            return None
         pages = self._read_pages(np.array(sorted(set(topic_ids)), dtype=np.int64))
         if pages is None:
             return None
@@ -324,15 +322,11 @@ class Db3:
             self._topic_pages.update((t, pages) for t in topic_ids)
         return Rows(pages.id, pages.topic_id, pages.timestamp, pages.length)
 
-    def _pages_readable(self) -> bool:
-        """Whether the table may be read from the file's pages: no one writes the file (see _read_pages)."""
-        return self._memory is not None or "immutable=1" in (self._uri or "")
-
     def _read_pages(self, topic_ids: np.ndarray | None = None) -> TablePages | None:
         """The messages table read from the file's pages (the rows of ``topic_ids`` alone, where given), or
         None where it cannot be (a file being written, a layout other than rosbag2's, pages not as SQLite
         writes them: SQLite then reads the table)."""
-        if not self._pages_readable():
+        if self._memory is None and "immutable=1" not in (self._uri or ""):
             return None
         try:
             found = self.query("SELECT rootpage, sql FROM sqlite_master WHERE type='table' AND name='messages'",
