@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from .msg.layout import Layout
 
 
+#: A read whose last record in a compressed chunk starts in this last share of it decodes the chunk whole
+#: (see Bag._reach).
+PREFIX_SPARED = 0.1
 #: Reads of fewer messages than twice this decode on the calling thread; larger runs are cut
 #: into parts of at least this many messages, one per worker.
 PARALLEL_MIN = 4096
@@ -360,16 +363,25 @@ class Bag:
     ``pip install 'fastbag[encryption]'``. Both are ignored for ROS1 bags
     that are not encrypted; MCAP files and rosbag2 recordings refuse them
     (TypeError).
+
+    A read that needs only the head of a compressed chunk (a few small
+    messages ahead of a large one, as recorders cut chunks) decompresses
+    only that far. ``checksums`` (default True) keeps every checksum a
+    chunk carries checked: a chunk with one over all of its bytes (an MCAP
+    chunk's CRC-32, an LZ4 frame's content checksum, as roslz4 writes) is
+    then decompressed whole. ``checksums=False`` lets those reads stop
+    early too, checking only the part they decode; reading a small topic
+    of a recording of large messages gets up to ~10x faster.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
                  workers: int | None = None,
                  definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
-                 aes_key: bytes | None = None, passphrase: str | None = None) -> None:
+                 aes_key: bytes | None = None, passphrase: str | None = None, checksums: bool = True) -> None:
         self.path = os.fspath(path)
         # what pickling passes on: the other process opens the file again, with the same options
         self._reopen = {"cache_bytes": cache_bytes, "workers": workers, "definitions": definitions,
-                        "aes_key": aes_key, "passphrase": passphrase}
+                        "aes_key": aes_key, "passphrase": passphrase, "checksums": checksums}
         if definitions is None or isinstance(definitions, Mapping):
             self._definitions = dict(definitions or {})
         else:
@@ -385,7 +397,7 @@ class Bag:
             container.connections = [self._with_supplied_definition(c) for c in container.connections]
         if container.problems:
             warnings.warn(f"{self.path}: {'; '.join(container.problems)}", FastbagWarning, stacklevel=3)
-        self._store = container.chunk_store(cache_bytes=cache_bytes, workers=workers)
+        self._store = container.chunk_store(cache_bytes=cache_bytes, workers=workers, checksums=checksums)
         self._layouts: dict[tuple, Layout] = {}  # by (type, definition); object decoders, message types too
         self._sizes: np.ndarray | None = None            # bytes of each index row's record, on first use
         self._topic_rows: dict[str, np.ndarray] = {}    # rows of each topic in its scope, on first use
@@ -751,7 +763,8 @@ class Bag:
         for a, b, c in zip(run_starts, run_ends, run_chunks):
             if not chunk_in_file[c]:
                 groups.setdefault(c, []).append((a, b))
-        payloads = self._store.iter_chunks(list(groups))  # dicts keep first-need order
+        payloads = self._store.iter_chunks(list(groups), self._reach(index, chunk_of, selected))  # dicts keep
+        # their first-need order
         live: dict[int, np.ndarray] = {}
         try:
             for k, (c, a, b) in enumerate(zip(run_chunks, run_starts, run_ends)):
@@ -769,6 +782,25 @@ class Bag:
                     del live[c]
         finally:
             payloads.close()  # type: ignore[attr-defined]
+
+    def _reach(self, index: BagIndex, chunk_of: np.ndarray, selected: np.ndarray
+               ) -> Callable[[int], Callable[[np.ndarray], int] | None]:
+        """``reach_of(chunk)``: how far a read of rows ``selected`` of ``index`` (in chunks ``chunk_of``)
+        needs a chunk's payload decoded, to the end of its last record there (see
+        :meth:`Container.record_end`); None for all of it. Small messages ahead of a large one in a chunk
+        (an Imu among images, as the rosbag2 and ROS1 recorders cut chunks) then cost the chunk's head.
+        A record starting in the last PREFIX_SPARED of its chunk asks for the whole: stopping there would
+        spare little, for a few calls more (reading a whole topic of one type)."""
+        last = np.full(len(index.chunks), -1, dtype=np.int64)
+        np.maximum.at(last, chunk_of, index.offset[selected])
+        worth = last < (1 - PREFIX_SPARED) * index.chunks.size
+        record_end = self._container.record_end
+
+        def reach_of(chunk: int) -> Callable[[np.ndarray], int] | None:
+            at = int(last[chunk])
+            return (lambda prefix: record_end(prefix, at)) if worth[chunk] else None
+
+        return reach_of
 
     def _locate_in_chunk(self, index: BagIndex, payload: np.ndarray, chunk: int, rows: np.ndarray
                          ) -> tuple[np.ndarray, np.ndarray]:
@@ -1208,9 +1240,10 @@ class Bag:
         number = {a: r for r, a in enumerate(run_starts)}  # a run's place in read order, by its first message
         # A read larger than the cache would evict what it caches before reusing it (see iter_chunks).
         remember = int(index.chunks.size[list(groups)].sum()) <= store.cache_bytes
+        reach = self._reach(index, chunk_of, selected)
 
         def decode(c: int) -> list[tuple[int, Any]]:
-            payload = store.get(c, remember)
+            payload = store.get(c, remember, reach(c))
             runs = groups[c]
             # (the index gathered here, on the workers, rather than for the whole read up front)
             starts, lengths = self._locate_in_chunk(index, payload, c, selected[_rows_of(runs)])
@@ -1623,11 +1656,11 @@ def parse_step(step: int | str) -> tuple[int, bool]:
 
 def open(path: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,  # noqa: A001 - as builtins.open
          workers: int | None = None, definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
-         aes_key: bytes | None = None, passphrase: str | None = None) -> Bag:
+         aes_key: bytes | None = None, passphrase: str | None = None, checksums: bool = True) -> Bag:
     """Open a bag for reading (the format is recognized from its first bytes); see :class:`Bag` for the
     options."""
     return Bag(path, cache_bytes=cache_bytes, workers=workers, definitions=definitions, aes_key=aes_key,
-               passphrase=passphrase)
+               passphrase=passphrase, checksums=checksums)
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -27,6 +27,7 @@ is then the chunk's number).
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -237,14 +238,24 @@ class Container(ABC):
         """Named string maps stored in the recording (MCAP metadata): objects with ``name``, ``metadata``."""
         return []
 
-    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
-        """The store that hands out this container's chunk payloads (decompressed, cached, read ahead).
+    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None,
+                    checksums: bool = True) -> ChunkStore:
+        """The store that hands out this container's chunk payloads (decompressed, cached, read ahead;
+        ``checksums``: see :class:`~fastbag.io.chunks.ChunkStore`).
 
         Containers whose payloads are not spans of ``source`` override it
         (see the module docstring).
         """
         return ChunkStore(self.source, self.chunks, cache_bytes=cache_bytes, workers=workers,
-                          salvaged=self.salvaged)
+                          salvaged=self.salvaged, checksums=checksums)
+
+    def record_end(self, payload: np.ndarray, at: int) -> int:
+        """How many bytes of a chunk's payload a read of the record at offset ``at`` needs, as far as
+        ``payload`` (a prefix of it, perhaps empty) tells: the record's end once its lengths are in the
+        prefix, else the end of the next length field. A read of a compressed chunk decodes only that far
+        (a few small messages before a large one decode only the head of the chunk: see
+        :data:`~fastbag.io.prefix.Reach`). The default, any size, means the whole payload."""
+        return sys.maxsize
 
     @abstractmethod
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,

@@ -49,9 +49,9 @@ def test_a_compressed_topic_read_decompresses_only_its_chunks(tmp_path, monkeypa
     decompressed: list[int] = []
     real = chunks_module.decompress
 
-    def recording(source, chunk, allocate=None):
+    def recording(source, chunk, *args):
         decompressed.append(chunk.position)
-        return real(source, chunk, allocate)
+        return real(source, chunk, *args)
 
     monkeypatch.setattr(chunks_module, "decompress", recording)
     with fastbag.open(path, workers=2) as bag:
@@ -88,8 +88,8 @@ def test_an_uncompressed_topic_read_touches_only_its_chunks(tmp_path, monkeypatc
     real_decompress = chunks_module.decompress
     monkeypatch.setattr(Bag, "_runs", recording)
     monkeypatch.setattr(chunks_module, "decompress",
-                        lambda source, chunk, allocate=None: decompressed.append(chunk.position) or
-                        real_decompress(source, chunk, allocate))
+                        lambda source, chunk, *args: decompressed.append(chunk.position) or
+                        real_decompress(source, chunk, *args))
     with fastbag.open(path) as bag:
         table = bag._index.chunks
         wanted = topic_chunks(bag, "/slow")

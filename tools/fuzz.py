@@ -870,13 +870,16 @@ class Runner:
         """Each topic read first thing on a fresh handle, where the container indexes that topic alone (MCAP:
         Container.topic_index): the messages the whole index read, or, where it could not read the topic,
         those messages(raw=True) yielded, or an error; never others. (Their warnings repeat the first
-        open's, and are kept out of out.warnings, which the oracles compare.)"""
+        open's, and are kept out of out.warnings, which the oracles compare.) The fresh handle opens with
+        ``checksums=False``, so that its reads decode only the heads of compressed chunks they need (see
+        Container.record_end), hostile bytes and all."""
         from fastbag.container import Container
 
         for topic, ref in list(self.out.reads.items()):
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always")
-                ok, bag = self.guarded("fresh open", lambda: fastbag.open(self.path, **self.open_kwargs))
+                ok, bag = self.guarded("fresh open", lambda: fastbag.open(self.path, **{**self.open_kwargs,
+                                                                                        "checksums": False}))
                 if not ok:
                     return
                 try:

@@ -29,7 +29,8 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 import numpy as np
 
 from ..errors import BagFormatError, DecryptionError, TooLarge, UnsupportedError
-from .codecs import COMPRESSIONS, DECOMPRESSORS, STREAMING, stream
+from .codecs import COMPRESSIONS, DECOMPRESSORS, STREAMING, WHOLE_CHECKSUM, stream
+from .prefix import Reach
 from .forks import reset_in_children
 from .source import Source
 
@@ -141,13 +142,19 @@ def _untransform(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndar
                               path=source.path, offset=chunk.position, record="chunk") from exc
 
 
-def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarray] | None = None,
+               reach: Reach | None = None, checksums: bool = True) -> np.ndarray:
     """The chunk's uncompressed payload as a read-only ``uint8`` array.
 
     For ``none`` this is a view of the file mapping; otherwise a new buffer
     (from ``allocate`` where the codec can use one) whose length is checked
     against the header's ``size``. A chunk's transform (decryption) comes
-    first, into a buffer from ``allocate`` too.
+    first, into a buffer from ``allocate`` too. Given ``reach`` (see
+    :data:`~fastbag.io.prefix.Reach`), a compressed payload is decoded only
+    as far as it asks: the result may be a prefix of the payload, shorter
+    than ``size`` (and is then all that was checked). With ``checksums``, a
+    payload that carries a checksum over all of it (an LZ4 frame's content
+    checksum) is decoded whole, whatever ``reach`` says, and checked.
     """
     if chunk.transform is not None:
         raw = _untransform(source, chunk, allocate)
@@ -166,6 +173,8 @@ def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarra
         return raw
     try:
         codec = DECOMPRESSORS[chunk.compression]
+        if reach is not None and checksums and WHOLE_CHECKSUM[chunk.compression](raw):
+            reach = None
     except KeyError:
         raise UnsupportedError(
             f"chunk compression {chunk.compression!r} is not supported (known: {', '.join(COMPRESSIONS)}) "
@@ -175,14 +184,14 @@ def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarra
         # first cost one more copy: on Linux 6.18, whose page faults map the page cache's large
         # folios, that copy took 1.6x the CPU time of faulting the pages in, unmapping included:
         # raw lz4, 1.7 GB, one thread 0.34 vs 0.21 s; two workers 0.83 vs 0.38 s, rosbags 1.26 s.)
-        out = codec(raw, chunk.size, allocate)
+        out = codec(raw, chunk.size, allocate, reach)
     except TooLarge:
         raise _error(chunk)(f"{_kind(chunk)} chunk decompressed to more than its header's {chunk.size} bytes",
                             path=source.path, offset=chunk.position, record="chunk") from None
     except Exception as exc:  # each codec has its own error types
         raise _error(chunk)(f"{_kind(chunk)} chunk payload does not decompress: {exc}",
                             path=source.path, offset=chunk.position, record="chunk") from exc
-    if out.size != chunk.size:
+    if out.size != chunk.size and (reach is None or out.size > chunk.size or reach(out) > out.size):
         raise _error(chunk)(
             f"{_kind(chunk)} chunk decompressed to {out.size} bytes but its header says {chunk.size}",
             path=source.path, offset=chunk.position, record="chunk")
@@ -340,15 +349,25 @@ class ChunkStore:
     ``verify(index, payload)``, where given, checks each decompressed payload
     (a container's checksum) on the worker that decompressed it, raising a
     BagFormatError for a bad one.
+
+    A read that needs only the head of a chunk (``reach``) gets a prefix of
+    the payload, decoded no further, unless ``checksums`` asks for every
+    checksum to be checked and one covers the whole payload: the codec's
+    own (see :func:`decompress`) or the container's (``checksummed(index)``,
+    an MCAP chunk's CRC-32). ``verify`` sees a prefix too, and checks what
+    it can.
     """
 
     def __init__(self, source: Source, chunks: Sequence[Chunk], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
                  workers: int | None = None, salvaged: dict[int, np.ndarray] | None = None,
-                 verify: Callable[[int, np.ndarray], None] | None = None) -> None:
+                 verify: Callable[[int, np.ndarray], None] | None = None, checksums: bool = True,
+                 checksummed: Callable[[int], bool] | None = None) -> None:
         self.source = source
         self.chunks = chunks
         self.salvaged = salvaged or {}
         self.verify = verify
+        self.checksums = checksums
+        self.checksummed = checksummed
         self.cache_bytes = cache_bytes
         self.workers = workers or os.cpu_count() or 1
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
@@ -363,8 +382,9 @@ class ChunkStore:
         self._pool = None
         self._lock = threading.Lock()
 
-    def get(self, index: int, remember: bool = True) -> np.ndarray:
-        """The uncompressed payload of chunk ``index`` (kept in the cache when ``remember``)."""
+    def get(self, index: int, remember: bool = True, reach: Reach | None = None) -> np.ndarray:
+        """The uncompressed payload of chunk ``index`` (kept in the cache when ``remember``); given
+        ``reach``, perhaps only the prefix of it that ``reach`` asks for (see :func:`decompress`)."""
         chunk = self.chunks[index]
         if index in self.salvaged:
             return self.salvaged[index]
@@ -372,10 +392,12 @@ class ChunkStore:
             return decompress(self.source, chunk)
         with self._lock:
             hit = self._cache.get(index)
-            if hit is not None:
+            if hit is not None and (hit.size == chunk.size or (reach is not None and reach(hit) <= hit.size)):
                 self._cache.move_to_end(index)
                 return hit
-        payload = decompress(self.source, chunk, self._buffers.take)
+        if reach is not None and self.checksums and self.checksummed is not None and self.checksummed(index):
+            reach = None
+        payload = decompress(self.source, chunk, self._buffers.take, reach, self.checksums)
         if self.verify is not None:
             self.verify(index, payload)
         if remember:
@@ -386,19 +408,24 @@ class ChunkStore:
         if payload.nbytes > self.cache_bytes:
             return
         with self._lock:
-            if index in self._cache:
-                return
+            held = self._cache.get(index)
+            if held is not None:
+                if held.size >= payload.size:
+                    return
+                self._cached -= held.nbytes  # a prefix, replaced by more of the payload
             self._cache[index] = payload
             self._cached += payload.nbytes
             while self._cached > self.cache_bytes:
                 _, old = self._cache.popitem(last=False)
                 self._cached -= old.nbytes
 
-    def iter_chunks(self, indices: Iterable[int]) -> Iterator[tuple[int, np.ndarray]]:
+    def iter_chunks(self, indices: Iterable[int], reach: Callable[[int], Reach | None] | None = None
+                    ) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(index, payload)`` in the given order, decompressing ahead in parallel.
 
         At most ``2 * workers`` chunks are in flight, so memory stays bounded
-        however many chunks the read spans.
+        however many chunks the read spans. ``reach(index)``, where given, is
+        each chunk's ``reach`` (see :meth:`get`).
         """
         order = list(indices)
         compressed = sum(1 for i in order if not self.chunks[i].in_place)
@@ -406,9 +433,11 @@ class ChunkStore:
         # A read larger than the cache would only evict what it caches before reusing it, and keep
         # cache_bytes of freshly allocated payloads alive: it bypasses the cache.
         remember = sum(self.chunks[i].size for i in order) <= self.cache_bytes
-        for i, payload in ordered_map(lambda i: (i, self.get(i, remember)), order,
-                                      self.pool() if workers > 1 else None, 2 * workers):
-            yield i, payload
+
+        def get(i: int) -> tuple[int, np.ndarray]:
+            return i, self.get(i, remember, None if reach is None else reach(i))
+
+        yield from ordered_map(get, order, self.pool() if workers > 1 else None, 2 * workers)
 
     def pool(self) -> ThreadPoolExecutor | None:
         """The worker threads (None with one worker): decompression and decoding share them."""

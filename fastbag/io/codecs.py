@@ -4,7 +4,9 @@ A codec decompresses a payload (a uint8 array) to at most ``size`` bytes,
 into a buffer the caller provides where it can. Output never outgrows what
 the data really holds: a payload that would expand past its limit (a
 decompression bomb, a lying header) stops one byte past it, for the caller
-to reject. lz4 frames decode through the Numba kernel of
+to reject. Given ``reach``, a codec stops as soon as the bytes it has
+decoded hold what the caller needs (a read of a few small messages at the
+head of a chunk whose tail is one large image decodes only the head). lz4 frames decode through the Numba kernel of
 :mod:`fastbag.io.lz4frame` (frames it leaves alone go to ``lz4.frame``),
 bz2 through the standard library's streaming decoder.
 """
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TooLarge
+from .prefix import Reach, first_target, next_target
 
 STEP = 8 << 20  # a streaming decompressor produces at most this much per call
 
@@ -28,18 +31,32 @@ def _lz4_stream() -> Any:
     return lz4.frame.LZ4FrameDecompressor()
 
 
-def stream(decompressor: Any, data: bytes | memoryview, limit: int) -> bytes:
-    """Decompress ``data``, never producing more than ``limit + 1`` bytes.
+def stream(decompressor: Any, data: bytes | memoryview, limit: int, reach: Reach | None = None) -> bytes:
+    """Decompress ``data``, never producing more than ``limit + 1`` bytes (and, given ``reach``, no more
+    than it asks for).
 
     Output grows STEP bytes at a time, so memory follows what the data
     really holds, not what a header or a frame claims: a payload that would
     expand past ``limit`` (a decompression bomb, a lying size) stops one byte
     past it, for the caller to reject.
     """
-    pieces = [decompressor.decompress(data, max_length=min(STEP, limit + 1))]
-    produced = len(pieces[0])
-    while produced <= limit and not decompressor.eof and not decompressor.needs_input:
-        piece = decompressor.decompress(b"", max_length=min(STEP, limit + 1 - produced))
+    target = first_target(reach, limit)
+    pieces: list[bytes] = []
+    produced = 0
+    feed: bytes | memoryview = data
+    while True:
+        if produced >= target:
+            if reach is None or target > limit:
+                break
+            joined = b"".join(pieces)
+            pieces = [joined]
+            target = next_target(reach, np.frombuffer(joined, dtype=np.uint8), limit)
+            if produced >= target:
+                break
+        if not feed and (decompressor.eof or decompressor.needs_input):
+            break
+        piece = decompressor.decompress(feed, max_length=min(STEP, target - produced))
+        feed = b""
         if not piece:
             break
         pieces.append(piece)
@@ -51,23 +68,25 @@ def stream(decompressor: Any, data: bytes | memoryview, limit: int) -> bytes:
 
 
 def _streamed(factory: Callable[[], Any]) -> Callable[..., np.ndarray]:
-    def decompress(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
-        out = stream(factory(), memoryview(raw), size)
+    def decompress(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None,
+                   reach: Reach | None = None) -> np.ndarray:
+        out = stream(factory(), memoryview(raw), size, reach)
         if len(out) > size:  # decompression stopped there: it would have produced more
             raise TooLarge(f"more than {size} bytes")
         return np.frombuffer(out, dtype=np.uint8)
     return decompress
 
 
-def _lz4(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+def _lz4(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None,
+         reach: Reach | None = None) -> np.ndarray:
     # The Numba frame kernel decodes into a buffer from ``allocate`` (recycled: see BufferPool);
     # frame features it leaves alone go to lz4.frame.
     from . import lz4frame
 
     try:
-        return lz4frame.decompress(raw, size, allocate)
+        return lz4frame.decompress(raw, size, allocate, reach)
     except lz4frame.Unsupported:
-        return _streamed(_lz4_stream)(raw, size)
+        return _streamed(_lz4_stream)(raw, size, reach=reach)
 
 
 
@@ -85,7 +104,8 @@ def _zstd_decompressor() -> Any:
     return found
 
 
-def _zstd(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+def _zstd(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | None = None,
+          reach: Reach | None = None) -> np.ndarray:
     # zstandard's stream reader decodes into our buffer (recycled where ``allocate`` gives one) as
     # blocks arrive; the buffer starts at a plausible size and doubles, so a frame that claims or
     # expands to far more than its bytes justify costs only what it really produces.
@@ -93,10 +113,15 @@ def _zstd(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | No
     first = size if size <= guess else guess
     out = allocate(first) if allocate is not None else np.empty(first, dtype=np.uint8)
     filled = 0
+    target = first_target(reach, size)
     # All input at once: the reader's default 128 KiB reads make it decode in small steps, at half the speed.
     with _zstd_decompressor().stream_reader(memoryview(raw), read_size=max(raw.size, 1),
                                             read_across_frames=True) as reader:
         while True:
+            if filled >= target:  # (only with reach: the whole payload's target is past its end)
+                target = next_target(reach, out[:filled], size)  # type: ignore[arg-type]
+                if filled >= target:
+                    break
             if filled == out.size:
                 if out.size >= size:
                     if reader.read(1):
@@ -105,11 +130,32 @@ def _zstd(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | No
                 grown = np.empty(min(2 * out.size, size), dtype=np.uint8)
                 grown[:filled] = out[:filled]
                 out = grown
-            got = reader.readinto(memoryview(out)[filled:])
+            got = reader.readinto(memoryview(out)[filled:min(out.size, target)])
             if not got:
                 break
             filled += got
     return out[:filled]
+
+
+def _lz4_content_checksum(raw: np.ndarray) -> bool:
+    # An LZ4 frame's FLG byte follows its magic number; bit 2 says a content checksum ends the frame.
+    return raw.size < 5 or bytes(raw[:4]) != b"\x04\x22\x4d\x18" or bool(raw[4] & 0x04)
+
+
+def _zstd_content_checksum(raw: np.ndarray) -> bool:
+    # A zstd frame's header descriptor follows its magic number; bit 2 says a checksum ends the frame.
+    # (A chunk is one frame as every writer makes it; a frame after the first is not looked at.)
+    return raw.size < 5 or bytes(raw[:4]) != b"\x28\xb5\x2f\xfd" or bool(raw[4] & 0x04)
+
+
+#: compression name -> whether a payload carries a checksum over all of its output (checked only once
+#: all of it is decoded: a prefix would leave it unchecked). bz2 checks each block's CRC as the block
+#: ends, and a prefix ends where a block may not.
+WHOLE_CHECKSUM: dict[str, Callable[[np.ndarray], bool]] = {
+    "bz2": lambda raw: True,
+    "lz4": _lz4_content_checksum,
+    "zstd": _zstd_content_checksum,
+}
 
 
 _CRC32: Callable[[Any], int] | None = None
@@ -131,10 +177,10 @@ def crc32(data: Any) -> int:
     return _CRC32(data)
 
 
-#: compression name -> ``decompress(raw, size, allocate=None)``: the payload ``raw`` (uint8, a
-#: view of the file) decompressed to a new uint8 array of at most ``size`` bytes, written into
-#: ``allocate(n)`` where the codec can; ValueError if malformed, TooLarge past ``size``. ``none``
-#: is handled without copying. Add codecs here.
+#: compression name -> ``decompress(raw, size, allocate=None, reach=None)``: the payload ``raw``
+#: (uint8, a view of the file) decompressed to a new uint8 array of at most ``size`` bytes, written
+#: into ``allocate(n)`` where the codec can, and only as far as ``reach`` asks (see Reach); ValueError
+#: if malformed, TooLarge past ``size``. ``none`` is handled without copying. Add codecs here.
 DECOMPRESSORS: dict[str, Callable[..., np.ndarray]] = {
     "bz2": _streamed(bz2.BZ2Decompressor),
     "lz4": _lz4,

@@ -36,7 +36,8 @@ from ..io.source import Source
 from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndexes,
                       Metadata, MetadataIndex, Opcode, Schema, Statistics, parse_attachment,
                       parse_attachment_index, parse_channel, parse_chunk_indexes, parse_footer,
-                      parse_metadata, parse_metadata_index, parse_schema, parse_statistics, record_name)
+                      parse_metadata, parse_metadata_index, parse_schema, parse_statistics, record_end,
+                      record_name)
 
 _U64 = struct.Struct("<Q")
 FOOTER_RECORD = RECORD_HEAD + 20  # opcode, length, summary_start u64, summary_offset_start u64, summary_crc u32
@@ -651,19 +652,32 @@ class McapReader(LazyIndexContainer):
         return parse(Body(self.source.bytes(at, body_length, record_name(opcode)), path=self.path, offset=offset,
                           record=record_name(opcode)))
 
-    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
+    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None,
+                    checksums: bool = True) -> ChunkStore:
         """The shared store, checking each decompressed chunk's CRC-32 where the writer computed one."""
-        return ChunkStore(self.source, self._chunks, cache_bytes=cache_bytes, workers=workers, verify=self._verify)
+        return ChunkStore(self.source, self._chunks, cache_bytes=cache_bytes, workers=workers, verify=self._verify,
+                          checksums=checksums, checksummed=self._checksummed)
+
+    def _checksummed(self, k: int) -> bool:
+        """Whether a CRC-32 covers chunk ``k``'s records (or its head is unread: it may)."""
+        return k >= self._chunk_crc.size or int(self._chunk_crc[k]) != 0
+
+    def record_end(self, payload: np.ndarray, at: int) -> int:
+        return record_end(payload, at)
 
     def _verify(self, k: int, payload: np.ndarray) -> None:
         """A decompressed chunk's CRC-32, and in files without statistics (once per chunk) its count of
-        Message records against its message indexes' entries."""
-        if self._summary.statistics is None:
+        Message records against its message indexes' entries. Both cover the whole chunk: the head of
+        one that a read decoded only in part (see Container.record_end) waits for a read of all of it."""
+        whole = payload.size >= int(self._chunks.size[k])
+        if whole and self._summary.statistics is None:
             self.index  # noqa: B018 - without statistics, the counts per chunk come with the whole index
         if k < self._chunk_crc.size and self._chunk_crc[k] < 0:  # (its head unread: read in place till now)
             chunk = np.array([k])
             self._check_chunk_heads(self._gather(self._chunk_indexes.chunk_offset[chunk],
                                                  self._chunk_heads(self._chunk_indexes)[chunk]), chunk)
+        if not whole:
+            return
         expected = int(self._chunk_crc[k]) if k < self._chunk_crc.size else 0
         if expected and crc32(payload) != expected:
             raise BagFormatError("the chunk's decompressed records fail their CRC-32 check", path=self.path,

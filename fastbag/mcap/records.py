@@ -44,6 +44,14 @@ class Opcode(IntEnum):
     DATA_END = 0x0F
 
 
+def record_end(payload: np.ndarray, at: int) -> int:
+    """Where the record at ``payload[at:]`` ends (opcode u8, length u64, body), as far as ``payload``,
+    perhaps the head of a chunk's records, holds its length (see Container.record_end)."""
+    if payload.size < at + RECORD_HEAD:
+        return at + RECORD_HEAD
+    return at + RECORD_HEAD + int(payload[at + 1:at + RECORD_HEAD].view("<u8")[0])
+
+
 def record_name(opcode: int) -> str:
     """The record kind for error messages: ``"chunk index"``, or ``"opcode 0x42"`` for an unknown one."""
     try:

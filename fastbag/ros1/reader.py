@@ -14,7 +14,7 @@ from ..io.chunks import ChunkTable
 from ..io.source import Source
 from .encryption import bag_decryptor, header_encryption
 from .index import DeferredIndex, detect_version, read_index
-from .records import MAGIC_V20, Op, message_spans, read_record
+from .records import MAGIC_V20, Op, message_spans, read_record, record_end
 
 
 class Ros1Reader(Container):
@@ -113,6 +113,10 @@ class Ros1Reader(Container):
                       conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Message-data records (after any connection or definition records) checked against the index."""
         return message_spans(buf, at, lo, hi, chunk, conn, time, path=self.path, kernel=kernel)
+
+    def record_end(self, payload: np.ndarray, at: int) -> int:
+        """A message data record: header length (u32), header, data length (u32), data."""
+        return record_end(payload, at)
 
     def _window_kernel(self) -> Any:
         from .kernels import window_spans

@@ -189,6 +189,17 @@ def read_record(source: Source, offset: int, *, expect: Op | None = None, kind: 
     return Record(offset, header, data_offset, data_len)
 
 
+def record_end(payload: np.ndarray, at: int) -> int:
+    """Where the record at ``payload[at:]`` ends (header length u32, header, data length u32, data), as far
+    as ``payload``, perhaps the head of a chunk's payload, holds its lengths (see Container.record_end)."""
+    if payload.size < at + 4:
+        return at + 4
+    data_at = at + 4 + int(payload[at:at + 4].view("<u4")[0])
+    if payload.size < data_at + 4:
+        return data_at + 4
+    return data_at + 4 + int(payload[data_at:data_at + 4].view("<u4")[0])
+
+
 def gather_u32(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Little-endian uint32 at each position of ``at`` (positions must be in bounds).
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -41,9 +42,10 @@ import numpy as np
 from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
+from ..io.prefix import Reach
 from ..io.gather import le_uint, rows
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
-from ..mcap.records import MAGIC, MESSAGE_FIXED, Opcode
+from ..mcap.records import MAGIC, MESSAGE_FIXED, Opcode, record_end
 from .compression import FrameError, decompress_file, decompress_frames
 from .metadata import BagMetadata
 from .reader import StorageSource, _natural_order
@@ -288,9 +290,11 @@ class McapStorage(LazyIndexContainer):
     def metadata(self) -> list[Any]:
         return [m for p in self.parts for m in p.metadata]
 
-    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
+    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None,
+                    checksums: bool = True) -> ChunkStore:
         """A store handing out each file's payloads (decompressed and checked by that file's store)."""
-        stores = [p.chunk_store(cache_bytes=max(1, cache_bytes // len(self.parts)), workers=1) for p in self.parts]
+        stores = [p.chunk_store(cache_bytes=max(1, cache_bytes // len(self.parts)), workers=1, checksums=checksums)
+                  for p in self.parts]
         return _PartStore(self, stores, cache_bytes=cache_bytes, workers=workers)
 
     def compression_counts(self) -> dict[str, int]:
@@ -362,6 +366,10 @@ class McapStorage(LazyIndexContainer):
     def message_headers(self, buf: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return message_headers(buf, starts)
 
+    def record_end(self, payload: np.ndarray, at: int) -> int:
+        """As an MCAP chunk's records; a chunk rebuilt from per-message frames is built whole."""
+        return sys.maxsize if self.per_message else record_end(payload, at)
+
     def payload_spans(self, buf: np.ndarray, at: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunk: np.ndarray,
                       conn: np.ndarray, time: np.ndarray, *, kernel: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Each file's reader locates its own records (its channel ids, its chunk positions)."""
@@ -398,12 +406,12 @@ class _PartStore(ChunkStore):
         super().__init__(storage.source, storage.chunks, cache_bytes=cache_bytes, workers=workers)
         self.storage, self.stores = storage, stores
 
-    def get(self, index: int, remember: bool = True) -> np.ndarray:
+    def get(self, index: int, remember: bool = True, reach: Reach | None = None) -> np.ndarray:
         """Chunk ``index``'s payload, from its file's store (cached there); compressed per message, rebuilt
         from it and cached here."""
         k = int(np.searchsorted(self.storage._chunk_base, index, side="right") - 1)
         if not self.storage.per_message:
-            return self.stores[k].get(index - int(self.storage._chunk_base[k]), remember)
+            return self.stores[k].get(index - int(self.storage._chunk_base[k]), remember, reach)
         with self._lock:
             hit = self._cache.get(index)
             if hit is not None:

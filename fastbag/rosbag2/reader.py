@@ -54,6 +54,7 @@ import numpy as np
 from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
+from ..io.prefix import Reach
 from ..io.gather import item_positions
 from ..io.source import Source
 from ..msg.msgdef import EMPTY_MD5
@@ -514,9 +515,10 @@ class Rosbag2Reader(LazyIndexContainer):
             return numbers
 
     # -- payloads ---------------------------------------------------------------------
-    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None) -> ChunkStore:
+    def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None,
+                    checksums: bool = True) -> ChunkStore:
         """A store whose payload for a chunk is its rows' blobs, fetched with one query (decompressed for
-        per-message zstd) on the worker pool."""
+        per-message zstd) on the worker pool. (Rows carry no checksums: ``checksums`` changes nothing.)"""
         return _RowStore(self, cache_bytes=cache_bytes, workers=workers)
 
     def fetch(self, k: int) -> np.ndarray:
@@ -604,8 +606,9 @@ class _RowStore(ChunkStore):
     def chunks(self, value: object) -> None:
         pass  # ChunkStore.__init__ sets it: the table is the reader's, see the getter
 
-    def get(self, index: int, remember: bool = True) -> np.ndarray:
-        """Chunk ``index``'s payload, from the cache or the database."""
+    def get(self, index: int, remember: bool = True, reach: Reach | None = None) -> np.ndarray:
+        """Chunk ``index``'s payload, from the cache or the database (always all of it: ``reach`` is for
+        compressed chunks)."""
         with self._lock:
             hit = self._cache.get(index)
             if hit is not None:
