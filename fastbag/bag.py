@@ -40,9 +40,8 @@ if TYPE_CHECKING:
     from .msg.layout import Layout
 
 
-#: A read whose last record in a compressed chunk starts in this last share of it decodes the chunk whole
-#: (see Bag._reach).
-PREFIX_SPARED = 0.1
+#: A read decodes a compressed chunk only in part where it expects to spare this share of it (Bag._reach).
+PREFIX_SPARED = 0.2
 #: Reads of fewer messages than twice this decode on the calling thread; larger runs are cut
 #: into parts of at least this many messages, one per worker.
 PARALLEL_MIN = 4096
@@ -763,8 +762,8 @@ class Bag:
         for a, b, c in zip(run_starts, run_ends, run_chunks):
             if not chunk_in_file[c]:
                 groups.setdefault(c, []).append((a, b))
-        payloads = self._store.iter_chunks(list(groups), self._reach(index, chunk_of, selected))  # dicts keep
-        # their first-need order
+        reach = self._reach(index, selected, run_starts, run_chunks)
+        payloads = self._store.iter_chunks(list(groups), reach)  # dicts keep their first-need order
         live: dict[int, np.ndarray] = {}
         try:
             for k, (c, a, b) in enumerate(zip(run_chunks, run_starts, run_ends)):
@@ -783,22 +782,37 @@ class Bag:
         finally:
             payloads.close()  # type: ignore[attr-defined]
 
-    def _reach(self, index: BagIndex, chunk_of: np.ndarray, selected: np.ndarray
+    def _reach(self, index: BagIndex, selected: np.ndarray, run_starts: list[int], run_chunks: list[int]
                ) -> Callable[[int], Callable[[np.ndarray], int] | None]:
-        """``reach_of(chunk)``: how far a read of rows ``selected`` of ``index`` (in chunks ``chunk_of``)
-        needs a chunk's payload decoded, to the end of its last record there (see
+        """``reach_of(chunk)``: how far a read of rows ``selected`` of ``index`` (in runs of one chunk each,
+        starting at ``run_starts``, in chunks ``run_chunks``) needs a chunk's payload decoded, to the end of
+        its last record there (see
         :meth:`Container.record_end`); None for all of it. Small messages ahead of a large one in a chunk
         (an Imu among images, as the rosbag2 and ROS1 recorders cut chunks) then cost the chunk's head.
-        A record starting in the last PREFIX_SPARED of its chunk asks for the whole: stopping there would
-        spare little, for a few calls more (reading a whole topic of one type)."""
+
+        Stopping early has a price: zstd decodes a frame it may not finish through its own window
+        buffer, not straight into ours (a camera topic read 10-15% slower that way). So a chunk is
+        decoded in part only where the read expects to spare PREFIX_SPARED of it at least: its last
+        record of the read starts early enough, and ends early enough for the largest record of the
+        read seen so far (an image's or a cloud's topic stops asking after its first chunks).
+        """
         last = np.full(len(index.chunks), -1, dtype=np.int64)
-        np.maximum.at(last, chunk_of, index.offset[selected])
-        worth = last < (1 - PREFIX_SPARED) * index.chunks.size
+        np.maximum.at(last, run_chunks, np.maximum.reduceat(index.offset[selected], run_starts))  # (few runs)
+        sizes = index.chunks.size
         record_end = self._container.record_end
+        largest = [0]  # the largest record of the read whose length a prefix showed so far
 
         def reach_of(chunk: int) -> Callable[[np.ndarray], int] | None:
             at = int(last[chunk])
-            return (lambda prefix: record_end(prefix, at)) if worth[chunk] else None
+            if at + largest[0] >= (1 - PREFIX_SPARED) * int(sizes[chunk]):
+                return None
+
+            def reach(prefix: np.ndarray) -> int:
+                end = record_end(prefix, at)
+                largest[0] = max(largest[0], end - at)  # (a record is never shorter than a reach says)
+                return end
+
+            return reach
 
         return reach_of
 
@@ -1234,13 +1248,14 @@ class Bag:
         store = self._store
         chunk_of = index.chunk[selected]
         run_starts, run_ends = _run_bounds(chunk_of)
+        run_chunks = chunk_of[run_starts].tolist()
         groups: dict[int, list[tuple[int, int]]] = {}  # chunk -> its runs (a, b), first-need order
-        for a, b, c in zip(run_starts, run_ends, chunk_of[run_starts].tolist()):
+        for a, b, c in zip(run_starts, run_ends, run_chunks):
             groups.setdefault(c, []).append((a, b))
         number = {a: r for r, a in enumerate(run_starts)}  # a run's place in read order, by its first message
         # A read larger than the cache would evict what it caches before reusing it (see iter_chunks).
         remember = int(index.chunks.size[list(groups)].sum()) <= store.cache_bytes
-        reach = self._reach(index, chunk_of, selected)
+        reach = self._reach(index, selected, run_starts, run_chunks)
 
         def decode(c: int) -> list[tuple[int, Any]]:
             payload = store.get(c, remember, reach(c))

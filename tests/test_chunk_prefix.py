@@ -291,3 +291,23 @@ def test_ros1_small_topic_reads_decode_the_heads_of_chunks(tmp_path, decoded, co
             spent, held = sum(n for _, n in decoded), sum(size for size, _ in decoded)
             assert (spent < 0.3 * held) if (prefix_by_default or not checksums) else spent == held
             assert [x.tobytes() for x in bag.read("/big")["data"]] == [big_message(k) for k in range(30)]
+
+
+def test_a_topic_of_large_records_stops_asking_for_parts(tmp_path, monkeypatch) -> None:
+    """A prefix costs zstd its direct decoding into our buffer: once a read has seen a record that leaves
+    little of its chunk to spare (an image closing the chunk), it asks for the rest of its chunks whole."""
+    path = tmp_path / "mixed.mcap"
+    write_mcap(path, CompressionType.ZSTD, crcs=False)
+    asked: list[bool] = []
+    real = chunks_module.decompress
+
+    def spy(source, chunk, allocate=None, reach=None, checksums=True):
+        asked.append(reach is not None)
+        return real(source, chunk, allocate, reach, checksums)
+
+    monkeypatch.setattr(chunks_module, "decompress", spy)
+    with fastbag.open(path, workers=1) as bag:
+        assert arrays_of(bag.read("/big")) == [d[4:] for _, d in mcap_messages(path, "/big")]
+        assert asked[0] and not any(asked[1:]) and len(asked) == 30  # the first chunk shows the size
+        asked.clear()
+        assert len(bag.read("/small")) == 150 and all(asked)  # small records: every chunk in part

@@ -30,8 +30,8 @@ import numpy as np
 
 from ..errors import BagFormatError, DecryptionError, TooLarge, UnsupportedError
 from .codecs import COMPRESSIONS, DECOMPRESSORS, STREAMING, WHOLE_CHECKSUM, stream
-from .prefix import Reach
 from .forks import reset_in_children
+from .prefix import Reach
 from .source import Source
 
 

@@ -4,9 +4,10 @@ A codec decompresses a payload (a uint8 array) to at most ``size`` bytes,
 into a buffer the caller provides where it can. Output never outgrows what
 the data really holds: a payload that would expand past its limit (a
 decompression bomb, a lying header) stops one byte past it, for the caller
-to reject. Given ``reach``, a codec stops as soon as the bytes it has
-decoded hold what the caller needs (a read of a few small messages at the
-head of a chunk whose tail is one large image decodes only the head). lz4 frames decode through the Numba kernel of
+to reject. Given ``reach`` (:mod:`fastbag.io.prefix`), a codec stops as
+soon as the bytes it has decoded hold what the caller needs: a read of a
+few small messages at the head of a chunk whose tail is one large image
+decodes only the head. lz4 frames decode through the Numba kernel of
 :mod:`fastbag.io.lz4frame` (frames it leaves alone go to ``lz4.frame``),
 bz2 through the standard library's streaming decoder.
 """
