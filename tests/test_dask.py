@@ -268,3 +268,33 @@ def test_ros1_and_ros2_recordings_of_one_type(fleet, ros2_fleet):
             want.append(bag.read("/imu")["linear_acceleration"]["z"])
     got = fastbag.dask.read_array(paths, "/imu", "linear_acceleration.z").compute(scheduler="sync")
     np.testing.assert_array_equal(got, np.concatenate(want))
+
+
+def test_open_options_reach_every_open_of_a_bag(tmp_path, monkeypatch):
+    """A fleet of format-1.1 bags (no definitions stored) reads with ``definitions=``, which every open gets:
+    the planning opens and each task's, as ``checksums=`` and the other options of fastbag.open do."""
+    from legacy_fixtures import V11_TEXTS, rosname, v11_md5sums, v11_typestore, write_v11
+
+    store = v11_typestore()
+    md5sum = v11_md5sums(store)["geometry_msgs/Point"]
+    Point = store.types["geometry_msgs/msg/Point"]
+    paths = []
+    for k in range(2):
+        path = tmp_path / f"v11-{k}.bag"
+        write_v11(path, [("/point", md5sum, "geometry_msgs/Point", 10**9 * (10 * k + j + 1),
+                          bytes(store.serialize_ros1(Point(x=float(10 * k + j), y=1.0, z=2.0),
+                                                     rosname("geometry_msgs/Point")))) for j in range(5)])
+        paths.append(path)
+    with pytest.raises(fastbag.FastbagError):  # (without definitions: raw only)
+        fastbag.dask.read_topic(paths, "/point").compute(scheduler="sync")
+    opened = []
+    real = fastbag.convert.dask.open_bag
+    monkeypatch.setattr(fastbag.convert.dask, "open_bag", lambda *a, **kw: opened.append(kw) or real(*a, **kw))
+    ddf = fastbag.dask.read_topic(paths, "/point", definitions=V11_TEXTS, checksums=False)
+    assert ddf.compute(scheduler="sync")["x"].tolist() == [float(v) for v in [*range(5), *range(10, 15)]]
+    acc = fastbag.dask.read_array(paths, "/point", "y", definitions=V11_TEXTS).compute(scheduler="sync")
+    assert acc.tolist() == [1.0] * 10
+    assert len(opened) >= 6 and all(kw.get("definitions") is V11_TEXTS for kw in opened)
+    assert all(kw["checksums"] is False for kw in opened[:4])  # read_topic's: planning and both tasks
+    with pytest.raises(TypeError, match="threads="):
+        fastbag.dask.read_topic(paths, "/point", workers=2)

@@ -54,8 +54,8 @@ def expand_paths(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathL
     return paths
 
 
-def _plan(paths: list[str], topic: str, step: int | str,
-          describe: Callable[[Bag], Any]) -> tuple[list[tuple[str, int, int]], list[int], list[int], Any]:
+def _plan(paths: list[str], topic: str, step: int | str, describe: Callable[[Bag], Any],
+          open_options: dict[str, Any]) -> tuple[list[tuple[str, int, int]], list[int], list[int], Any]:
     """Parts ``(path, a, b)`` of the topic in every bag holding it, each part's first and last time, and
     the first bag's ``describe(bag)``: ``(signature, value)``, what a collection needs of the topic's type (its
     columns' names and dtypes, a field's dtype and shape) and the value it builds on.
@@ -66,7 +66,7 @@ def _plan(paths: list[str], topic: str, step: int | str,
     parts, first, last = [], [], []
     formats: dict[tuple[str, str, str], tuple[str, Any]] = {}  # (type, md5sum, definition) -> (first bag, description)
     for path in paths:
-        with open_bag(path, workers=1) as bag:  # the index only: no decoding threads
+        with open_bag(path, workers=1, **open_options) as bag:  # the index only: no decoding threads
             if topic not in bag.topics:
                 continue  # a fleet's bags need not all record every topic
             times = bag.topic_times(topic)  # DecodeError for a topic in two formats within the bag
@@ -124,14 +124,15 @@ def _frame_meta(bag: Bag, topic: str) -> tuple[Any, Any]:
     return (tuple(meta.columns), tuple(str(d) for d in meta.dtypes)), meta
 
 
-def _read_frame(part: tuple[str, int, int], topic: str, threads: int = DEFAULT_THREADS) -> Any:
+def _read_frame(part: tuple[str, int, int], topic: str, threads: int = DEFAULT_THREADS,
+                open_options: dict[str, Any] | None = None) -> Any:
     path, a, b = part
-    with open_bag(path, workers=threads) as bag:
+    with open_bag(path, workers=threads, **(open_options or {})) as bag:
         return bag.take(topic, slice(a, b)).to_pandas()
 
 
 def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str, *,
-               step: int | str = DEFAULT_STEP, threads: int = DEFAULT_THREADS) -> Any:
+               step: int | str = DEFAULT_STEP, threads: int = DEFAULT_THREADS, **open_options: Any) -> Any:
     """A Dask DataFrame of ``topic`` over many bags: the columns of ``TopicArray.to_pandas()``.
 
     One partition per chunk-aligned part of ``step`` (messages or bytes, as
@@ -139,18 +140,28 @@ def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     sorted); divisions are receive times when the parts follow each other
     in time. Bags without the topic are passed over. ``threads`` is how
     many threads a task decodes on (default 1: Dask's workers run tasks side
-    by side). ValueError names two bags whose message types (or types'
-    columns) differ.
+    by side). ``open_options`` go to every :func:`fastbag.open` of a bag, on
+    the workers too (``definitions=`` for bags that lack some,
+    ``checksums=False``, ``cache_bytes=``). ValueError names two bags whose
+    message types (or types' columns) differ.
     """
     dd = require("dask.dataframe", "dask", "fastbag.dask")
     pd = require("pandas", "pandas", "fastbag.dask")
     paths = expand_paths(paths_or_glob)
-    parts, first, last, meta = _plan(paths, topic, step, lambda bag: _frame_meta(bag, topic))
+    _check_options(open_options)
+    parts, first, last, meta = _plan(paths, topic, step, lambda bag: _frame_meta(bag, topic), open_options)
     divisions = _known_divisions(first, last)
     if divisions is not None:
         divisions = [pd.Timestamp(t, unit="ns") for t in divisions]
-    return dd.from_map(_read_frame, parts, topic=topic, threads=threads, meta=meta, divisions=divisions,
-                       label=f"fastbag-{topic.strip('/').replace('/', '.')}", enforce_metadata=False)
+    return dd.from_map(_read_frame, parts, topic=topic, threads=threads, open_options=open_options, meta=meta,
+                       divisions=divisions, label=f"fastbag-{topic.strip('/').replace('/', '.')}",
+                       enforce_metadata=False)
+
+
+def _check_options(open_options: dict[str, Any]) -> None:
+    """TypeError for ``workers``: a task's threads are ``threads``, its bags' opening is the index only."""
+    if "workers" in open_options:
+        raise TypeError("fastbag.dask takes threads= (the threads a task decodes on), not workers=")
 
 
 def _field(arr: StructArray, field: str) -> Any:
@@ -176,17 +187,18 @@ def _field_meta(bag: Bag, topic: str, field: str) -> tuple[Any, Any]:
     return (kind, type(value).__name__), (kind, value)
 
 
-def _read_field(part: tuple[str, int, int], topic: str, field: str, threads: int = DEFAULT_THREADS) -> np.ndarray:
+def _read_field(part: tuple[str, int, int], topic: str, field: str, threads: int = DEFAULT_THREADS,
+                open_options: dict[str, Any] | None = None) -> np.ndarray:
     path, a, b = part
-    with open_bag(path, workers=threads) as bag:
+    with open_bag(path, workers=threads, **(open_options or {})) as bag:
         return np.ascontiguousarray(_field(bag.take(topic, slice(a, b)), field))
 
 
 def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str, field: str, *,
-               step: int | str = DEFAULT_STEP, threads: int = DEFAULT_THREADS) -> Any:
+               step: int | str = DEFAULT_STEP, threads: int = DEFAULT_THREADS, **open_options: Any) -> Any:
     """A Dask array of one fixed-size field (``"linear_acceleration"``, ``"pose.pose.position.x"``) over many bags.
 
-    One block per part, and ``threads`` per task, as :func:`read_topic`. Fixed structs give
+    One block per part, and ``threads`` and ``open_options`` per task, as :func:`read_topic`. Fixed structs give
     structured arrays; fields whose size varies per message (``T[]``,
     strings) raise ValueError: use :func:`read_topic`. So do two bags whose
     message types differ, or whose field does (one type recorded in ROS1 and
@@ -195,13 +207,14 @@ def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     da = require("dask.array", "dask", "fastbag.dask")
     dask = require("dask", "dask", "fastbag.dask")
     paths = expand_paths(paths_or_glob)
-    parts, _, _, found = _plan(paths, topic, step, lambda bag: _field_meta(bag, topic, field))
+    _check_options(open_options)
+    parts, _, _, found = _plan(paths, topic, step, lambda bag: _field_meta(bag, topic, field), open_options)
     if isinstance(found, KeyError):
         raise found
     kind, value = found
     if kind == "slot" or not isinstance(value, np.ndarray) or value.dtype.kind in "OU":
         raise ValueError(f"{topic} field {field!r} varies in size per message; read_array takes fixed-size fields "
                          "(use read_topic)")
-    blocks = [da.from_delayed(dask.delayed(_read_field)(part, topic, field, threads), shape=(part[2] - part[1],) +
-                              value.shape[1:], dtype=value.dtype) for part in parts]
+    blocks = [da.from_delayed(dask.delayed(_read_field)(part, topic, field, threads, open_options),
+                              shape=(part[2] - part[1],) + value.shape[1:], dtype=value.dtype) for part in parts]
     return da.concatenate(blocks, axis=0)
