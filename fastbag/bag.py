@@ -786,9 +786,9 @@ class Bag:
                ) -> Callable[[int], Callable[[np.ndarray], int] | None]:
         """``reach_of(chunk)``: how far a read of rows ``selected`` of ``index`` (in runs of one chunk each,
         starting at ``run_starts``, in chunks ``run_chunks``) needs a chunk's payload decoded, to the end of
-        its last record there (see
-        :meth:`Container.record_end`); None for all of it. Small messages ahead of a large one in a chunk
-        (an Imu among images, as the rosbag2 and ROS1 recorders cut chunks) then cost the chunk's head.
+        its last record there (see :meth:`Container.record_end`); None for all of it. Small messages ahead
+        of a large one in a chunk (an Imu among images, as the rosbag2 and ROS1 recorders cut chunks) then
+        cost the chunk's head.
 
         Stopping early has a price: zstd decodes a frame it may not finish through its own window
         buffer, not straight into ours (a camera topic read 10-15% slower that way). So a chunk is
@@ -804,8 +804,8 @@ class Bag:
 
         def reach_of(chunk: int) -> Callable[[np.ndarray], int] | None:
             at = int(last[chunk])
-            if at + largest[0] >= (1 - PREFIX_SPARED) * int(sizes[chunk]):
-                return None
+            if at < 0 or at + largest[0] >= (1 - PREFIX_SPARED) * int(sizes[chunk]):
+                return None  # (an offset the index got wrong: the whole chunk, whose check names it)
 
             def reach(prefix: np.ndarray) -> int:
                 end = record_end(prefix, at)

@@ -42,8 +42,8 @@ import numpy as np
 from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
-from ..io.prefix import Reach
 from ..io.gather import le_uint, rows
+from ..io.prefix import Reach
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
 from ..mcap.records import MAGIC, MESSAGE_FIXED, Opcode, record_end
 from .compression import FrameError, decompress_file, decompress_frames

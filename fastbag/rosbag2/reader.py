@@ -54,8 +54,8 @@ import numpy as np
 from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
-from ..io.prefix import Reach
 from ..io.gather import item_positions
+from ..io.prefix import Reach
 from ..io.source import Source
 from ..msg.msgdef import EMPTY_MD5
 from .compression import FrameError, decompress_frames
