@@ -165,7 +165,8 @@ def ros1_array(data: bytes) -> bytes:
     return struct.pack("<I", len(data)) + data
 
 
-def write_mcap(path: Path, compression: CompressionType, crcs: bool, frames: int = 30) -> None:
+def write_mcap(path: Path, compression: CompressionType, crcs: bool, frames: int = 30, t0: int = 1_000_000_000
+               ) -> None:
     """Five /small messages, then one /big, ``frames`` times: the /big closes each chunk (of 50 KB)."""
     with path.open("wb") as f:
         writer = Writer(f, chunk_size=50_000, compression=compression, enable_crcs=crcs)
@@ -173,7 +174,7 @@ def write_mcap(path: Path, compression: CompressionType, crcs: bool, frames: int
         schema = writer.register_schema("std_msgs/UInt8MultiArrayLike", "ros1msg", SCHEMA)
         small = writer.register_channel("/small", "ros1", schema)
         big = writer.register_channel("/big", "ros1", schema)
-        t = 1_000_000_000
+        t = t0
         for k in range(frames):
             for j in range(5):
                 t += 1000
@@ -336,3 +337,20 @@ def test_encrypted_chunks_decrypt_whole_and_decompress_in_part(tmp_path, decoded
             spent, held = sum(n for _, n in decoded), sum(size for size, _ in decoded)
             assert (spent < 0.3 * held) if not checksums else spent == held
             assert arrays_of(bag.read("/big")) == [big_message(k) for k in range(30)]
+
+
+def test_rosbag2_mcap_storage_of_several_files_reads_heads_of_chunks(tmp_path, decoded) -> None:
+    """A rosbag2 directory of two MCAP files (no metadata.yaml: read in name order) is one McapStorage;
+    each file's store decodes the heads of its chunks for the small topic."""
+    folder = tmp_path / "split"
+    folder.mkdir()
+    write_mcap(folder / "split_0.mcap", CompressionType.ZSTD, crcs=False)
+    write_mcap(folder / "split_1.mcap", CompressionType.ZSTD, crcs=False, t0=2_000_000_000)
+    small = [d[4:] for k in range(2) for _, d in mcap_messages(folder / f"split_{k}.mcap", "/small")]
+    with fastbag.open(folder) as bag:
+        assert len(bag._container.parts) == 2
+        assert arrays_of(bag.read("/small")) == small
+        spent, held = sum(n for _, n in decoded), sum(size for size, _ in decoded)
+        assert spent < 0.2 * held
+        assert [bytes(m.data)[4:] for m in bag.messages(topics="/big", raw=True)] == \
+            [d[4:] for k in range(2) for _, d in mcap_messages(folder / f"split_{k}.mcap", "/big")]
