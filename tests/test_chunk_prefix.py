@@ -354,3 +354,22 @@ def test_rosbag2_mcap_storage_of_several_files_reads_heads_of_chunks(tmp_path, d
         assert spent < 0.2 * held
         assert [bytes(m.data)[4:] for m in bag.messages(topics="/big", raw=True)] == \
             [d[4:] for k in range(2) for _, d in mcap_messages(folder / f"split_{k}.mcap", "/big")]
+
+
+def test_a_cached_prefix_counts_as_the_buffer_it_holds(tmp_path) -> None:
+    """A prefix keeps its whole chunk-sized buffer alive: the cache's bound counts that, not the prefix's
+    bytes (else a cache of 10% prefixes would hold ten times its bound)."""
+    path = tmp_path / "mixed.mcap"
+    write_mcap(path, CompressionType.ZSTD, crcs=False)
+    with fastbag.open(path) as bag:
+        sizes = bag._chunks.size
+        budget = int(sizes[:12].sum())  # room for 12 whole chunks of the 30
+    with fastbag.open(path, cache_bytes=budget) as bag:
+        for start in range(0, 30, 6):  # reads of 6 chunks each, within the bound: cached
+            lo, hi = int(bag.start_time) + 6000 * start, int(bag.start_time) + 6000 * (start + 6)
+            assert len(bag.read("/small", start=lo, end=hi)) == 30
+        store = bag._store
+        cached = {k: p for k, p in store._cache.items()}
+        assert cached and all(p.size < sizes[k] for k, p in cached.items())  # prefixes
+        assert store._cached == sum(int(sizes[k]) for k in cached) <= budget
+        assert len(cached) <= 12

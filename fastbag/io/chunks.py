@@ -404,20 +404,26 @@ class ChunkStore:
             self._remember(index, payload)
         return payload
 
+    def _cost(self, index: int, payload: np.ndarray) -> int:
+        """The memory a cached payload holds: a prefix (see :meth:`get`) keeps its whole buffer, which the
+        codec sized for the whole chunk."""
+        return max(payload.nbytes, int(self.chunks[index].size))
+
     def _remember(self, index: int, payload: np.ndarray) -> None:
-        if payload.nbytes > self.cache_bytes:
+        cost = self._cost(index, payload)
+        if cost > self.cache_bytes:
             return
         with self._lock:
             held = self._cache.get(index)
             if held is not None:
                 if held.size >= payload.size:
                     return
-                self._cached -= held.nbytes  # a prefix, replaced by more of the payload
+                self._cached -= self._cost(index, held)  # a prefix, replaced by more of the payload
             self._cache[index] = payload
-            self._cached += payload.nbytes
+            self._cached += cost
             while self._cached > self.cache_bytes:
-                _, old = self._cache.popitem(last=False)
-                self._cached -= old.nbytes
+                old_index, old = self._cache.popitem(last=False)
+                self._cached -= self._cost(old_index, old)
 
     def iter_chunks(self, indices: Iterable[int], reach: Callable[[int], Reach | None] | None = None
                     ) -> Iterator[tuple[int, np.ndarray]]:
