@@ -373,3 +373,16 @@ def test_a_cached_prefix_counts_as_the_buffer_it_holds(tmp_path) -> None:
         assert cached and all(p.size < sizes[k] for k, p in cached.items())  # prefixes
         assert store._cached == sum(int(sizes[k]) for k in cached) <= budget
         assert len(cached) <= 12
+
+
+def test_a_pickled_bag_keeps_its_checksums_option(tmp_path) -> None:
+    """DataLoader workers and Dask tasks reopen a pickled bag: with the option it was opened with."""
+    import pickle
+
+    path = tmp_path / "mixed.mcap"
+    write_mcap(path, CompressionType.ZSTD, crcs=True, frames=3)
+    for checksums in (True, False):
+        with fastbag.open(path, checksums=checksums) as bag:
+            with pickle.loads(pickle.dumps(bag)) as again:
+                assert again._store.checksums is checksums
+                assert arrays_of(again.read("/small")) == arrays_of(bag.read("/small"))
