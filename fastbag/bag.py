@@ -29,6 +29,7 @@ import numpy as np
 from .container import NO_MD5, BagIndex, Connection, Container, Encryption
 from .errors import DecodeError, DefinitionError, FastbagError, FastbagWarning, UnsupportedError
 from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
+from .io.codecs import ZSTD_MAGIC
 from .msg.messages import Time, TimeLike, time_ns
 from .msg.msgdef import EMPTY_MD5
 from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
@@ -1679,7 +1680,6 @@ def open(path: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def _rosbag2_directory(path: str) -> tuple[str | None, list[str] | None, Any]:

@@ -25,6 +25,9 @@ from ..errors import TooLarge
 from .prefix import Reach, first_target, next_target
 
 STEP = 8 << 20  # a streaming decompressor produces at most this much per call
+#: The first bytes of a zstd frame, and of an LZ4 frame.
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
 
 def _lz4_stream() -> Any:
@@ -138,15 +141,11 @@ def _zstd(raw: np.ndarray, size: int, allocate: Callable[[int], np.ndarray] | No
     return out[:filled]
 
 
-def _lz4_content_checksum(raw: np.ndarray) -> bool:
-    # An LZ4 frame's FLG byte follows its magic number; bit 2 says a content checksum ends the frame.
-    return raw.size < 5 or bytes(raw[:4]) != b"\x04\x22\x4d\x18" or bool(raw[4] & 0x04)
-
-
-def _zstd_content_checksum(raw: np.ndarray) -> bool:
-    # A zstd frame's header descriptor follows its magic number; bit 2 says a checksum ends the frame.
-    # (A chunk is one frame as every writer makes it; a frame after the first is not looked at.)
-    return raw.size < 5 or bytes(raw[:4]) != b"\x28\xb5\x2f\xfd" or bool(raw[4] & 0x04)
+def _checksum_flag(magic: bytes) -> Callable[[np.ndarray], bool]:
+    """Whether a frame starting with ``magic`` says a checksum over its content ends it: bit 2 of the byte
+    after the magic, in an LZ4 frame's FLG byte as in a zstd frame's header descriptor. (A chunk is one
+    frame as every writer makes it; a frame after the first is not looked at.)"""
+    return lambda raw: raw.size < 5 or bytes(raw[:4]) != magic or bool(raw[4] & 0x04)
 
 
 #: compression name -> whether a payload carries a checksum over all of its output (checked only once
@@ -154,8 +153,8 @@ def _zstd_content_checksum(raw: np.ndarray) -> bool:
 #: ends, and a prefix ends where a block may not.
 WHOLE_CHECKSUM: dict[str, Callable[[np.ndarray], bool]] = {
     "bz2": lambda raw: True,
-    "lz4": _lz4_content_checksum,
-    "zstd": _zstd_content_checksum,
+    "lz4": _checksum_flag(LZ4_MAGIC),
+    "zstd": _checksum_flag(ZSTD_MAGIC),
 }
 
 

@@ -42,6 +42,7 @@ import numpy as np
 from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
+from ..io.codecs import ZSTD_MAGIC
 from ..io.gather import le_uint, rows
 from ..io.prefix import Reach
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
@@ -428,7 +429,6 @@ class _PartStore(ChunkStore):
         super().close()
 
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def _head(path: str) -> bytes:

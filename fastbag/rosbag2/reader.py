@@ -54,6 +54,7 @@ import numpy as np
 from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
+from ..io.codecs import ZSTD_MAGIC
 from ..io.gather import item_positions
 from ..io.prefix import Reach
 from ..io.source import Source
@@ -628,7 +629,7 @@ def _is_zstd(path: str, named: bool) -> bool:
             head = file.read(4)
     except OSError:
         return named
-    return head == b"\x28\xb5\x2f\xfd" or (named and len(head) < 4)
+    return head == ZSTD_MAGIC or (named and len(head) < 4)
 
 
 def _natural_order(names: list[str]) -> list[str]:
