@@ -16,6 +16,7 @@ rosbags is imported only here, and only when a job runs it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -165,8 +166,8 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
     """Generate (once) and return the benchmark recordings (those of ``keys``, default all): the ROS1 bags
     imu-1m, mixed-none, mixed-lz4, mixed-bz2, and the same recordings as rosbag2 directories of one MCAP file
     (mcap-imu-1m, mcap-mixed: zstd chunks; mcap-imu-1m-lz4: lz4 chunks; mcap-imu-1m-none, mcap-mixed-none:
-    uncompressed chunks)."""
-    from .synth_mcap import write_rosbag2_mcap
+    uncompressed chunks; mcap-mixed-zstd-fast: as rosbag2's ``zstd_fast`` preset writes it)."""
+    from .synth_mcap import write_rosbag2_mcap, write_zstd_fast
 
     folder = folder or bench_dir()
     folder.mkdir(parents=True, exist_ok=True)
@@ -180,13 +181,23 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
         # after mixed-none, which it is made from
         "mixed-lz4-py": (f"mixed-{seconds:g}s-pylz4.bag", lambda p: pylz4_bag(p, paths["mixed-none"])),
     }
-    mcap_specs = {"mcap-imu-1m": ("imu-1000000-zstd.rosbag2", "imu-1m", "zstd"),
-                  "mcap-imu-1m-lz4": ("imu-1000000-lz4.rosbag2", "imu-1m", "lz4"),
-                  "mcap-imu-1m-none": ("imu-1000000-none.rosbag2", "imu-1m", "none"),
-                  "mcap-mixed": (f"mixed-{seconds:g}s-zstd.rosbag2", "mixed-none", "zstd"),
-                  "mcap-mixed-none": (f"mixed-{seconds:g}s-none.rosbag2", "mixed-none", "none")}
+    # rosbag2 directories of one MCAP file, each made from the recording it names (in this order)
+    mcap_specs: dict[str, tuple[str, str, Callable[[Path, Path], Path]]] = {
+        "mcap-imu-1m": ("imu-1000000-zstd.rosbag2", "imu-1m", functools.partial(write_rosbag2_mcap,
+                                                                                compression="zstd")),
+        "mcap-imu-1m-lz4": ("imu-1000000-lz4.rosbag2", "imu-1m", functools.partial(write_rosbag2_mcap,
+                                                                                   compression="lz4")),
+        "mcap-imu-1m-none": ("imu-1000000-none.rosbag2", "imu-1m", functools.partial(write_rosbag2_mcap,
+                                                                                     compression="none")),
+        "mcap-mixed": (f"mixed-{seconds:g}s-zstd.rosbag2", "mixed-none", functools.partial(write_rosbag2_mcap,
+                                                                                           compression="zstd")),
+        "mcap-mixed-none": (f"mixed-{seconds:g}s-none.rosbag2", "mixed-none",
+                            functools.partial(write_rosbag2_mcap, compression="none")),
+        "mcap-mixed-zstd-fast": (f"mixed-{seconds:g}s-zstd-fast.rosbag2", "mcap-mixed-none", write_zstd_fast)}
     wanted = set(keys) if keys is not None else set(specs) | set(mcap_specs) | set(DB3_BAGS)
-    wanted |= {mcap_specs[k][1] for k in wanted if k in mcap_specs}  # an MCAP recording is made from its ROS1 bag
+    for key in reversed(mcap_specs):  # an MCAP recording is made from its source, which may be one too
+        if key in wanted:
+            wanted.add(mcap_specs[key][1])
     wanted |= {"mixed-none"} if "mixed-lz4-py" in wanted else set()
     paths = {}
     for key, (name, make) in specs.items():
@@ -199,7 +210,7 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
             make(partial)
             partial.rename(path)
         paths[key] = path
-    for key, (name, source, compression) in mcap_specs.items():
+    for key, (name, source, make_mcap) in mcap_specs.items():
         if key not in wanted:
             continue
         path = folder / name
@@ -207,7 +218,7 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
             log(f"generating {path} (from {paths[source].name}) ...")
             partial = folder / (name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)
-            written = write_rosbag2_mcap(paths[source], partial, compression=compression)
+            written = make_mcap(paths[source], partial)
             written.rename(partial / f"{path.name}.mcap")
             metadata = partial / "metadata.yaml"
             metadata.write_text(metadata.read_text().replace(written.name, f"{path.name}.mcap"))
@@ -614,6 +625,17 @@ JOBS += [
     Job("livox-mcap-none", "Livox CustomMsg (CDR, MCAP uncompressed chunks) into per-message point arrays",
         "mcap-mixed-none", _livox_fastbag, _livox_mcap, _check_fields, 300, "/livox/lidar", views=True,
         **_mcap_peer()),
+    # rosbag2's zstd_fast preset (what `ros2 bag record` writes with zstd chunks): this content at zstd's
+    # fastest level saves under 2% a chunk, so the writer keeps every chunk uncompressed, without CRC-32s
+    Job("pointcloud2-mcap-zstd-fast", "PointCloud2 (CDR, MCAP as rosbag2's zstd_fast preset writes it) into "
+        "per-message structured points", "mcap-mixed-zstd-fast", _clouds_fastbag, _clouds_mcap, _check_arrays, 50,
+        "/points", views=True, rosbags_repeats=3, **_mcap_peer()),
+    Job("image-mcap-zstd-fast", "Image 640x480 rgb8 (CDR, MCAP as rosbag2's zstd_fast preset writes it) into "
+        "(H, W, C) per-message views", "mcap-mixed-zstd-fast", _images_fastbag, _images_mcap, _check_arrays, 20,
+        "/camera/image_raw", views=True, rosbags_repeats=3, **_mcap_peer()),
+    Job("livox-mcap-zstd-fast", "Livox CustomMsg (CDR, MCAP as rosbag2's zstd_fast preset writes it) into "
+        "per-message point arrays", "mcap-mixed-zstd-fast", _livox_fastbag, _livox_rosbags, _check_fields, 300,
+        "/livox/lidar", views=True, **_ROSBAGS2),
     Job("raw-zstd-mcap", "all messages, raw, MCAP zstd chunks", "mcap-mixed", _raw_fastbag, _raw_rosbags2, None,
         1.8, rosbags_repeats=3, opened=False, **_ROSBAGS2),
     Job("raw-zstd-mcap-py", "all messages, raw, MCAP zstd chunks", "mcap-mixed", _raw_fastbag, _raw_mcap, None,

@@ -145,3 +145,102 @@ def write_rosbag2_sqlite(ros1_bag: Path, folder: Path) -> Path:
             msg = ros1.deserialize_ros1(bytes(m.data), name)
             writer.write(connection, m.time, bytes(ros2.serialize_cdr(_to_ros2(msg, ros2), name)))
     return folder
+
+
+
+#: rosbag2's ``zstd_fast`` storage preset (rosbag2_storage_mcap): zstd at its fastest level
+#: (``ZSTD_minCLevel()``), no CRC-32s, the default 768 KiB chunks.
+ZSTD_FAST_LEVEL = -(1 << 17)
+
+
+def write_zstd_fast(source: Path, folder: Path) -> Path:
+    """The rosbag2 directory ``source`` (one MCAP file of uncompressed chunks) as ``folder`` holding the same
+    recording as ``ros2 bag record -s mcap --storage-preset-profile zstd_fast`` writes it.
+
+    The chunks keep their messages and each is compressed as the mcap C++ writer behind rosbag2 stores
+    it: zstd at :data:`ZSTD_FAST_LEVEL`, kept only where that makes it at least 2% smaller (the writer's
+    ``MIN_COMPRESSION_RATIO``), else the chunk stays uncompressed. Chunk, data-section and summary CRC-32s
+    are 0 (the preset's ``noCRC``). The summary is rebuilt for the new offsets.
+    """
+    import zstandard
+    from mcap.records import Chunk, DataEnd, Footer, SummaryOffset
+    from mcap.stream_reader import StreamReader
+
+    from ..mcap.records import MAGIC
+
+    (mcap_source,) = source.glob("*.mcap")
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{folder.name}.mcap"
+    compressor = zstandard.ZstdCompressor(level=ZSTD_FAST_LEVEL)
+    moved: dict[int, tuple[int, Any]] = {}  # source offset of a data-section record -> (target offset, record)
+    summary: list[Any] = []
+    with mcap_source.open("rb") as f, target.open("wb") as out:
+        out.write(MAGIC)
+        old = new = len(MAGIC)
+        data_ended = False
+        for record in StreamReader(f, emit_chunks=True).records:
+            length = len(_serialized(record))
+            if isinstance(record, Footer):
+                break
+            if data_ended:
+                summary.append(record)
+            else:
+                if isinstance(record, Chunk):
+                    packed = compressor.compress(record.data)
+                    keep = len(record.data) >= 1024 and len(record.data) >= 1.02 * len(packed)
+                    record = dataclasses.replace(record, compression="zstd" if keep else "",
+                                                 data=packed if keep else record.data, uncompressed_crc=0)
+                elif isinstance(record, DataEnd):
+                    record, data_ended = DataEnd(data_section_crc=0), True
+                data = _serialized(record)
+                out.write(data)
+                moved[old] = (new, record)
+                new += len(data)
+            old += length
+        summary_start = new
+        groups: list[SummaryOffset] = []
+        body = bytearray()
+        for record in summary:
+            if isinstance(record, SummaryOffset):
+                continue  # rebuilt below
+            data = _serialized(_moved(record, moved))
+            if not groups or groups[-1].group_opcode != data[0]:
+                groups.append(SummaryOffset(group_opcode=data[0], group_start=summary_start + len(body),
+                                            group_length=0))
+            body += data
+            groups[-1].group_length = summary_start + len(body) - groups[-1].group_start
+        summary_offset_start = summary_start + len(body)
+        for group in groups:
+            body += _serialized(group)
+        body += _serialized(Footer(summary_start=summary_start, summary_offset_start=summary_offset_start,
+                                   summary_crc=0))
+        out.write(bytes(body))
+        out.write(MAGIC)
+    metadata = (source / "metadata.yaml").read_text()
+    (folder / "metadata.yaml").write_text(metadata.replace(mcap_source.name, target.name))
+    return target
+
+
+def _serialized(record: Any) -> bytes:
+    """An ``mcap`` package record as its bytes in a file."""
+    from mcap.data_stream import RecordBuilder
+
+    builder = RecordBuilder()
+    record.write(builder)
+    return builder.end()
+
+
+def _moved(record: Any, moved: dict[int, tuple[int, Any]]) -> Any:
+    """A summary record with its offsets into the data section moved to where :func:`write_zstd_fast` put
+    those records; a chunk index also takes its chunk's new compression, size and length."""
+    from mcap.records import AttachmentIndex, ChunkIndex, MetadataIndex
+
+    if isinstance(record, ChunkIndex):
+        start, chunk = moved[record.chunk_start_offset]
+        return dataclasses.replace(record, chunk_start_offset=start, chunk_length=len(_serialized(chunk)),
+                                   message_index_offsets={c: moved[o][0] for c, o in
+                                                          record.message_index_offsets.items()},
+                                   compression=chunk.compression, compressed_size=len(chunk.data))
+    if isinstance(record, (AttachmentIndex, MetadataIndex)):
+        return dataclasses.replace(record, offset=moved[record.offset][0])
+    return record
