@@ -17,15 +17,15 @@ from .msg.arrays import to_ns
 from .msg.sensors import image, pointcloud
 from .container import Connection
 from .errors import (BagFormatError, DecodeError, DecryptionError, DefinitionError, EncryptionKeyError, FastbagError,
-                     FastbagWarning, UnsupportedError)
+                     FastbagWarning, NoMessagesError, NotFoundError, UnsupportedError)
 from .ros1.writer import Writer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Bag", "BagFormatError", "Connection", "DecodeError", "DecryptionError", "DefinitionError", "EncryptionKeyError",
-    "ExportResult", "FastbagError", "FastbagWarning", "Message", "SyncedDataset", "TopicInfo", "UnsupportedError",
-    "Writer", "collate", "export", "image", "open", "pointcloud", "to_ns",
+    "ExportResult", "FastbagError", "FastbagWarning", "Message", "NoMessagesError", "NotFoundError", "SyncedDataset",
+    "TopicInfo", "UnsupportedError", "Writer", "collate", "export", "image", "open", "pointcloud", "to_ns",
 ]
 
 

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from .container import NO_MD5, BagIndex, Connection, Container, Encryption
-from .errors import DecodeError, DefinitionError, FastbagError, FastbagWarning, UnsupportedError
+from .errors import (DecodeError, DefinitionError, FastbagError, FastbagWarning, NoMessagesError, NotFoundError,
+                     UnsupportedError)
 from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
 from .io.codecs import ZSTD_MAGIC
 from .msg.messages import Time, TimeLike, time_ns
@@ -665,7 +666,7 @@ class Bag:
                 raise TypeError(f"topics are names (str); got {type(odd[0]).__name__} {odd[0]!r}")
             unknown = wanted - set(self._topic_ranks)
             if unknown:
-                raise KeyError(f"no topic {sorted(unknown)[0]!r} in {self.path}; topics: "
+                raise NotFoundError(f"no topic {sorted(unknown)[0]!r} in {self.path}; topics: "
                                f"{', '.join(self._topic_ranks)}")
         want = np.array([wanted is None or c.topic in wanted for c in index.connections], dtype=bool)  # by rank
         if connections is not None:
@@ -1136,7 +1137,7 @@ class Bag:
             raise TypeError(f"a topic is one name (str), not {type(topic).__name__} {topic!r}: read one topic per "
                             "call, or iterate bag.messages(topics=[...]) over several")
         if topic not in self._topic_ranks:
-            raise KeyError(f"no topic {topic!r} in {self.path}; topics: {', '.join(self._topic_ranks)}")
+            raise NotFoundError(f"no topic {topic!r} in {self.path}; topics: {', '.join(self._topic_ranks)}")
         connections = self._topic_connections(topic)
         # Connections whose md5sums agree share a wire format, even under two
         # names (tf/tfMessage and tf2_msgs/TFMessage): they merge into one array.
@@ -1544,6 +1545,11 @@ class Bag:
             raise TypeError("read_messages(raw=True) is not supported: use bag.messages(raw=True), whose m.data "
                             "is each message's serialized bytes (m.connection its type and md5sum)")
         start, end = time_ns(start_time, "start_time"), time_ns(end_time, "end_time")
+        if topics:  # rosbag passes over a topic the bag lacks (a loop over bags, one list of topics)
+            named = [topics] if isinstance(topics, str) else list(topics)
+            topics = [t for t in named if not isinstance(t, str) or t in self._topic_ranks]
+            if not topics:
+                return iter(())
         kept = None if connection_filter is None else [
             c for c in self._container.connections
             if connection_filter(c.topic, c.msgtype, c.md5sum, c.definition, connection_header(c))]
@@ -1560,13 +1566,13 @@ class Bag:
     def get_start_time(self) -> float:
         """``rosbag.Bag.get_start_time``: the first message's time in seconds (:attr:`start_time` in ns)."""
         if self.start_time is None:
-            raise ValueError(f"{self.path} holds no messages")
+            raise NoMessagesError(f"{self.path} holds no messages")
         return _stamp(self.start_time).to_sec()
 
     def get_end_time(self) -> float:
         """``rosbag.Bag.get_end_time``: the last message's time in seconds (:attr:`end_time` in ns)."""
         if self.end_time is None:
-            raise ValueError(f"{self.path} holds no messages")
+            raise NoMessagesError(f"{self.path} holds no messages")
         return _stamp(self.end_time).to_sec()
 
     def get_type_and_topic_info(self, topic_filters: Iterable[str] | str | None = None) -> TypesAndTopicsTuple:
@@ -1596,7 +1602,7 @@ class Bag:
         connection = next((c for c in connections if c.msgtype == msgtype), None) or \
             next((c for c in connections if _type_key(c.msgtype) == _type_key(msgtype)), None)
         if connection is None:
-            raise KeyError(f"no connection of type {msgtype!r} in {self.path}; types: "
+            raise NotFoundError(f"no connection of type {msgtype!r} in {self.path}; types: "
                            f"{', '.join(sorted({c.msgtype for c in connections}))}")
         connection = self._with_supplied_definition(connection)
         return decode_with_layout(self._layout(connection), [rawdata], connection.msgtype,

@@ -34,7 +34,7 @@ import numpy as np
 
 from .bag import Bag
 from .bag import open as open_bag
-from .errors import EncryptionKeyError, FastbagError
+from .errors import EncryptionKeyError, FastbagError, NotFoundError
 from .viz.html import size_text as _size  # viz/html.py imports no matplotlib
 from .viz.timeline import check_gap_factor  # numpy only: no matplotlib either
 
@@ -236,7 +236,7 @@ def plot_selections(bag: Bag, items: list[str]) -> list[tuple[str, list[str]]]:
         if item in bag.topics:
             selections.append((item, []))
         elif not selections:
-            raise KeyError(f"no topic {item!r} in {bag.path}; topics: {', '.join(bag.topics)}")
+            raise NotFoundError(f"no topic {item!r} in {bag.path}; topics: {', '.join(bag.topics)}")
         else:
             selections[-1][1].append(item)
     return selections

@@ -91,6 +91,20 @@ class DecodeError(FastbagError):
         self.msgtype = msgtype
 
 
+class NotFoundError(FastbagError, KeyError):
+    """The bag has no such topic or message type, or a message no such field.
+
+    Also a ``KeyError``, so code written for dict-like lookups (``except KeyError``) still catches it.
+    """
+
+    def __str__(self) -> str:  # KeyError's own quotes its message, as a repr
+        return str(self.args[0]) if self.args else ""
+
+
+class NoMessagesError(FastbagError, ValueError):
+    """The bag holds no messages where some were needed (its start and end time)."""
+
+
 class FastbagWarning(UserWarning):
     """A bag was readable only in part, or disagrees with itself."""
 

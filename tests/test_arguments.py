@@ -75,8 +75,14 @@ def test_topic_arguments_of_the_wrong_type_say_so(strings_bag):
             list(bag.messages(topics=b"/good"))
         with pytest.raises(TypeError, match="got int 3"):
             list(bag.messages(topics=["/good", 3]))
-        with pytest.raises(KeyError, match="no topic '/nope'"):
-            bag.read("/nope")
+        for missing in (lambda: bag.read("/nope"), lambda: bag.times("/nope"), lambda: bag.messages("/nope"),
+                        lambda: bag.read("/good")["nope"],
+                        lambda: next(bag.messages("/good")).msg["nope"]):
+            # one class for "no such topic or field": a FastbagError, and a KeyError as dict lookups raise
+            with pytest.raises(fastbag.NotFoundError, match="no (topic '/nope'|field 'nope')") as caught:
+                missing()
+            assert isinstance(caught.value, KeyError) and isinstance(caught.value, fastbag.FastbagError)
+            assert not str(caught.value).startswith(("'", '"'))  # the message, not its repr as KeyError gives
 
 
 def test_whole_bag_iteration_goes_past_a_topic_that_cannot_be_decoded(strings_bag):

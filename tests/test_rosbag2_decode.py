@@ -17,6 +17,8 @@ import sqlite3
 
 import pytest
 
+import fastbag
+
 from conftest import DATA, NO_DATA, open_quietly
 from cdr_oracle import assert_same_cdr
 
@@ -77,6 +79,34 @@ def test_read_whole_topics_equals_rosbags(name):
             assert arrays.time.tolist() == [t for t, _ in expected]
             for k in (0, len(expected) // 2, len(expected) - 1):
                 assert_same_cdr(arrays[k], expected[k][1], f"{topic}[{k}]")
+
+
+def test_a_nested_struct_array_gives_its_fields_per_message_as_rosbags_reads_them():
+    """``arr.transforms.child_frame_id[i]``, ``arr.transforms.transform.translation.x[i]``: the fields of a
+    ``TransformStamped[]`` per message, by attribute and by name, equal rosbags' for every message."""
+    from rosbags.highlevel import AnyReader
+
+    path = DATA / "db3" / "MichaelGrupp__evo__test__data__tf_example"
+    if not path.exists():
+        pytest.skip(NO_DATA)
+    with AnyReader([path], default_typestore=HUMBLE) as reader:
+        theirs = [reader.deserialize(d, c.msgtype).transforms for c, _, d in reader.messages()
+                  if c.topic == "/tf"]
+    with open_quietly(path) as bag:
+        transforms = bag.read("/tf").transforms
+    assert len(transforms) == len(theirs) > 0
+    frames, x = transforms.child_frame_id, transforms.transform.translation.x
+    stamps, w = transforms["header"]["stamp"]["sec"], transforms["transform"]["rotation"]["w"]
+    for i, expected in enumerate(theirs):
+        assert list(frames[i]) == [t.child_frame_id for t in expected]
+        assert x[i].tolist() == [t.transform.translation.x for t in expected]
+        assert stamps[i].tolist() == [t.header.stamp.sec for t in expected]
+        assert w[i].tolist() == [t.transform.rotation.w for t in expected]
+    with pytest.raises(AttributeError, match="has no field 'nope'"):
+        transforms.nope
+    with pytest.raises(fastbag.NotFoundError, match="has no field 'nope'"):
+        transforms["nope"]
+    assert "child_frame_id" in dir(transforms)
 
 
 @pytest.mark.parametrize("name", [

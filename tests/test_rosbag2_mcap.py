@@ -157,10 +157,27 @@ def test_compressed_storage_bombs_and_garbage_raise_naming_the_file(tmp_path):
 def test_without_metadata_the_mcap_files_present_are_read_in_name_order():
     need(MULTIPLE)
     assert not (MULTIPLE / "metadata.yaml").exists()
-    with fastbag.open(MULTIPLE) as bag:
+    with pytest.warns(FastbagWarning, match=r"no metadata.yaml .* as one recording \(multiple_files_0.mcap, "
+                      r"multiple_files_1.mcap, multiple_files_2.mcap\)$"):  # split files of one recording
+        bag = fastbag.open(MULTIPLE)
+    with bag:
         assert [Path(p.path).name for p in bag._container.parts] == [f"multiple_files_{k}.mcap" for k in range(3)]
         assert bag.version == "unknown"
         assert np.all(np.diff(bag.times("/chatter")) >= 0)
+
+
+def test_a_folder_of_unrelated_mcap_files_is_read_with_a_louder_warning(tmp_path):
+    """Files not named as one recording's splits (here two recordings of different years) still read as one,
+    as a recording in progress may, but the warning says their names are not one recording's."""
+    need(WBAG)
+    need(LONE_ZSTD)
+    (tmp_path / "b.mcap").write_bytes(zstandard.ZstdDecompressor().decompress(LONE_ZSTD.read_bytes()))
+    shutil.copy(sorted(WBAG.glob("*.mcap"))[0], tmp_path / "a.mcap")
+    with pytest.warns(FastbagWarning, match=r"\(a.mcap, b.mcap\); their names are not the split files of one "
+                      r"recording .*open each file alone"):
+        bag = fastbag.open(tmp_path)
+    with bag, fastbag.open(tmp_path / "a.mcap") as a, fastbag.open(tmp_path / "b.mcap") as b:
+        assert bag.message_count == a.message_count + b.message_count
 
 
 def test_a_storage_file_that_is_no_mcap_is_named(tmp_path):

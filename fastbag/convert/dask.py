@@ -29,6 +29,7 @@ import numpy as np
 from ..bag import Bag
 from ..bag import open as open_bag
 from ..container import NO_MD5
+from ..errors import NotFoundError
 from ..msg.arrays import StructArray, field_kind
 from .tables import require
 
@@ -80,7 +81,7 @@ def _plan(paths: list[str], topic: str, step: int | str, describe: Callable[[Bag
                 first.append(int(times[a]))
                 last.append(int(times[b - 1]))
     if not parts:
-        raise KeyError(f"no bag among {len(paths)} holds messages of topic {topic!r}")
+        raise NotFoundError(f"no bag among {len(paths)} holds messages of topic {topic!r}")
     return parts, first, last, next(iter(formats.values()))[1][1]
 
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..bag import Bag, parse_step
 from ..bag import open as open_bag
-from ..errors import FastbagError
+from ..errors import FastbagError, NotFoundError
 from ..msg.arrays import Nested, Ragged, StructArray, field_kind
 from .tables import nested_child, require, time_column
 
@@ -167,7 +167,7 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
                                                                                 else topics))
         unknown = [t for t in wanted if t not in opened.topics]
         if unknown:
-            raise KeyError(f"no topic {unknown[0]!r} in {opened.path}; topics: {', '.join(opened.topics)}")
+            raise NotFoundError(f"no topic {unknown[0]!r} in {opened.path}; topics: {', '.join(opened.topics)}")
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         result = ExportResult()

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DecodeError, UnsupportedError
+from ..errors import DecodeError, NotFoundError, UnsupportedError
 from .layout import REPRESENTATIONS, Layout, Node, Slot
 from .messages import MessageTypes, Record, Source, message_types, node_class
 
@@ -186,7 +186,11 @@ def _gather(buffers: list[np.ndarray], buf: np.ndarray, pos: np.ndarray, nbytes:
 
 
 class Nested(_PerMessage):
-    """Per-message arrays of variable-size structs: element ``i`` is a StructArray (or strings)."""
+    """Per-message arrays of variable-size structs: element ``i`` is a StructArray (or strings).
+
+    ``n[name]`` (and ``n.name``) is one field of the structs, per message again: ``tf.transforms.
+    child_frame_id[i]`` holds message ``i``'s frame ids, ``tf.transforms.transform.translation.x[i]`` its x.
+    """
 
     def __init__(self, child: "StructArray | np.ndarray", first: np.ndarray, counts: np.ndarray) -> None:
         self.child = child
@@ -194,11 +198,38 @@ class Nested(_PerMessage):
         self.counts = counts
 
     def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, str):
+            return Nested(self._child_field(i), self.first, self.counts)
         if isinstance(i, (int, np.integer)):
             i = self._position(i)
             a = int(self.first[i])
             return self.child[a:a + int(self.counts[i])]
         return Nested(self.child, self.first[i], self.counts[i])
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or "child" not in self.__dict__:  # (absent while unpickling or copying)
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        try:
+            return self[name]
+        except NotFoundError as exc:
+            raise AttributeError(str(exc)) from None
+
+    def _child_field(self, name: str) -> Any:
+        """Field ``name`` of every element (NotFoundError where the elements have no such field)."""
+        child = self.child
+        if isinstance(child, StructArray):
+            return child[name]
+        names = child.dtype.names or ()
+        if name not in names:
+            what = f"fields: {', '.join(names)}" if names else "its elements have no fields"
+            raise NotFoundError(f"no field {name!r} in the nested array; {what}")
+        value = child[name]
+        return value.view(np.recarray) if value.dtype.names else value
+
+    def __dir__(self) -> list[str]:
+        child = self.__dict__.get("child")
+        names = child.fields if isinstance(child, StructArray) else getattr(getattr(child, "dtype", None), "names", ())
+        return sorted(set(super().__dir__()) | set(names or ()))
 
     @property
     def values(self) -> "StructArray | np.ndarray":
@@ -339,7 +370,7 @@ class StructArray:
         try:
             kind, what = self._node.fields[name]
         except KeyError:
-            raise KeyError(f"{self._node.msgtype} has no field {name!r}; fields: {', '.join(self._node.fields)}") \
+            raise NotFoundError(f"{self._node.msgtype} has no field {name!r}; fields: {', '.join(self._node.fields)}") \
                 from None
         if kind == "fixed":
             return self.rows[name]  # type: ignore[index]
@@ -402,7 +433,7 @@ def field_kind(arr: StructArray, name: str, default: str | None = None) -> str:
     found = arr._node.fields.get(name)
     if found is None:
         if default is None:
-            raise KeyError(f"{arr.msgtype} has no field {name!r}")
+            raise NotFoundError(f"{arr.msgtype} has no field {name!r}")
         return default
     return str(found[0])
 

@@ -47,6 +47,8 @@ from typing import Any, Callable, Union
 
 import numpy as np
 
+from ..errors import NotFoundError
+
 #: The packed dtypes of ROS1 ``time`` and ``duration`` (as :mod:`fastbag.msg.layout` builds them).
 TIME_DTYPE = np.dtype([("secs", "<u4"), ("nsecs", "<u4")])
 DURATION_DTYPE = np.dtype([("secs", "<i4"), ("nsecs", "<i4")])
@@ -219,7 +221,7 @@ class Time:
             return self.secs
         if name in ("nsecs", "nanosec"):
             return self.nsecs
-        raise KeyError(f"{self._type} has no field {name!r}; fields: secs, nsecs")
+        raise NotFoundError(f"{self._type} has no field {name!r}; fields: secs, nsecs")
 
     def to_dict(self, plain: bool = False) -> dict[str, int]:
         """``{"secs": ..., "nsecs": ...}`` (``plain`` changes nothing: both are ints)."""
@@ -461,7 +463,7 @@ class Record:
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._field_set:
-            raise KeyError(f"{self._type or 'the message'} has no field {name!r}; fields: {', '.join(self._fields)}")
+            raise NotFoundError(f"{self._type or 'the message'} has no field {name!r}; fields: {', '.join(self._fields)}")
         return getattr(self, name)
 
     def to_dict(self, plain: bool = False) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
 from ..mcap.records import MAGIC, MESSAGE_FIXED, Opcode, record_end
 from .compression import FrameError, decompress_file, decompress_frames
 from .metadata import BagMetadata
-from .reader import StorageSource, _natural_order
+from .reader import StorageSource, _natural_order, no_metadata_problem
 
 
 def mcap_storage_files(path: str, metadata: BagMetadata | None) -> list[str]:
@@ -120,6 +120,8 @@ class McapStorage(LazyIndexContainer):
         self.per_message = metadata is not None and metadata.per_message
         if metadata is not None:
             metadata.check_compression_format(path)
+        elif os.path.isdir(path):
+            self._problems.append(no_metadata_problem([os.path.basename(f) for f in files]))
         self._rebuilt: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # chunk position -> (offsets, new offsets)
         self._rebuilt_lock = threading.Lock()
         if self.per_message:

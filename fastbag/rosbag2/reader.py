@@ -226,8 +226,7 @@ class Rosbag2Reader(LazyIndexContainer):
                 raise UnsupportedError(f"directory holds both sqlite3 (.db3) and MCAP (.mcap) storage files and no "
                                        "metadata.yaml to say which make the recording: open one of the files, or "
                                        f"move the others out ({path}: {', '.join(found)})")
-            problems.append("no metadata.yaml (a recording still running, or stopped abruptly): reading the "
-                            f"storage files present ({', '.join(found)})")
+            problems.append(no_metadata_problem(found))
             self._refuse_mcap(found, path)
             return [(os.path.join(path, n), _is_zstd(os.path.join(path, n), n.endswith(".zstd")))
                     for n in _natural_order(found)]
@@ -630,6 +629,20 @@ def _is_zstd(path: str, named: bool) -> bool:
     except OSError:
         return named
     return head == ZSTD_MAGIC or (named and len(head) < 4)
+
+
+def no_metadata_problem(names: list[str]) -> str:
+    """What opening a rosbag2 directory without metadata.yaml does instead (read the storage files ``names``
+    as one recording), said louder where the names are not one recording's split files (``NAME_0``,
+    ``NAME_1``...): a folder of unrelated recordings read as one has years-long gaps and merged topics."""
+    import re
+
+    text = ("no metadata.yaml (a recording still running, or stopped abruptly): reading the storage files "
+            f"present as one recording ({', '.join(_natural_order(names))})")
+    if len({re.sub(r"_\d+$", "", name.split(".")[0]) for name in names}) > 1:
+        text += ("; their names are not the split files of one recording (NAME_0, NAME_1...): open each file "
+                 "alone to read it alone")
+    return text
 
 
 def _natural_order(names: list[str]) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import NotFoundError
 from ..msg.arrays import Nested, Ragged, StructArray, field_kind
 
 _SEGMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
@@ -51,7 +52,7 @@ def _field(value: Any, name: str, where: str, fixed: bool) -> tuple[Any, bool]:
     names = _names(value)
     if name not in names:
         what = f"fields: {', '.join(names)}" if names else "it has no fields"
-        raise KeyError(f"no field {name!r} in {where or 'the message'}; {what}")
+        raise NotFoundError(f"no field {name!r} in {where or 'the message'}; {what}")
     if isinstance(value, StructArray):
         return value[name], field_kind(value, name) == "fixed"
     # a field of a structured array: fixed, unless the array is itself a dense variable array of structs
