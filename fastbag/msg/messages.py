@@ -463,7 +463,8 @@ class Record:
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._field_set:
-            raise NotFoundError(f"{self._type or 'the message'} has no field {name!r}; fields: {', '.join(self._fields)}")
+            raise NotFoundError(f"{self._type or 'the message'} has no field {name!r}; fields: "
+                                f"{', '.join(self._fields)}")
         return getattr(self, name)
 
     def to_dict(self, plain: bool = False) -> dict[str, Any]:
