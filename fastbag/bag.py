@@ -380,6 +380,8 @@ class Bag:
                  definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
                  aes_key: bytes | None = None, passphrase: str | None = None, checksums: bool = True) -> None:
         self.path = os.fspath(path)
+        if os.path.basename(self.path) == "metadata.yaml" and os.path.isfile(self.path):
+            self.path = os.path.dirname(self.path) or "."  # a rosbag2 recording is its directory
         # what pickling passes on: the other process opens the file again, with the same options
         self._reopen = {"cache_bytes": cache_bytes, "workers": workers, "definitions": definitions,
                         "aes_key": aes_key, "passphrase": passphrase, "checksums": checksums}

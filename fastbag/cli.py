@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .bag import Bag
+from .bag import Bag, parse_step
 from .bag import open as open_bag
 from .errors import EncryptionKeyError, FastbagError, NotFoundError
 from .viz.html import size_text as _size  # viz/html.py imports no matplotlib
@@ -139,6 +139,9 @@ def _info_text(path: str, options: dict[str, Any], as_json: bool) -> tuple[str, 
 def _cmd_info(args: argparse.Namespace) -> int:
     status, shown = 0, 0
     options = {"aes_key": args.aes_key} if args.aes_key else {}
+    as_list = args.json and len(args.bags) > 1  # one JSON document: a list of the reports
+    if as_list:
+        print("[")
     for path in args.bags:
         try:
             text, full = _info_text(path, options, args.json)
@@ -147,9 +150,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
             print(f"fastbag: {path}: {exc}", file=sys.stderr)
             status = 1
             continue
-        print(("\n" if shown and not args.json else "") + text)
+        separator = (",\n" if as_list else "") if args.json else "\n"
+        print((separator if shown else "") + text, end="" if as_list else "\n")
         shown += 1
         status = status if full else 1
+    if as_list:
+        print("\n]")
     return status
 
 
@@ -271,6 +277,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     try:
         result = export(args.bag, args.out, args.format, args.topics, step=args.step,
                         progress=False if args.no_progress else None, compression=args.compression)
+    except NotFoundError as exc:  # a topic the bag lacks: a wrong argument, as for plot
+        print(f"fastbag: {exc}", file=sys.stderr)
+        return 2
     except (KeyError, ImportError, ValueError) as exc:
         print(f"fastbag: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 1
@@ -278,7 +287,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         print(f"{topic} -> {path}")
     for topic, reason in result.skipped.items():
         print(f"fastbag: skipped {topic}: {reason}", file=sys.stderr)
-    print(f"{result.messages} messages of {len(result.files)} topics written to {args.out}"
+    print(f"{result.messages} messages of {len(result.files)} topic{'' if len(result.files) == 1 else 's'} "
+          f"written to {args.out}"
           + (f"; {len(result.skipped)} skipped" if result.skipped else ""), file=sys.stderr)
     return 1 if result.skipped and not result.files else 0
 
@@ -313,6 +323,11 @@ def _check(args: argparse.Namespace) -> None:
         unknown = [name for name in args.jobs if name not in known]
         if unknown:
             raise _UsageError(f"argument --jobs: no job {unknown[0]!r}; jobs: {' '.join(known)}")
+    if getattr(args, "step", None) is not None:  # export
+        try:
+            parse_step(args.step)
+        except ValueError as exc:
+            raise _UsageError(f"argument --step: {exc}") from None
     for name in ("seconds", "bz2_seconds"):  # demo, bench
         value = getattr(args, name, None)
         if value is not None and not (math.isfinite(value) and value >= 0):
@@ -364,6 +379,9 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fastbag`` command."""
     parser = argparse.ArgumentParser(prog="fastbag", description="Read ROS bags into NumPy, fast.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="summarize bags, like rosbag info")
     info.add_argument("bags", nargs="+", metavar="BAG")

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import fastbag
+from conftest import DATA, NO_DATA
 from fastbag.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,11 +60,15 @@ def test_info_reports_each_file_and_fails_at_the_end(tmp_path, capsys):
     assert len(errors) == 2, errors
     assert errors[0].startswith(f"fastbag: {empty}: ") and "file is empty" in errors[0]
     assert errors[1].startswith(f"fastbag: {missing}: ") and "No such file" in errors[1]
-    # JSON: one document per readable bag, the errors on stderr
+    # JSON: one document, the report of one bag or a list of several's, the errors on stderr
     assert main(["info", "--json", str(empty), str(good)]) == 1
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["messages"] == 2
+    assert [report["messages"] for report in json.loads(captured.out)] == [2]
     assert captured.err.startswith(f"fastbag: {empty}: ")
+    assert main(["info", "--json", str(good), str(empty), str(good)]) == 1
+    assert [report["path"] for report in json.loads(capsys.readouterr().out)] == [str(good), str(good)]
+    assert main(["info", "--json", str(good)]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"] == 2
     assert main(["info", str(good), str(good)]) == 0  # all readable: success, a blank line between reports
     assert capsys.readouterr().out.count(f"\n\npath:        {good}\n") == 1
 
@@ -134,6 +139,26 @@ def test_an_interrupted_export_leaves_no_partial_file(tmp_path, sig, code, said)
     assert sorted(f.name for f in out.iterdir()) == []  # neither a half-written file nor a hidden .partial
 
 
+def test_version_and_a_recordings_metadata_file(tmp_path, capsys):
+    """``--version``; ``info`` of a rosbag2 recording's metadata.yaml describes its directory."""
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out == f"fastbag {fastbag.__version__}\n"
+    recording = DATA / "db3" / "MichaelGrupp__evo__test__data__tf_example"
+    if not recording.exists():
+        pytest.skip(NO_DATA)
+    assert main(["info", str(recording / "metadata.yaml")]) == 0
+    assert capsys.readouterr().out.startswith(f"path:        {recording}\nformat:      rosbag2\n")
+
+
+def test_an_unknown_topic_to_export_is_a_wrong_argument(tmp_path, capsys):
+    path = write_floats(tmp_path / "a.bag", [10**9, 2 * 10**9])
+    assert main(["export", str(path), str(tmp_path / "out"), "--topics", "/nope", "--no-progress"]) == 2
+    assert stderr_lines(capsys) == [f"fastbag: no topic '/nope' in {path}; topics: /x"]
+    assert main(["export", str(path), str(tmp_path / "out"), "--topics", "/x", "--no-progress"]) == 0
+    assert stderr_lines(capsys)[-1] == f"2 messages of 1 topic written to {tmp_path / 'out'}"
+
+
 # -- bad arguments ---------------------------------------------------------------------------------------------
 
 GAP = "argument --gap-factor: must be a positive number, not "
@@ -150,10 +175,13 @@ FORMAT = "argument -o/--output: cannot write '{tmp}/%s': matplotlib writes no %r
     (["demo", "--seconds", "-1"], "argument --seconds: a length in seconds is 0 or more, not -1.0"),
     (["demo", "--seconds", "nan"], "argument --seconds: a length in seconds is 0 or more, not nan"),
     (["bench", "--jobs", "imu-1m", "imu-1m-dbx"], "argument --jobs: no job 'imu-1m-dbx'; jobs: imu-1m "),
+    (["export", "{bag}", "{tmp}/out", "--step", "0"], "argument --step: step must be at least 1 message, not 0"),
+    (["export", "{bag}", "{tmp}/out", "--step", "abc"], "argument --step: step must be a number of messages or a "
+                                                        "size like '256 MB', not 'abc'"),
 ], ids=["aes-not-hex", "aes-short", "plot-format", "timeline-format", "gap-0", "gap-negative", "demo-negative",
-        "demo-nan", "bench-unknown-job"])
+        "demo-nan", "bench-unknown-job", "export-step-0", "export-step-text"])
 def test_bad_arguments_are_one_error_line(tmp_path, capsys, args, said):
-    if any(a.startswith("{tmp}") for a in args):
+    if any(a.startswith("{tmp}") for a in args) and args[0] != "export":
         pytest.importorskip("matplotlib")
     path = write_floats(tmp_path / "a.bag", [10**9, 2 * 10**9])
     args = [a.format(bag=path, tmp=tmp_path) for a in args]
