@@ -83,6 +83,8 @@ def test_unorganized_cloud_is_flat_and_unnamed_padding_is_skipped(tmp_path):
         points = fastbag.pointcloud(arr[0])
         assert points.shape == (4,) and points.dtype.names == ("x", "ring")
         assert points["x"].tolist() == [1, 2, 3, 4] and points["ring"].tolist() == [0, 1, 2, 3]
+        m = next(bag.messages())  # an item of messages() (its .msg the message) is taken as its message
+        assert fastbag.pointcloud(m).tobytes() == fastbag.pointcloud(m.msg).tobytes() == points.tobytes()
 
 
 def test_pointcloud_data_shorter_than_declared_raises(tmp_path):
@@ -119,6 +121,7 @@ def test_image_encodings_with_padded_rows(tmp_path, encoding, code, channels, bi
         want = pixels if channels > 1 else pixels[:, :, 0]
         assert one.shape == want.shape and one.dtype == dtype
         assert np.array_equal(one, want)
+        assert np.array_equal(fastbag.image(list(bag.messages())[1]), want)  # an item of messages()
         stacked = fastbag.image(arr)
         assert stacked.shape == (3,) + want.shape and np.array_equal(stacked[2], want)
 

@@ -167,14 +167,23 @@ def _point_view(data: np.ndarray, dtype: np.dtype, height: int, width: int, poin
     return points[0] if height == 1 else points
 
 
+def _unwrapped(value: Any) -> Any:
+    """The message of an item of ``bag.messages()`` (its ``.msg``: the item itself is topic, time, data and
+    message), else ``value``."""
+    if not isinstance(value, StructArray) and all(hasattr(type(value), a) for a in ("msg", "topic", "connection")):
+        return value.msg
+    return value
+
+
 def pointcloud(cloud: Any) -> Any:
     """Structured points (x, y, z, intensity, ring, ...) of PointCloud2 messages.
 
     Given a topic (``bag.read("/points")``), yields one array per message;
-    given one message (``topic[i]`` or ``m.msg``), returns its array. An
+    given one message (``topic[i]``, ``m.msg`` or ``m`` of ``bag.messages()``), returns its array. An
     unorganized cloud (height 1) has shape ``(width,)``, an organized one
     ``(height, width)``. The arrays are views of the message's bytes.
     """
+    cloud = _unwrapped(cloud)
     if isinstance(cloud, StructArray):
         return _clouds(cloud)
     with _explained("PointCloud2", *_origin(cloud)):
@@ -281,6 +290,7 @@ def image(images: Any, *, stack: bool = True) -> Any:
     the same size and encoding, else a list of per-message views.
     (CompressedImage data stays bytes: decode it with an image library.)
     """
+    images = _unwrapped(images)
     msgtype = images.msgtype if isinstance(images, StructArray) else str(getattr(images, "_type", ""))
     if msgtype.endswith("CompressedImage"):
         raise UnsupportedError(f"{msgtype} holds encoded images (jpeg, png...), not pixels: decode each message's "
