@@ -647,12 +647,24 @@ class Bag:
         return bag_html(self)
 
     # -- messages --------------------------------------------------------------
+    def _check_not_seconds(self, bound: int | None, name: str) -> None:
+        """TypeError for an int bound that is this bag's time in seconds, not nanoseconds: far before the
+        bag's first message, and inside the bag once read as seconds (every message or none would be read)."""
+        first, last = self.start_time, self.end_time
+        if bound is None or first is None or last is None or not 0 < bound < first // 1000:
+            return
+        if first < (bound + 1) * 1_000_000_000 and bound * 1_000_000_000 <= last:  # (a second's floor counts)
+            raise TypeError(f"{name}={bound} is nanoseconds, {bound / 1e9:.3f} s after 1970-01-01, long before "
+                            f"this bag; read as seconds it falls inside the bag: pass int(seconds * 1e9) or a Time")
+
     def _select(self, topics: Iterable[str] | str | None, start: TimeLike | None, end: TimeLike | None,
                 connections: Iterable[Connection] | None = None, *, index: BagIndex | None = None) -> np.ndarray:
         """Rows of ``index`` (the whole index by default) of the wanted messages, in read order."""
         if index is None:
             index = self._index
         start, end = time_ns(start, "start"), time_ns(end, "end")
+        self._check_not_seconds(start, "start")
+        self._check_not_seconds(end, "end")
         lo = 0 if start is None else int(np.searchsorted(index.time, start, side="left"))
         hi = index.message_count if end is None else int(np.searchsorted(index.time, end, side="left"))
         hi = max(lo, hi)

@@ -67,6 +67,29 @@ def test_float_and_other_time_bounds_are_refused(strings_bag, value, hint):
                 call()
 
 
+def test_int_seconds_of_the_bag_are_refused(strings_bag, tmp_path):
+    """An int is nanoseconds: the bag's time in seconds (1_700_000_000) selected every message (start) or none
+    (end), with no word. One far before the bag that falls inside it read as seconds is refused."""
+    with fastbag.open(strings_bag) as bag:
+        for seconds in (T0 // 10**9, np.int64(T0 // 10**9)):  # (the bag lasts 0.2 s: one second is inside)
+            for call in (lambda: bag.read("/good", start=seconds), lambda: bag.messages(end=seconds),
+                         lambda: bag.times("/good", start=seconds), lambda: bag.iter_read("/good", end=seconds),
+                         lambda: bag.read_messages(start_time=seconds)):
+                with pytest.raises(TypeError, match=f"^(start|end)(_time)?={seconds} is nanoseconds, "
+                                                    r"1\.700 s after 1970-01-01, long before this bag; read as "
+                                                    r"seconds it falls inside the bag: pass int\(seconds \* 1e9\)"):
+                    next(iter(call()))
+        assert len(bag.read("/good", start=10**9)) == 20  # any other bound before the bag: every message
+        assert len(bag.read("/good", end=T0 // 10**9 + 10)) == 0  # seconds past the bag: none, as ns say
+    sim = tmp_path / "sim.bag"  # simulated time from 1 s: small ints are its nanoseconds
+    with fastbag.Writer(sim) as writer:
+        c = writer.add_connection("/good", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+        for k in range(20):
+            writer.write(c, 10**9 + k * 10**7, (1).to_bytes(4, "little") + b"x")
+    with fastbag.open(sim) as bag:
+        assert len(bag.read("/good", start=10**9 + 5 * 10**7)) == 15 and len(bag.read("/good", start=3)) == 20
+
+
 def test_topic_arguments_of_the_wrong_type_say_so(strings_bag):
     with fastbag.open(strings_bag) as bag:
         with pytest.raises(TypeError, match=r"a topic is one name \(str\), not list"):
