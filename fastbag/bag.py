@@ -20,7 +20,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -119,7 +119,7 @@ class TopicInfo:
     name: str
     msgtype: str
     md5sum: str
-    definition: str
+    definition: str = field(repr=False)  # (pages of text: a REPL prints the topic's name, type, counts)
     message_count: int
     connections: tuple[Connection, ...]
     frequency: float | None  # median message rate in Hz, None with fewer than two messages

@@ -58,7 +58,7 @@ class Connection:
     topic: str
     msgtype: str
     md5sum: str
-    definition: str
+    definition: str = field(repr=False)  # (pages of text, printed once per connection by a repr)
     callerid: str | None = None
     latching: bool = False
     encoding: str = "ros1"
