@@ -488,7 +488,13 @@ class Bag:
 
     @property
     def size(self) -> int:
-        """File size in bytes."""
+        """Size in bytes on disk: the file's (a compressed ``.mcap.zstd`` as stored, not as decompressed), or
+        a recording directory's storage files'."""
+        try:
+            if os.path.isfile(self.path):
+                return os.path.getsize(self.path)
+        except OSError:  # (gone since it was opened: what was read is the answer)
+            pass
         return self._source.size
 
     @property

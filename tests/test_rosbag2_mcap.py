@@ -122,6 +122,7 @@ def test_a_lone_compressed_mcap_file_opens(tmp_path):
         assert bag.format == "MCAP"
         assert bag.message_count == reference.message_count > 0
         assert ours(bag) == ours(reference) == mcap_messages([plain])
+        assert bag.size == LONE_ZSTD.stat().st_size < reference.size == plain.stat().st_size  # sizes on disk
 
 
 def test_an_absent_or_damaged_storage_file_is_named_and_the_rest_stays_readable(tmp_path):
