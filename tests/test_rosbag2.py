@@ -849,10 +849,11 @@ def test_definitions_folder_serves_types_the_bag_lacks(tmp_path):
     (tmp_path / "test_msgs" / "msg").mkdir(parents=True)
     (tmp_path / "test_msgs" / "msg" / "Strings.msg").write_text("string string_value\nWStrings w\n")
     (tmp_path / "test_msgs" / "msg" / "WStrings.msg").write_text("wstring wstring_value\n")
-    with open_quietly(path, definitions=tmp_path) as bag:
-        definition = bag.topics["/test_msg_strings"].connections[0].definition
-    assert definition == ("string string_value\nWStrings w\n" + "=" * 80 + "\nMSG: test_msgs/WStrings\n"
-                          "wstring wstring_value\n")
+    for folder in (tmp_path, tmp_path / "test_msgs"):  # a workspace of packages, or the package itself
+        with open_quietly(path, definitions=folder) as bag:
+            definition = bag.topics["/test_msg_strings"].connections[0].definition
+        assert definition == ("string string_value\nWStrings w\n" + "=" * 80 + "\nMSG: test_msgs/WStrings\n"
+                              "wstring wstring_value\n")
 
 
 @pytest.mark.parametrize("compress", [False, True])
