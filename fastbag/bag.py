@@ -1661,8 +1661,10 @@ class Bag:
         return _reopen_bag, (self.path, self._reopen)
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"{self.message_count} messages, {len(self.topics)} topics"
-        return f"<fastbag.Bag {self.path!r} v{self.version}, {state}>"
+        topics = len(self.topics) if not self.closed else 0
+        state = "closed" if self.closed else f"{self.message_count} messages, {topics} topic{'s' * (topics != 1)}"
+        version = f" v{self.version}" if self.version not in ("", "unknown") else ""
+        return f"<fastbag.Bag {self.path!r} {self.format}{version}, {state}>"
 
 
 def _reopen_bag(path: str, options: dict[str, Any]) -> Bag:
