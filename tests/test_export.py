@@ -279,8 +279,11 @@ def test_cli_export(tmp_path, capsys):
     assert re.search(r"skipped /broken: DecodeError", captured.err)
     with np.load(out / "imu.npz") as columns, fastbag.open(path) as bag:
         assert np.array_equal(columns["linear_acceleration.z"], bag.read("/imu")["linear_acceleration"]["z"])
-    assert main(["export", str(path), str(out), "--topics", "/nope"]) == 1
+    assert main(["export", str(path), str(out), "--topics", "/nope"]) == 2  # a wrong argument
     assert "no topic '/nope'" in capsys.readouterr().err
+    assert main(["export", str(path), str(path), "--topics", "/imu"]) == 1  # OUT is a file: said so
+    assert capsys.readouterr().err.splitlines() == [
+        f"fastbag: [Errno 20] not a folder to export into: a file of that name exists: '{path}'"]
     assert main(["export", str(path), str(out), "--topics", "/broken"]) == 1  # nothing could be written
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import errno
 import gzip
 import hashlib
 import io
@@ -169,6 +170,9 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
         if unknown:
             raise NotFoundError(f"no topic {unknown[0]!r} in {opened.path}; topics: {', '.join(opened.topics)}")
         out = Path(out_dir)
+        if out.exists() and not out.is_dir():  # (mkdir would say only "File exists")
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder to export into: a file of that name exists",
+                                     str(out))
         out.mkdir(parents=True, exist_ok=True)
         result = ExportResult()
         bar = _progress_bar(progress, sum(opened.topics[t].message_count for t in wanted), opened.path)
