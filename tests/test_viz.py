@@ -131,23 +131,24 @@ def test_plot_against_header_stamp():
 
 
 def test_array_fields_plot_their_length_or_one_element():
-    """``transforms`` (variable-size structs) and ``ranges`` as lengths; ``[k]`` as element k, NaN where absent."""
+    """``transforms`` (variable-size structs) and ``ranges`` as lengths; ``[k]`` as element k; an element no
+    message has is refused (NaN where some messages lack it: see the Ragged test)."""
     path = data_file(ROBOT)
     tf_times, tfs = rosbags_topic(path, "/tf")
     _, scans = rosbags_topic(path, "/scan")
     with fastbag.open(path) as bag:
-        figure = plot_topics(bag, [("/tf", ["transforms", "transforms[0].transform.translation.x",
-                                            "transforms[1].transform.translation.x"]),
+        figure = plot_topics(bag, [("/tf", ["transforms", "transforms[0].transform.translation.x"]),
                                    ("/scan", ["ranges", "ranges[100]"])])
+        with pytest.raises(IndexError, match=r"^no message's 'transforms' has an element \[1\]: the longest has 1$"):
+            plot_topics(bag, [("/tf", ["transforms[1].transform.translation.x"])])
         t0 = bag.start_time
     tf_ax, scan_ax = figure.axes
-    length, first, second = tf_ax.get_lines()
+    length, first = tf_ax.get_lines()
     assert length.get_label() == "len(transforms)"
     np.testing.assert_array_equal(length.get_xdata(), seconds(tf_times, t0))
     np.testing.assert_array_equal(length.get_ydata(), [len(m.transforms) for m in tfs])
     np.testing.assert_array_equal(first.get_ydata(), [m.transforms[0].transform.translation.x for m in tfs])
-    assert max(len(m.transforms) for m in tfs) == 1  # so element 1 is absent everywhere
-    assert np.isnan(second.get_ydata()).all()
+    assert max(len(m.transforms) for m in tfs) == 1  # so element 1 is absent everywhere (refused above)
     scan_length, scan_element = scan_ax.get_lines()
     np.testing.assert_array_equal(scan_length.get_ydata(), [len(m.ranges) for m in scans])
     np.testing.assert_array_equal(scan_element.get_ydata(), np.array([m.ranges[100] for m in scans], np.float64))
@@ -174,8 +175,12 @@ def test_ragged_element_is_nan_where_a_message_is_shorter(tmp_path):
     y, label = series(arr, "data[2]")
     expected = [10 * k + 2.0 if n > 2 else np.nan for k, n in enumerate(lengths)]
     np.testing.assert_array_equal(y, expected)
-    assert np.isnan(series(arr, "data[99999999999999999999999]")[0]).all()   # beyond every message, any int
-    assert np.isnan(series(arr, "layout.dim[0].size")[0]).all()             # every message's dim is empty
+    # an element no message has is a mistake (the plot would be empty), past the longest or of empty ones
+    with pytest.raises(IndexError, match=r"^no message's 'data' has an element \[99999999999999999999999\]: "
+                                         r"the longest has 40$"):
+        series(arr, "data[99999999999999999999999]")
+    with pytest.raises(IndexError, match=r"^no message's 'layout.dim' has an element \[0\]: every one is empty$"):
+        series(arr, "layout.dim[0].size")
     with pytest.raises(KeyError, match="no field 'nope'"):
         series(arr, "nope")
     with pytest.raises(ValueError, match="not an array"):
@@ -208,8 +213,8 @@ def test_text_and_struct_fields_say_what_to_pick():
 
 
 def test_an_element_past_a_fixed_size_array_is_an_error(capsys, tmp_path):
-    """``float64[9]`` has 9 elements in every message: [20] is a mistake, not NaN. Past the end of a variable
-    array (``ranges``, here dense: every scan has 726) it stays NaN, as for a Ragged one."""
+    """``float64[9]`` has 9 elements in every message: [20] is a mistake, not NaN. So is an element past the
+    end of a variable array (``ranges``, here dense: every scan has 726) in every message."""
     path = data_file(IMU)
     _, imus = rosbags_topic(path, "/imu/data_raw")
     _, odoms = rosbags_topic(data_file(ROBOT), "/odom")
@@ -228,7 +233,9 @@ def test_an_element_past_a_fixed_size_array_is_an_error(capsys, tmp_path):
         series(odom, "pose.covariance[36]")
     np.testing.assert_array_equal(series(odom, "pose.covariance[35]")[0], [m.pose.covariance[35] for m in odoms])
     assert isinstance(scan["ranges"], np.ndarray) and scan["ranges"].shape[1] == 726  # dense, but variable
-    assert np.isnan(series(scan, "ranges[726]")[0]).all()
+    with pytest.raises(IndexError, match=r"^no message's 'ranges' has an element \[726\]: the longest has 726$"):
+        series(scan, "ranges[726]")
+    np.testing.assert_array_equal(series(scan, "ranges[725]")[0], scan["ranges"][:, 725])
     # the command: one line naming the field and its length, exit 2, no picture
     out = tmp_path / "x.png"
     assert main(["plot", str(path), "/imu/data_raw", "orientation_covariance[20]", "-o", str(out)]) == 2
@@ -256,7 +263,8 @@ def test_fixed_and_variable_arrays_of_structs(tmp_path):
         series(arr, "corners[3].x")
     assert isinstance(arr["weights"], np.ndarray) and arr["weights"].shape == (5, 2)
     np.testing.assert_array_equal(series(arr, "weights[1]")[0], [-k for k in range(5)])
-    assert np.isnan(series(arr, "weights[2]")[0]).all()
+    with pytest.raises(IndexError, match=r"^no message's 'weights' has an element \[2\]: the longest has 2$"):
+        series(arr, "weights[2]")  # a variable array (dense: every message has 2), past every message's end
 
 
 # -- the command line ------------------------------------------------------------------

@@ -59,19 +59,29 @@ def _field(value: Any, name: str, where: str, fixed: bool) -> tuple[Any, bool]:
     return value[name], fixed or value.ndim == 1
 
 
+def _check_some_message_has(k: int, counts: np.ndarray, where: str) -> None:
+    """IndexError when no message's array (``counts`` elements each) has element ``k``."""
+    longest = int(counts.max()) if counts.size else k + 1  # (no message: nothing to say)
+    if longest <= k:
+        raise IndexError(f"no message's {where!r} has an element [{k}]: "
+                         + (f"the longest has {longest}" if longest else "every one is empty"))
+
+
 def _element(value: Any, k: int, where: str, fixed: bool = False) -> tuple[Any, np.ndarray]:
     """Element ``k`` of each message's array: (values of the messages that have one, which do).
 
-    IndexError when ``k`` is past the end of an array whose size the definition fixes (``fixed``):
-    no message can have that element.
+    IndexError when ``k`` is past the end of an array whose size the definition fixes (``fixed``), or past
+    the end of every message's array: no message has that element (a plot of it would be empty).
     """
     if isinstance(value, np.ndarray) and value.ndim >= 2:  # a dense (N, k, ...) array
         if fixed and k >= value.shape[1]:
             raise IndexError(f"field {where!r} is a fixed-size array of {value.shape[1]} elements: "
                              f"it has no element [{k}]")
-        has = np.full(value.shape[0], k < value.shape[1])
+        _check_some_message_has(k, np.full(value.shape[0], value.shape[1]), where)
+        has = np.full(value.shape[0], k < value.shape[1])  # (a topic of no messages has nothing to plot)
         return (value[:, k] if k < value.shape[1] else np.empty((0,) + value.shape[2:], value.dtype)), has
     if isinstance(value, (Ragged, Nested)):
+        _check_some_message_has(k, value.counts, where)
         has = value.counts > k
         # k is below some message's count (an int64) from here on, or nothing is picked
         rows = (value.offsets[:-1] if isinstance(value, Ragged) else value.first)[has] + (k if has.any() else 0)
