@@ -687,7 +687,7 @@ class Bag:
             unknown = wanted - set(self._topic_ranks)
             if unknown:
                 raise NotFoundError(f"no topic {sorted(unknown)[0]!r} in {self.path}; topics: "
-                               f"{', '.join(self._topic_ranks)}")
+                                    f"{', '.join(self._topic_ranks)}")
         want = np.array([wanted is None or c.topic in wanted for c in index.connections], dtype=bool)  # by rank
         if connections is not None:
             given = list(connections)
@@ -1623,7 +1623,7 @@ class Bag:
             next((c for c in connections if _type_key(c.msgtype) == _type_key(msgtype)), None)
         if connection is None:
             raise NotFoundError(f"no connection of type {msgtype!r} in {self.path}; types: "
-                           f"{', '.join(sorted({c.msgtype for c in connections}))}")
+                                f"{', '.join(sorted({c.msgtype for c in connections}))}")
         connection = self._with_supplied_definition(connection)
         return decode_with_layout(self._layout(connection), [rawdata], connection.msgtype,
                                   self._message_types(connection))[0]

@@ -219,7 +219,7 @@ class Nested(_PerMessage):
         child = self.child
         if isinstance(child, StructArray):
             return child[name]
-        names = child.dtype.names or ()
+        names = getattr(getattr(child, "dtype", None), "names", None) or ()
         if name not in names:
             what = f"fields: {', '.join(names)}" if names else "its elements have no fields"
             raise NotFoundError(f"no field {name!r} in the nested array; {what}")

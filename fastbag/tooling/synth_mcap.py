@@ -147,7 +147,6 @@ def write_rosbag2_sqlite(ros1_bag: Path, folder: Path) -> Path:
     return folder
 
 
-
 #: rosbag2's ``zstd_fast`` storage preset (rosbag2_storage_mcap): zstd at its fastest level
 #: (``ZSTD_minCLevel()``), no CRC-32s, the default 768 KiB chunks.
 ZSTD_FAST_LEVEL = -(1 << 17)
