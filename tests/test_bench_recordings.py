@@ -103,8 +103,7 @@ def test_zstd_fast_copy_holds_the_source_records_as_the_preset_stores_them(tmp_p
     records = list(StreamReader(io.BytesIO(data), validate_crcs=True, emit_chunks=True).records)
     assert [type(r) for r in records].count(Chunk) == len(summary.chunk_indexes)
     assert next(r for r in records if isinstance(r, DataEnd)).data_section_crc == 0
-    assert records[-1] == Footer(summary_start=records[-1].summary_start,
-                                 summary_offset_start=records[-1].summary_offset_start, summary_crc=0)
+    assert isinstance(records[-1], Footer) and records[-1].summary_crc == 0
     _assert_summary_offsets(data, records[-1])
 
     with fastbag.open(source / "src.mcap") as theirs, fastbag.open(copy) as ours:
