@@ -20,7 +20,7 @@ from .errors import (BagFormatError, DecodeError, DecryptionError, DefinitionErr
                      FastbagWarning, NoMessagesError, NotFoundError, UnsupportedError)
 from .ros1.writer import Writer
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401 - the package's version, as fastbag.__version__
 
 __all__ = [
     "Bag", "BagFormatError", "Connection", "DecodeError", "DecryptionError", "DefinitionError", "EncryptionKeyError",

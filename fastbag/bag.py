@@ -405,6 +405,7 @@ class Bag:
         self._sizes: np.ndarray | None = None            # bytes of each index row's record, on first use
         self._topic_rows: dict[str, np.ndarray] = {}    # rows of each topic in its scope, on first use
         self._unwindowed: set[str | None] = set()        # topics whose fields lie outside windows
+        self._tailed: set[str | None] = set()            # topics whose fields lie in their messages' tails too
         self._whole: _Scope | None = None                # the whole index, once built
         self._scopes: dict[str, _Scope] = {}             # the index each topic is read from, on first use
         self._scoping = threading.Lock()
@@ -653,13 +654,14 @@ class Bag:
         return bag_html(self)
 
     # -- messages --------------------------------------------------------------
-    def _check_not_seconds(self, bound: int | None, name: str) -> None:
-        """TypeError for an int bound that is this bag's time in seconds, not nanoseconds: far before the
-        bag's first message, and inside the bag once read as seconds (every message or none would be read)."""
-        first, last = self.start_time, self.end_time
-        if bound is None or first is None or last is None or not 0 < bound < first // 1000:
+    @staticmethod
+    def _check_not_seconds(bound: int | None, name: str, times: np.ndarray) -> None:
+        """TypeError for an int bound that is the messages' time in seconds, not nanoseconds: far before the
+        first of ``times`` (the read's, ascending), and among them once read as seconds (every message or
+        none would be read)."""
+        if bound is None or not times.size or not 0 < bound < int(times[0]) // 1000:
             return
-        if first < (bound + 1) * 1_000_000_000 and bound * 1_000_000_000 <= last:  # (a second's floor counts)
+        if int(times[0]) < (bound + 1) * 1_000_000_000 and bound * 1_000_000_000 <= int(times[-1]):
             raise TypeError(f"{name}={bound} is nanoseconds, {bound / 1e9:.3f} s after 1970-01-01, long before "
                             f"this bag; read as seconds it falls inside the bag: pass int(seconds * 1e9) or a Time")
 
@@ -669,8 +671,8 @@ class Bag:
         if index is None:
             index = self._index
         start, end = time_ns(start, "start"), time_ns(end, "end")
-        self._check_not_seconds(start, "start")
-        self._check_not_seconds(end, "end")
+        self._check_not_seconds(start, "start", index.time)
+        self._check_not_seconds(end, "end", index.time)
         lo = 0 if start is None else int(np.searchsorted(index.time, start, side="left"))
         hi = index.message_count if end is None else int(np.searchsorted(index.time, end, side="left"))
         hi = max(lo, hi)
@@ -1332,29 +1334,41 @@ class Bag:
         and tail.
 
         Per part of WINDOW_PART messages: one pread of WINDOW_HEAD bytes at each
-        record (the container locates the message in it), one of up to
-        WINDOW_TAIL bytes before each message's end where the head window does
-        not reach it, then the layout walk over the windows (kernels.walk):
-        arrays stay views of the mapping, whose pages nothing touched. A
-        message whose fields lie elsewhere (two large arrays) or whose record
-        the window cannot verify sends its part, and every part after it,
-        through the mapping as usual.
+        record (the container locates the message in it), then the layout
+        walk over the windows (kernels.walk): arrays stay views of the
+        mapping, whose pages nothing touched. Where a field follows the
+        message's last large array (PointCloud2's ``is_dense``), the walk
+        needs its tail too: the part is read again with one pread of up to
+        WINDOW_TAIL bytes before each message's end, and the topic's later
+        parts read tails from the start (an Image, whose pixels end it, reads
+        heads only). A message whose fields lie elsewhere (two large arrays)
+        or whose record the window cannot verify sends its part, and every
+        part after it, through the mapping as usual.
         """
         from .msg.arrays import OutsideWindows
 
         give_up: list[bool] = []
+        topic = builder.topic
+        # A type whose last field is a slot (Image's pixels, a Livox cloud's points) ends with its last
+        # large array: its heads alone should do. Others (PointCloud2 ends with is_dense) read tails.
+        fields = list(builder.layout.tables[0].node.fields.values())
+        if not fields or fields[-1][0] != "slot":
+            self._tailed.add(topic)
 
         def decode(part: tuple[int, int]) -> Any:
             a, b = part
-            if not give_up:
-                found = self._read_windows(index, selected[a:b])
-                if found is not None:
-                    buf, windows, starts, lengths = found
-                    try:
-                        return builder.decode_run(buf, 0, starts, lengths, a, a, windows=windows)
-                    except OutsideWindows:
-                        pass
-                give_up.append(True)
+            for tails in ((False, True) if topic not in self._tailed else (True,)):
+                if give_up:
+                    break
+                found = self._read_windows(index, selected[a:b], tails)
+                if found is None:
+                    break
+                buf, windows, starts, lengths = found
+                try:
+                    return builder.decode_run(buf, 0, starts, lengths, a, a, windows=windows)
+                except OutsideWindows:
+                    self._tailed.add(topic)  # (a set: parts on other threads add it too)
+            give_up.append(True)
             return builder.decode_run(self._source.array, 0, *self._file_spans(index, selected[a:b], parallel=False),
                                       a, a)
 
@@ -1370,11 +1384,12 @@ class Bag:
         if give_up:
             self._unwindowed.add(builder.topic)
 
-    def _read_windows(self, index: BagIndex, rows: np.ndarray
+    def _read_windows(self, index: BagIndex, rows: np.ndarray, tails: bool = True
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """``(buf, windows, starts, lengths)`` for rows ``rows`` of ``index`` (see kernels.walk), or None when
-        a record is not what the index says, its chunk is damaged or the file changed under the mapping:
-        the mapped path then says what is wrong."""
+        """``(buf, windows, starts, lengths)`` for rows ``rows`` of ``index`` (see kernels.walk), each
+        message's tail window read too where ``tails``, or None when a record is not what the index says,
+        its chunk is damaged or the file changed under the mapping: the mapped path then says what is
+        wrong."""
         table, source = index.chunks, self._source
         chunks = index.chunk[rows]
         at = table.data_offset[chunks] + index.offset[rows]
@@ -1406,7 +1421,7 @@ class Bag:
             return None
         end = starts + lengths
         tail_start = np.maximum(end - WINDOW_TAIL, at + head_len)
-        tail_len = np.maximum(end - tail_start, 0)
+        tail_len = np.maximum(end - tail_start, 0) if tails else np.zeros_like(at)
         windows = np.stack([at, head_len, head_at, tail_start, tail_len, np.zeros_like(at)], axis=1)
         windows[1:, 5] = np.cumsum(tail_len[:-1])
         windows[:, 5] += heads.size

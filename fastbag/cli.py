@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ._version import __version__
 from .bag import Bag, parse_step
 from .bag import open as open_bag
 from .errors import EncryptionKeyError, FastbagError, NotFoundError
@@ -379,8 +380,6 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fastbag`` command."""
     parser = argparse.ArgumentParser(prog="fastbag", description="Read ROS bags into NumPy, fast.")
-    from . import __version__
-
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="summarize bags, like rosbag info")

@@ -21,6 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fastbag"
 #: errors < io < msg (encodings, kernels, arrays) < the container interface < containers
 #: < the public Bag < what is built on it (CLI, tooling, conversions).
 LAYERS = {
+    "fastbag._version": 0,
     "fastbag.errors": 0,
     "fastbag.io": 1,
     "fastbag.msg": 2,

@@ -98,6 +98,57 @@ def test_user_code_on_a_fresh_handle(mixed, expected, monkeypatch):
         assert [f.name for f in clouds[i].fields] == [f.name for f in msg.fields]
 
 
+def _tails_spy(monkeypatch) -> list[bool]:
+    """Whether each windowed read of a part read its messages' tails."""
+    calls: list[bool] = []
+    original = bag_module.Bag._read_windows
+
+    def spy(self, index, rows, tails=True):
+        calls.append(tails)
+        return original(self, index, rows, tails)
+
+    monkeypatch.setattr(bag_module.Bag, "_read_windows", spy)
+    return calls
+
+
+def test_a_type_ending_with_its_array_reads_heads_only(mixed, expected, monkeypatch):
+    """Image (pixels last) and Livox CustomMsg (points last) need no tails: heads only, once; PointCloud2
+    (is_dense after its data) reads heads and tails from the start. Values equal rosbags'."""
+    _force_windows(monkeypatch)
+    calls = _tails_spy(monkeypatch)
+    for topic, tails in (("/camera/image_raw", False), ("/livox/lidar", False), ("/points", True)):
+        calls.clear()
+        with fastbag.open(mixed) as bag:
+            arr = bag.read(topic)
+            assert calls and set(calls) == {tails}, topic
+            assert bag._unwindowed == set()
+        for i in range(len(arr)):
+            assert_same(arr[i], expected[topic][i], f"read({topic})[{i}]")
+
+
+def test_a_field_in_the_tail_after_all_is_read_again_with_tails(tmp_path, monkeypatch):
+    """A type ending with a slot whose bytes lie in the tail (a note after a large array): heads alone miss
+    it, the part is read again with tails, and so are the topic's later parts; values as written."""
+    _force_windows(monkeypatch)
+    monkeypatch.setattr(bag_module, "WINDOW_PROBE", 2)
+    monkeypatch.setattr(bag_module, "WINDOW_PART", 3)
+    path = tmp_path / "note.bag"
+    notes = [f"note {k}" * (k + 1) for k in range(8)]
+    with fastbag.Writer(path) as writer:
+        c = writer.add_connection("/big", "test_msgs/BigThenNote", "uint8[] big\nstring note\n",
+                                  "7fb76fe606ee3f9ec706b9056dee0f85")
+        for k, note in enumerate(notes):
+            big = bytes([k]) * (5000 + k)
+            writer.write(c, 10**9 + k, struct.pack("<I", len(big)) + big + struct.pack("<I", len(note)) +
+                         note.encode())
+    calls = _tails_spy(monkeypatch)
+    with fastbag.open(path) as bag:
+        arr = bag.read("/big")
+        assert list(arr["note"]) == notes
+        assert [bytes(arr["big"][k]) for k in range(8)] == [bytes([k]) * (5000 + k) for k in range(8)]
+        assert calls == [False, True, True, True] and bag._unwindowed == set()  # the probe twice, then 2 parts
+
+
 @pytest.mark.parametrize("head,tail", [(40, 0), (47, 8), (64, 1), (96, 16), (200, 0), (300, 64), (4096, 4096)])
 def test_any_window_size_reads_the_same(mixed, expected, monkeypatch, head, tail):
     """Windows too small for the record header, cut inside a field, or larger than whole messages: every
