@@ -137,6 +137,15 @@ def _info_text(path: str, options: dict[str, Any], as_json: bool) -> tuple[str, 
         return (json.dumps(info_dict(bag), indent=2) if as_json else format_info(bag)), True
 
 
+def _file_error_line(path: str, exc: BaseException) -> str:
+    """``fastbag: PATH: what went wrong``, the path named once: an OSError as its strerror (``No such file
+    or directory``); a message's own ``(PATH, offset N, ...)`` left as ``(offset N, ...)``."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"fastbag: {path}: {exc.strerror}"
+    text = str(exc).replace(f" ({path})", "").replace(f"({path}, ", "(")
+    return f"fastbag: {path}: {text}"
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     status, shown = 0, 0
     options = {"aes_key": args.aes_key} if args.aes_key else {}
@@ -148,7 +157,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
             text, full = _info_text(path, options, args.json)
         except (FastbagError, OSError) as exc:  # that file only, like rosbag info: the others are still shown
             sys.stdout.flush()  # in order with the reports before it, when both streams go to one file
-            print(f"fastbag: {path}: {exc}", file=sys.stderr)
+            print(_file_error_line(path, exc), file=sys.stderr)
             status = 1
             continue
         separator = (",\n" if as_list else "") if args.json else "\n"

@@ -59,7 +59,8 @@ def test_info_reports_each_file_and_fails_at_the_end(tmp_path, capsys):
     errors = captured.err.splitlines()
     assert len(errors) == 2, errors
     assert errors[0].startswith(f"fastbag: {empty}: ") and "file is empty" in errors[0]
-    assert errors[1].startswith(f"fastbag: {missing}: ") and "No such file" in errors[1]
+    assert errors[1] == f"fastbag: {missing}: No such file or directory"
+    assert all(line.count(str(tmp_path)) == 1 for line in errors), errors  # each names its file once
     # JSON: one document, the report of one bag or a list of several's, the errors on stderr
     assert main(["info", "--json", str(empty), str(good)]) == 1
     captured = capsys.readouterr()
