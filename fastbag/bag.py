@@ -534,8 +534,15 @@ class Bag:
     def compression(self) -> dict[str, int]:
         """How the data is compressed: a count per compression of :attr:`compression_unit`, e.g. ``{"lz4": 12}``
         chunks of a ROS1 bag or MCAP file, ``{"zstd": 2}`` storage files of a rosbag2 sqlite3 recording (zstd
-        per file or per message), ``{"none": 1}``."""
+        per file or per message), ``{"none": 1}``; ``{}`` for the legacy ROS1 formats, which have no chunks."""
         return self._container.compression_counts()
+
+    @property
+    def compression_sizes(self) -> dict[str, tuple[int, int]]:
+        """``(bytes stored, bytes decompressed)`` per compression, summed over its chunks (``rosbag info``'s
+        ``bz2 [170/170 chunks; 75.42%]``); ``{}`` where the format does not record them (rosbag2 sqlite3
+        storage, files compressed per message, the unchunked legacy ROS1 formats)."""
+        return self._container.compression_sizes()
 
     @property
     def compression_unit(self) -> str:

@@ -319,6 +319,16 @@ class Container(ABC):
             counts[name] = counts.get(name, 0) + 1
         return counts
 
+    def compression_sizes(self) -> dict[str, tuple[int, int]]:
+        """``(bytes stored, bytes decompressed)`` of the chunks of each compression, as
+        :attr:`Bag.compression_sizes` gives them (``{}`` where the format does not say)."""
+        table = self.chunks
+        sizes: dict[str, tuple[int, int]] = {}
+        for name, stored, size in zip(table.compression, table.data_len.tolist(), table.size.tolist()):
+            before = sizes.get(name, (0, 0))
+            sizes[name] = (before[0] + stored, before[1] + size)
+        return sizes
+
     @property
     def windows(self) -> bool:
         """Whether :meth:`window_spans` locates messages in windows onto their records (Bag._decode_windows)."""

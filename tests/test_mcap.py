@@ -463,7 +463,13 @@ def test_info_command_on_mcap(tmp_path):
     with fastbag.open(path) as bag:
         text = format_info(bag)
         info = info_dict(bag)
-    assert "format:      MCAP" in text and "attachments: 1, metadata: 1" in text
+    rows = [line.split(None, 1) for line in text.splitlines()]
+    assert ["format:", "MCAP"] in rows and ["attachments:", "1, metadata: 1"] in rows
+    # the values in one column, after the longest key and a space (as rosbag info aligns them)
+    lines = text.splitlines()
+    column = len(lines[0]) - len(lines[0][len("path:"):].lstrip())
+    assert all(line[column - 1] == " " and line[:column].strip() in {"", line.split(":")[0] + ":"}
+               for line in lines), text
     assert info["types"] == {"test/Vec": "ros1, ros1msg"} and info["messages"] == 200
     assert [t["messages"] for t in info["topics"]] == [100, 100]
 

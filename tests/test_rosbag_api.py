@@ -10,6 +10,7 @@ genpy's, and the same answers from ``get_message_count``, ``get_start_time``, ``
 from __future__ import annotations
 
 import itertools
+import re
 import math
 import warnings
 
@@ -299,3 +300,72 @@ def test_the_rosbags_loop_leaves_no_reference_to_a_closed_bag(tmp_path):
             del rawdata, connection
         gc.collect()
         assert not is_mapped(path), (deserialize, stop)
+
+
+def _info_rows(text: str) -> list[tuple[str, str]]:
+    """``(key, value)`` rows of rosbag-info text; a continued row (types, topics) keeps its key."""
+    rows, key = [], ""
+    for line in text.splitlines():
+        head, _, rest = line.partition(":") if not line.startswith(" ") else ("", "", line)
+        key = head or key
+        rows.append((key, (rest if head else line).strip()))
+    return rows
+
+
+#: A rate as rosbag info writes it, and its unit's factor.
+RATE = re.compile(r"@ +([\d.]+) (k|M|G)?Hz")
+UNIT = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
+#: A size and its rate: ``1.8 KB @ 137.5 MB/s``.
+SIZE_RATE = re.compile(r"^ *([\d.]+ [KMGT]B) @ +([\d.]+) ([KMGT])B/s")
+
+
+@pytest.mark.parametrize("path", data_files("ros1v2") + data_files("ros1legacy"))
+def test_info_text_is_rosbag_info(path):
+    """``fastbag info --freq`` prints what ``rosbag info --freq`` prints (its rows, their layout, the
+    compression ratios and rates), plus a ``format`` row."""
+    from fastbag.cli import format_info
+
+    theirs_bag = classic(path)
+    with theirs_bag, open_quietly(path) as bag:
+        if bag.recovered or bag.problems:
+            pytest.skip("fastbag reports a rebuilt index or problems, rows rosbag info has not")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = _info_rows(oracle(lambda: str(theirs_bag)))
+            chunks = theirs_bag._chunks
+        # (rosbag gives rates only where it has read the connection indexes: not of every 1.2 bag)
+        rates = any(RATE.search(value) for key, value in theirs if key == "topics")
+        # A topic of several types (tf/tfMessage and tf2_msgs/TFMessage) is listed with all of them,
+        # rosbag's with its first connection's
+        ours = [(key, re.sub(r"(: [\w/]+)(, [\w/]+)+", r"\1", value))
+                for key, value in _info_rows(format_info(bag, freq=rates)) if key != "format"]
+    if [key for key, _ in theirs] == ["path", "version", "size"]:  # rosbag says no more of a bag without
+        assert bag.message_count == 0 and ours[:3] == theirs  # messages
+        return
+    # rosbag's bounds are its first chunk's start and last chunk's end (a negative duration where chunks
+    # are out of order), fastbag's the first and last message's: its duration and rates follow them.
+    same_bounds = not chunks or (chunks[0].start_time.to_nsec(), chunks[-1].end_time.to_nsec()) == (
+        bag.start_time, bag.end_time)
+    assert [key for key, _ in ours] == [key for key, _ in theirs]
+    for (key, mine), (_, expected) in zip(ours, theirs):
+        if key in ("start", "end", "duration", "uncompressed", "compressed") and not same_bounds:
+            continue
+        if key in ("start", "end"):
+            # rosbag rounds the epoch seconds to the hundredth of their float (its clock text truncates, so
+            # that the two can disagree); fastbag truncates both
+            assert abs(float(mine.rsplit("(")[1][:-1]) - float(expected.rsplit("(")[1][:-1])) < 0.011, key
+        elif key in ("uncompressed", "compressed") and SIZE_RATE.match(expected):
+            # rates over rosbag's float duration (2.4e-7 s steps at this epoch: 2% of a 13 us bag's)
+            got, want = SIZE_RATE.match(mine).groups(), SIZE_RATE.match(expected).groups()
+            assert (got[0], got[2]) == (want[0], want[2]), key
+            assert float(got[1]) == pytest.approx(float(want[1]), rel=0.02, abs=0.1), key
+            assert mine.partition("(")[2] == expected.partition("(")[2], key  # the same percentage
+        elif key == "topics" and rates:
+            # rosbag's median period is of float seconds (steps of 2.4e-7 s at this epoch: 1% of a 40 kHz
+            # period), fastbag's of int nanoseconds: the rates agree to 1%, the rest of the row exactly
+            # (spaces aside: the column's width follows the rates' texts)
+            assert " ".join(RATE.sub("@", mine).split()) == " ".join(RATE.sub("@", expected).split())
+            rates = [[float(f) * UNIT[u] for f, u in RATE.findall(text)] for text in (mine, expected)]
+            assert rates[0] == pytest.approx(rates[1], rel=0.01), key
+        else:
+            assert mine == expected, key

@@ -104,6 +104,13 @@ class Ros1Reader(Container):
     def version(self) -> str:
         return "2.0" if self._deferred is not None else self.index.version
 
+    def compression_counts(self) -> dict[str, int]:
+        """Chunks per compression; none for the legacy formats (1.2 and 1.1 store messages unchunked)."""
+        return {} if self.version.startswith("1.") else super().compression_counts()
+
+    def compression_sizes(self) -> dict[str, tuple[int, int]]:
+        return {} if self.version.startswith("1.") else super().compression_sizes()
+
     @property
     def message_count(self) -> int:
         deferred = self._deferred

@@ -304,6 +304,10 @@ class McapStorage(LazyIndexContainer):
         """Chunks per compression; compressed per message, files: ``zstd`` for each."""
         return {"zstd": len(self.parts)} if self.per_message else super().compression_counts()
 
+    def compression_sizes(self) -> dict[str, tuple[int, int]]:
+        """The chunks' sizes; none for files compressed per message (their chunks hold the frames as is)."""
+        return {} if self.per_message else super().compression_sizes()
+
     def rebuild(self, k: int, payload: np.ndarray) -> np.ndarray:
         """Chunk ``k``'s ``payload`` (compressed per message) as Message records holding their data
         decompressed, in the same order; their offsets before and after are kept for payload_spans."""

@@ -186,6 +186,11 @@ class Rosbag2Reader(LazyIndexContainer):
             counts[name] = counts.get(name, 0) + 1
         return counts
 
+    def compression_sizes(self) -> dict[str, tuple[int, int]]:
+        """None known: the chunks here are batches of rows, and a compressed file's size once decompressed
+        is known only by decompressing it."""
+        return {}
+
     # What the Bag needs at open, answered without the index (see LazyIndexContainer).
     @property
     def recovered(self) -> bool:
