@@ -32,6 +32,6 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``fastbag.dask``: the Dask readers, imported on first use (dask itself loads only then)."""
     if name == "dask":
-        from .convert import dask as module
+        from . import dask as module  # (a submodule: `import fastbag.dask` finds it too)
         return module
     raise AttributeError(f"module 'fastbag' has no attribute {name!r}")

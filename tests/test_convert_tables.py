@@ -239,3 +239,9 @@ def test_import_loads_no_optional_library():
             "print(callable(fastbag.dask.read_topic), sorted(m for m in extras if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "True []"
+    # the submodule imported by name, as users write it: the same functions, dask still not loaded
+    code = ("import sys, fastbag.dask; from fastbag.dask import read_topic, read_array; "
+            "assert read_topic is fastbag.dask.read_topic and fastbag.dask is sys.modules['fastbag.dask']; "
+            "print('dask' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
