@@ -32,6 +32,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``fastbag.dask``: the Dask readers, imported on first use (dask itself loads only then)."""
     if name == "dask":
-        from . import dask as module  # (a submodule: `import fastbag.dask` finds it too)
-        return module
+        import importlib  # (not `from . import dask`: that asks this __getattr__ again)
+
+        return importlib.import_module(f"{__name__}.dask")  # a submodule: `import fastbag.dask` finds it too
     raise AttributeError(f"module 'fastbag' has no attribute {name!r}")

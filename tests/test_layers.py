@@ -31,7 +31,7 @@ LAYERS = {
     "fastbag.rosbag2": 4,
     "fastbag.bag": 5,
     "fastbag.convert": 6,
-    "fastbag.dask": 6,  # the public name of fastbag.convert.dask
+    "fastbag.dask": 7,  # the public name of fastbag.convert.dask, above it
     "fastbag.viz": 6,
     "fastbag.tooling": 6,
     "fastbag.cli": 7,
