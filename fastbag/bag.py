@@ -1231,10 +1231,17 @@ class Bag:
         headers = self._container.message_headers if self._container.has_message_headers else None
         builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype,
                                types=self._message_types(connection), headers=headers)
-        if self._pipelined(index, selected, layout):
-            self._decode_chunks(builder, index, selected)
-        else:
-            self._decode_runs(builder, scope, selected)
+        try:
+            if self._pipelined(index, selected, layout):
+                self._decode_chunks(builder, index, selected)
+            else:
+                self._decode_runs(builder, scope, selected)
+        except DecodeError as exc:
+            # The builder counts the messages it was given; the user knows the message by its place in the
+            # topic (a part of iter_read, take's positions, a time range: each a subset of its rows)
+            if exc.index is None or not 0 <= exc.index < selected.size:
+                raise
+            raise exc.at(int(selected[exc.index])) from None
         own = self._topic_ranks[topic]
         local = np.searchsorted(np.array(own), index.conn[selected]).astype(np.int32) if len(own) > 1 else \
             np.zeros(selected.size, dtype=np.int32)

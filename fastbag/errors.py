@@ -73,10 +73,12 @@ class DefinitionError(FastbagError):
 
 
 class DecodeError(FastbagError):
-    """A message cannot be decoded: ``topic`` and ``index`` (message index in the read) say which."""
+    """A message cannot be decoded: ``topic`` and ``index`` say which (``index``: its position among the
+    topic's messages in read order, ``bag.read(topic)[index]``, whichever part of the topic was read)."""
 
     def __init__(self, message: str, *, topic: str | None = None,
                  index: int | None = None, msgtype: str | None = None) -> None:
+        self.reason = message
         where = []
         if topic is not None:
             where.append(f"topic {topic}")
@@ -89,6 +91,10 @@ class DecodeError(FastbagError):
         self.topic = topic
         self.index = index
         self.msgtype = msgtype
+
+    def at(self, index: int) -> DecodeError:
+        """The same error, of the message at ``index`` (a position in a part translated to the topic's)."""
+        return type(self)(self.reason, topic=self.topic, index=index, msgtype=self.msgtype)
 
 
 class NotFoundError(FastbagError, KeyError):

@@ -259,6 +259,17 @@ def test_short_message_raises_decode_error_naming_topic_and_index(tmp_path):
         with pytest.raises(fastbag.DecodeError, match=r"shorter than its definition.*topic /imu.*message 3"):
             bag.read("/imu")
         assert len(bag.read("/imu", end=3)) == 3  # what is intact stays readable
+        # a part of the topic names the message by its place in the topic, not in the part
+        for read in (lambda: list(bag.iter_read("/imu", step=2)), lambda: bag.take("/imu", [0, 3]),
+                     lambda: bag.read("/imu", start=2)):
+            with pytest.raises(fastbag.DecodeError, match=r"topic /imu.*message 3\)") as caught:
+                read()
+            assert caught.value.index == 3 and caught.value.topic == "/imu"
+        result = fastbag.export(bag, tmp_path / "out", format="csv", step=2)
+        assert "message 3)" in result.skipped["/imu"]
+        dataset = fastbag.SyncedDataset(path, {"imu": "/imu"}, anchor="imu")
+        with pytest.raises(fastbag.DecodeError, match=r"message 3\)"):
+            dataset[3]
 
 
 def test_pointcloud_matches_a_hand_unpack_of_the_real_cloud():
