@@ -113,6 +113,10 @@ def test_overlapping_bags_give_unknown_divisions(fleet, tmp_path):
     same_frame(ddf.compute(scheduler="sync"), expected(paths))
     with pytest.raises(KeyError):
         fastbag.dask.read_topic(paths, "/nope")
+    with pytest.raises(TypeError, match="fastbag.dask.read_topic got an unexpected keyword argument 'start'"):
+        fastbag.dask.read_topic(paths, "/imu", start=0)
+    with pytest.raises(TypeError, match="fastbag.dask.read_array got an unexpected keyword argument 'end'"):
+        fastbag.dask.read_array(paths, "/imu", "linear_acceleration", end=0)
 
 
 @pytest.fixture(scope="module")

@@ -176,6 +176,31 @@ def test_bad_arguments(bags):
         with pytest.raises(ValueError, match=name):
             fastbag.SyncedDataset(path, topics, anchor="cloud", **kwargs)
     assert len(fastbag.SyncedDataset(path, topics, anchor="cloud", tolerance=0)) == 0  # exact matches only: none
+    # what is not a number of seconds, named; nanoseconds meant as seconds; names a sample already uses
+    for kwargs, error, said in (
+            ({"tolerance": None}, TypeError, "tolerance is a number of seconds, not NoneType"),
+            ({"tolerance": "50ms"}, TypeError, "tolerance is a number of seconds, not str"),
+            ({"tolerance": True}, TypeError, "tolerance is a number of seconds, not bool"),
+            ({"windows": {"imu": "0.1"}}, TypeError, r"windows\['imu'\] is a number of seconds, not str"),
+            ({"windows": [("imu", 0.1)]}, TypeError, "windows maps names of topics to seconds"),
+            ({"tolerance": 50_000_000}, ValueError, "tolerance is in seconds: 50000000 is 579 days"),
+            ({"worker": 2}, TypeError, "SyncedDataset got an unexpected keyword argument 'worker'")):
+        with pytest.raises(error, match=said):
+            fastbag.SyncedDataset(path, topics, anchor="cloud", **kwargs)
+    assert fastbag.SyncedDataset(path, topics, anchor="cloud", tolerance=np.float32(0.05)).tolerance == \
+        pytest.approx(0.05)
+    with pytest.raises(TypeError, match="topics maps sample names to topics"):
+        fastbag.SyncedDataset(path, list(topics.values()), anchor="cloud")
+    for reserved in ("time", "times"):
+        with pytest.raises(ValueError, match=f"'{reserved}' cannot name a topic"):
+            fastbag.SyncedDataset(path, {**topics, reserved: "/imu"}, anchor="cloud")
+    with pytest.raises(ValueError, match="no bag given"):
+        fastbag.SyncedDataset([], topics, anchor="cloud")
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        fastbag.SyncedDataset(str(path.parent / "nothing*.bag"), topics, anchor="cloud")
+    # a glob names the bags, sorted, as fastbag.dask takes them
+    assert fastbag.SyncedDataset(str(path.parent / "run*.bag"), topics, anchor="cloud").paths == \
+        sorted(str(p) for p in path.parent.glob("run*.bag"))
 
 
 def test_an_empty_dataset_says_why(bags):
@@ -183,10 +208,19 @@ def test_an_empty_dataset_says_why(bags):
     ds = fastbag.SyncedDataset([p for p, _ in bags], topics, anchor="cloud", tolerance=1e-9)
     anchors = sum(len(w["cloud"][0]) for _, w in bags)
     assert len(ds) == 0
+    # per topic, the anchors with a match of their own (within 1 ns), found by brute force
+    counts = {name: sum(int((np.abs(w[name][0][:, None] - w["cloud"][0][None, :]) <= 1).any(axis=0).sum())
+                        for _, w in bags) for name in ("image", "imu")}
+    said = (f"the dataset is empty: none of the {anchors} messages of the anchor 'cloud' (/points) has a match "
+            f"within tolerance=1e-09 s on every other topic ('image' (/camera/image_raw) matches {counts['image']}; "
+            f"'imu' (/imu) matches {counts['imu']})")
     for access in (lambda: ds[0], lambda: ds.sample_bag(0), lambda: ds[-1]):
-        with pytest.raises(IndexError, match=f"the dataset is empty: none of the {anchors} anchor messages has a "
-                                             "match within tolerance=1e-09 s"):
+        with pytest.raises(IndexError) as caught:
             access()
+        assert str(caught.value) == said
+    windowed = fastbag.SyncedDataset([p for p, _ in bags], topics, anchor="cloud", tolerance=1e-9, windows={"imu": 0.1})
+    with pytest.raises(IndexError, match=r"on every other topic \('image' \(/camera/image_raw\) matches \d+\)$"):
+        windowed[0]  # (a window needs no match: only the image's count is said)
 
 
 def test_sample_indexes_are_integers(bags):

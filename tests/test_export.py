@@ -256,6 +256,11 @@ def test_bad_arguments_fail_before_writing(tmp_path):
             fastbag.export(path, tmp_path / "out", **kwargs)
     with pytest.raises(KeyError):
         fastbag.export(path, tmp_path / "out", topics=["/imu", "/nope"])
+    # keyword arguments fastbag.open does not take are export's error, not open()'s
+    with pytest.raises(TypeError, match="fastbag.export got an unexpected keyword argument 'worker'"):
+        fastbag.export(path, tmp_path / "out", worker=1)
+    with fastbag.open(path) as bag, pytest.raises(TypeError, match="workers for a bag already open"):
+        fastbag.export(bag, tmp_path / "out", workers=1)
     assert not (tmp_path / "out").exists()
 
 

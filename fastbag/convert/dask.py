@@ -19,7 +19,6 @@ describe both.
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,28 +30,13 @@ from ..bag import open as open_bag
 from ..container import NO_MD5
 from ..errors import NotFoundError
 from ..msg.arrays import StructArray, field_kind
+from .arguments import check_open_options, expand_paths
 from .tables import require
 
 #: Default partition size: a part of this many bytes of serialized messages.
 DEFAULT_STEP = "128 MB"
 #: Decoding threads per task (``Bag(workers=...)``): Dask runs the tasks side by side.
 DEFAULT_THREADS = 1
-
-
-def expand_paths(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
-    """Paths from a path, a glob pattern or a list of either, in sorted order within each pattern."""
-    items = [paths_or_glob] if isinstance(paths_or_glob, (str, os.PathLike)) else list(paths_or_glob)
-    paths: list[str] = []
-    for item in items:
-        item = os.fspath(item)
-        if glob.has_magic(item):
-            found = sorted(glob.glob(item))
-            if not found:
-                raise FileNotFoundError(f"no file matches {item!r}")
-            paths += found
-        else:
-            paths.append(item)
-    return paths
 
 
 def _plan(paths: list[str], topic: str, step: int | str, describe: Callable[[Bag], Any],
@@ -149,7 +133,7 @@ def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     dd = require("dask.dataframe", "dask", "fastbag.dask")
     pd = require("pandas", "pandas", "fastbag.dask")
     paths = expand_paths(paths_or_glob)
-    _check_options(open_options)
+    _check_options(open_options, "fastbag.dask.read_topic")
     parts, first, last, meta = _plan(paths, topic, step, lambda bag: _frame_meta(bag, topic), open_options)
     divisions = _known_divisions(first, last)
     if divisions is not None:
@@ -159,10 +143,12 @@ def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
                        enforce_metadata=False)
 
 
-def _check_options(open_options: dict[str, Any]) -> None:
-    """TypeError for ``workers``: a task's threads are ``threads``, its bags' opening is the index only."""
+def _check_options(open_options: dict[str, Any], caller: str) -> None:
+    """TypeError for ``workers`` (a task's threads are ``threads``, its bags' opening is the index only), and
+    for what fastbag.open does not take."""
     if "workers" in open_options:
         raise TypeError("fastbag.dask takes threads= (the threads a task decodes on), not workers=")
+    check_open_options(open_options, caller)
 
 
 def _field(arr: StructArray, field: str) -> Any:
@@ -208,7 +194,7 @@ def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     da = require("dask.array", "dask", "fastbag.dask")
     dask = require("dask", "dask", "fastbag.dask")
     paths = expand_paths(paths_or_glob)
-    _check_options(open_options)
+    _check_options(open_options, "fastbag.dask.read_array")
     parts, _, _, found = _plan(paths, topic, step, lambda bag: _field_meta(bag, topic, field), open_options)
     if isinstance(found, KeyError):
         raise found

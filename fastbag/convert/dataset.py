@@ -16,6 +16,7 @@ mapping on first use, so it works with DataLoader worker processes.
 from __future__ import annotations
 
 import functools
+import numbers
 import operator
 import os
 from collections.abc import Mapping, Sequence
@@ -27,8 +28,25 @@ import numpy as np
 from ..bag import Bag
 from ..bag import open as open_bag
 from ..msg.sensors import image, pointcloud
+from .arguments import check_open_options, expand_paths
 
 NS = 1_000_000_000
+#: A tolerance or window this long (11.6 days) is nanoseconds meant as seconds, not a real setting.
+MAX_SECONDS = 1e6
+
+
+def _seconds(value: Any, name: str, *, zero: bool) -> float:
+    """``value`` as float seconds: a real number, finite, > 0 (>= 0 where ``zero``) and below MAX_SECONDS;
+    TypeError or ValueError naming the argument otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
+        raise TypeError(f"{name} is a number of seconds, not {type(value).__name__} {value!r}")
+    seconds = float(value)
+    if not (0 <= seconds if zero else 0 < seconds) or not seconds < np.inf:  # NaN fails too
+        raise ValueError(f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0, not {value!r}")
+    if seconds >= MAX_SECONDS:
+        raise ValueError(f"{name} is in seconds: {value!r} is {seconds / 86400:,.0f} days (nanoseconds? divide "
+                         "by 1e9)")
+    return seconds
 
 
 @dataclass
@@ -50,6 +68,7 @@ class _BagSamples:
     window: dict[str, tuple[np.ndarray, np.ndarray]]  # name -> (lo, hi) into that topic's sorted times
     topics: dict[str, _Topic]
     anchors: int                                  # anchor messages in the bag, matched or not
+    matches: dict[str, int]                       # name -> anchor messages with a match on that topic
 
 
 class SyncedDataset:
@@ -62,9 +81,13 @@ class SyncedDataset:
     lacking a match are left out. Topics in ``windows`` (name -> seconds)
     give every message in ``(t - window, t]`` instead. ``stamp`` is
     ``"receive"`` (the bag's receive times, from the index) or ``"header"``
-    (``header.stamp``). Several bags are one dataset, in the order given.
-    ``tolerance`` is finite and >= 0, a window finite and > 0 (ValueError
-    otherwise). ``ds[i]`` takes an integer (NumPy's too; TypeError for a
+    (``header.stamp``). Several bags are one dataset, in the order given
+    (``paths``: a path, a glob pattern or a list of them, as
+    :func:`fastbag.dask.read_topic` takes them). ``tolerance`` is a number of
+    seconds, finite and >= 0, a window's finite and > 0, both under
+    MAX_SECONDS (TypeError or ValueError naming the argument otherwise);
+    ``"time"`` and ``"times"`` cannot name topics (a sample's keys);
+    ``open_options`` go to :func:`fastbag.open`. ``ds[i]`` takes an integer (NumPy's too; TypeError for a
     bool or a float), negative from the end; on an empty dataset its
     IndexError says why no anchor was kept.
 
@@ -80,19 +103,25 @@ class SyncedDataset:
                  anchor: str, *, tolerance: float = 0.05, stamp: str = "receive",
                  windows: Mapping[str, float] | None = None, match: str = "nearest",
                  **open_options: Any) -> None:
-        self.paths = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+        self.paths = expand_paths(paths)
+        if not isinstance(topics, Mapping):
+            raise TypeError(f"topics maps sample names to topics ({{'imu': '/imu', ...}}), not a "
+                            f"{type(topics).__name__}")
+        if windows is not None and not isinstance(windows, Mapping):
+            raise TypeError(f"windows maps names of topics to seconds ({{'imu': 0.1}}), not a {type(windows).__name__}")
         self.topics = dict(topics)
         self.anchor = anchor
-        self.tolerance = float(tolerance)
+        self.tolerance = _seconds(tolerance, "tolerance", zero=True)
         self.stamp = stamp
-        self.windows = dict(windows or {})
+        self.windows = {name: _seconds(value, f"windows[{name!r}]", zero=False)
+                        for name, value in (windows or {}).items()}
         self.match = match
+        check_open_options(open_options, "SyncedDataset")
         self.open_options = open_options
-        if not 0 <= self.tolerance < np.inf:  # NaN fails too
-            raise ValueError(f"tolerance must be a finite number of seconds >= 0, not {tolerance!r}")
-        for name, seconds in self.windows.items():
-            if not 0 < float(seconds) < np.inf:
-                raise ValueError(f"windows[{name!r}] must be a finite number of seconds > 0, not {seconds!r}")
+        reserved = sorted(set(self.topics) & {"time", "times"})
+        if reserved:
+            raise ValueError(f"{reserved[0]!r} cannot name a topic: a sample's {reserved[0]!r} holds the "
+                             f"{'anchor time' if reserved[0] == 'time' else 'matched times'}")
         if anchor not in self.topics:
             raise ValueError(f"the anchor {anchor!r} is not among the topics' names: {', '.join(self.topics)}")
         if anchor in self.windows:
@@ -129,11 +158,13 @@ class SyncedDataset:
         keep = np.ones(t.size, dtype=bool)
         tolerance = int(round(self.tolerance * NS))
         found: dict[str, np.ndarray] = {}
+        matches: dict[str, int] = {}
         for name, other in topics.items():
             if name == self.anchor or name in self.windows:
                 continue
             k, ok = match_times(other.times, t, tolerance, self.match)
             found[name] = k
+            matches[name] = int(ok.sum())
             keep &= ok
         window = {}
         for name, seconds in self.windows.items():
@@ -144,7 +175,7 @@ class SyncedDataset:
         return _BagSamples(anchor.positions[keep], t[keep],
                            {name: topics[name].positions[k[keep]] for name, k in found.items()},
                            {name: topics[name].times[k[keep]] for name, k in found.items()}, window, topics,
-                           int(t.size))
+                           int(t.size), matches)
 
     # -- access ----------------------------------------------------------------------
     def __len__(self) -> int:
@@ -162,9 +193,14 @@ class SyncedDataset:
         n = len(self)
         if n == 0:
             anchors = sum(s.anchors for s in self._samples)
-            why = (f"none of the {anchors} anchor messages has a match within tolerance={self.tolerance} s in every "
-                   "other topic") if anchors else "the bags hold no message of the anchor topic"
-            raise IndexError(f"the dataset is empty: {why} ({self.anchor!r}: {self.topics[self.anchor]})")
+            anchor = f"{self.anchor!r} ({self.topics[self.anchor]})"
+            if not anchors:
+                raise IndexError(f"the dataset is empty: the bags hold no message of the anchor {anchor}")
+            counts = {name: sum(s.matches.get(name, 0) for s in self._samples) for name in self.topics
+                      if name != self.anchor and name not in self.windows}
+            said = "; ".join(f"{name!r} ({self.topics[name]}) matches {n}" for name, n in counts.items())
+            raise IndexError(f"the dataset is empty: none of the {anchors} messages of the anchor {anchor} has a "
+                             f"match within tolerance={self.tolerance} s on every other topic ({said})")
         if not -n <= i < n:
             raise IndexError(f"sample {i} out of range for {n} samples")
         i %= n

@@ -40,6 +40,7 @@ from ..bag import Bag, parse_step
 from ..bag import open as open_bag
 from ..errors import FastbagError, NotFoundError
 from ..msg.arrays import Nested, Ragged, StructArray, field_kind
+from .arguments import check_open_options
 from .tables import nested_child, require, time_column
 
 FORMATS = ("parquet", "csv", "npz")
@@ -148,6 +149,10 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     parse_step(step)  # one clear error before any folder or file exists (NPZ does not use it)
+    check_open_options(open_options, "fastbag.export")
+    if open_options and isinstance(bag, Bag):
+        raise TypeError(f"fastbag.export got {', '.join(sorted(open_options))} for a bag already open: pass its "
+                        "path to have it opened with them")
     if compression is not None and compression not in CODECS[format]:
         raise ValueError(f"{format} compression must be one of {', '.join(CODECS[format])}, not {compression!r}")
     if format == "parquet":
