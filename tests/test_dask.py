@@ -85,7 +85,7 @@ def test_read_array(fleet, client):
     np.testing.assert_array_equal(client.compute(with_x).result(), want["x"])
     cov = fastbag.dask.read_array(paths, "/imu", "orientation_covariance")
     assert cov.shape == (len(want), 9)
-    with pytest.raises(ValueError, match="fixed-size"):
+    with pytest.raises(ValueError, match=r"field .header.frame_id. is of variable length in its definition .*fixed-size"):
         fastbag.dask.read_array(paths, "/imu", "header.frame_id")
 
 
@@ -236,8 +236,8 @@ def test_same_columns_of_another_type_fail(tmp_path):
 
 
 def test_one_type_of_two_definitions(tmp_path):
-    """One type name, two definitions: different fields fail naming the md5sums (or, without md5sums, the first
-    line that differs); a definition that adds only a constant has the same columns and reads as one frame."""
+    """One type name, two definitions: different fields fail naming the columns that differ (a field, by the
+    md5sums or, without md5sums, the first line that differs); a definition that adds only a constant has the same columns and reads as one frame."""
     rows = [(1.0, 2.0, 3.0), (4.0, 5.0, 6.0)]
     renamed = "float64 x\nfloat64 y\nfloat64 w\n"
     paths = [write_vector_bag(tmp_path / "a.bag", "my_msgs/V", XYZ, rows),
@@ -245,16 +245,19 @@ def test_one_type_of_two_definitions(tmp_path):
     from fastbag.msg.msgdef import parse_definition
 
     md5s = [parse_definition("my_msgs/V", text).md5sum() for text in (XYZ, renamed)]
-    with pytest.raises(ValueError, match=f"my_msgs/V with md5sum {md5s[0]} in .*a.bag, md5sum {md5s[1]} in .*b.bag"):
+    with pytest.raises(ValueError, match=r"my_msgs/V in .*a.bag and my_msgs/V in .*b.bag have different columns: "
+                                         r"z \(float64 / absent\), w \(absent / float64\); one collection"):
         fastbag.dask.read_topic(paths, "/v")
-    with pytest.raises(ValueError, match="md5sum"):
+    with pytest.raises(ValueError, match=f"my_msgs/V with md5sum {md5s[0]} in .*a.bag, md5sum {md5s[1]} in .*b.bag"):
         fastbag.dask.read_array(paths, "/v", "z")  # a's field z, b has none
     # The field x is the same in both: one array of both bags' values.
     np.testing.assert_array_equal(fastbag.dask.read_array(paths, "/v", "x").compute(scheduler="sync"), [1, 4, 1, 4])
     unknown = [write_vector_bag(tmp_path / "c.bag", "my_msgs/V", XYZ, rows, md5sum="*"),
                write_vector_bag(tmp_path / "d.bag", "my_msgs/V", renamed, rows, md5sum="*")]
-    with pytest.raises(ValueError, match="two definitions .*first difference: 'float64 z' / 'float64 w'"):
+    with pytest.raises(ValueError, match=r"c.bag and my_msgs/V in .*d.bag have different columns: z \(float64 / "):
         fastbag.dask.read_topic(unknown, "/v")
+    with pytest.raises(ValueError, match="two definitions .*first difference: 'float64 z' / 'float64 w'"):
+        fastbag.dask.read_array(unknown, "/v", "z")
     constant = write_vector_bag(tmp_path / "e.bag", "my_msgs/V", "int32 ONE=1\n" + XYZ, [(7.0, 8.0, 9.0)])
     got = fastbag.dask.read_topic([paths[0], constant], "/v").compute(scheduler="sync")
     assert got["z"].tolist() == [3.0, 6.0, 9.0]
@@ -264,7 +267,8 @@ def test_ros1_and_ros2_recordings_of_one_type(fleet, ros2_fleet):
     """sensor_msgs/Imu (ROS1) and sensor_msgs/msg/Imu (ROS2, no header.seq): not one frame, but one type, so a
     field both hold the same way is one array."""
     paths = [fleet / "run0.bag", ros2_fleet["mcap"][1]]
-    with pytest.raises(ValueError, match="sensor_msgs/Imu in .*, sensor_msgs/msg/Imu in "):
+    with pytest.raises(ValueError, match="sensor_msgs/Imu in .* and sensor_msgs/msg/Imu in .* have different "
+                                         r"columns: header.seq \(uint32 / absent\)") as caught:
         fastbag.dask.read_topic(paths, "/imu")
     want = []
     for path in paths:
@@ -272,6 +276,26 @@ def test_ros1_and_ros2_recordings_of_one_type(fleet, ros2_fleet):
             want.append(bag.read("/imu")["linear_acceleration"]["z"])
     got = fastbag.dask.read_array(paths, "/imu", "linear_acceleration.z").compute(scheduler="sync")
     np.testing.assert_array_equal(got, np.concatenate(want))
+
+
+def test_a_topic_without_messages_is_an_empty_collection(tmp_path, fleet):
+    """A topic a bag records without messages: its columns (and a field's dtype), no rows; a topic no bag
+    records is a NotFoundError."""
+    empty = tmp_path / "empty.bag"
+    with fastbag.Writer(empty) as w:
+        w.add_connection("/imu", IMU.name, IMU.definition, IMU.md5sum)
+    frame = fastbag.dask.read_topic(empty, "/imu").compute(scheduler="sync")
+    with fastbag.open(fleet / "run0.bag") as bag:
+        columns = bag.read("/imu").to_pandas()
+    assert len(frame) == 0 and list(frame.columns) == list(columns.columns)
+    numeric = [c for c in columns.columns if columns[c].dtype.kind in "iufb"]  # (dask keeps text its own way)
+    assert len(numeric) > 10 and list(frame[numeric].dtypes) == list(columns[numeric].dtypes)
+    array = fastbag.dask.read_array(empty, "/imu", "linear_acceleration").compute(scheduler="sync")
+    assert array.shape == (0,) and array.dtype.names == ("x", "y", "z")
+    both = fastbag.dask.read_topic([empty, fleet / "run0.bag"], "/imu").compute(scheduler="sync")
+    assert len(both) == len(columns)
+    with pytest.raises(fastbag.NotFoundError, match="no bag among 1 holds topic '/nope'"):
+        fastbag.dask.read_topic(empty, "/nope")
 
 
 def test_open_options_reach_every_open_of_a_bag(tmp_path, monkeypatch):

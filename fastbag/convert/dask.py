@@ -64,9 +64,9 @@ def _plan(paths: list[str], topic: str, step: int | str, describe: Callable[[Bag
                 parts.append((path, a, b))
                 first.append(int(times[a]))
                 last.append(int(times[b - 1]))
-    if not parts:
-        raise NotFoundError(f"no bag among {len(paths)} holds messages of topic {topic!r}")
-    return parts, first, last, next(iter(formats.values()))[1][1]
+    if not formats:
+        raise NotFoundError(f"no bag among {len(paths)} holds topic {topic!r}")
+    return parts, first, last, next(iter(formats.values()))[1][1]  # (no parts: the topic has no messages)
 
 
 def _check_same_format(topic: str, formats: dict[tuple[str, str, str], tuple[str, Any]],
@@ -84,7 +84,14 @@ def _check_same_format(topic: str, formats: dict[tuple[str, str, str], tuple[str
         (md5sum == other_md5sum and md5sum != NO_MD5)
     if same_type and description[0] == other_description[0]:
         return
-    if msgtype != other_type:
+    if same_type and len(description[0]) == 2 and all(isinstance(d, tuple) for d in description[0]):
+        # one type, two layouts (ROS1's and ROS2's Header and Time): name the columns that differ
+        mine, theirs = (dict(zip(*d[0])) for d in (description, other_description))
+        differ = [c for c in dict.fromkeys([*mine, *theirs]) if mine.get(c) != theirs.get(c)]
+        said = ", ".join(f"{c} ({mine.get(c, 'absent')} / {theirs.get(c, 'absent')})" for c in differ[:6])
+        what = (f"{msgtype} in {path} and {other_type} in {other_path} have different columns: {said}"
+                f"{' and more' if len(differ) > 6 else ''}")
+    elif msgtype != other_type:
         what = f"{msgtype} in {path}, {other_type} in {other_path}"
     elif md5sum != other_md5sum and NO_MD5 not in (md5sum, other_md5sum):
         what = f"{msgtype} with md5sum {md5sum} in {path}, md5sum {other_md5sum} in {other_path}"
@@ -135,6 +142,8 @@ def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     paths = expand_paths(paths_or_glob)
     _check_options(open_options, "fastbag.dask.read_topic")
     parts, first, last, meta = _plan(paths, topic, step, lambda bag: _frame_meta(bag, topic), open_options)
+    if not parts:  # the topic is there, without messages: its columns, no rows
+        return dd.from_pandas(meta, npartitions=1)
     divisions = _known_divisions(first, last)
     if divisions is not None:
         divisions = [pd.Timestamp(t, unit="ns") for t in divisions]
@@ -200,8 +209,11 @@ def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
         raise found
     kind, value = found
     if kind == "slot" or not isinstance(value, np.ndarray) or value.dtype.kind in "OU":
-        raise ValueError(f"{topic} field {field!r} varies in size per message; read_array takes fixed-size fields "
-                         "(use read_topic)")
+        raise ValueError(f"{topic} field {field!r} is of variable length in its definition (T[] or a string), so "
+                         "no array can be planned for it before reading; read_array takes fixed-size fields (numbers, "
+                         "T[k], structs of them): use read_topic, or read the topic and stack its arrays")
+    if not parts:  # the topic is there, without messages
+        return da.from_array(value)
     blocks = [da.from_delayed(dask.delayed(_read_field)(part, topic, field, threads, open_options),
                               shape=(part[2] - part[1],) + value.shape[1:], dtype=value.dtype) for part in parts]
     return da.concatenate(blocks, axis=0)
