@@ -403,6 +403,12 @@ def _check(args: argparse.Namespace) -> None:
             parse_step(args.step)
         except ValueError as exc:
             raise _UsageError(f"argument --step: {exc}") from None
+    if getattr(args, "compression", None) is not None and getattr(args, "format", None) is not None:  # export
+        from .convert.export import CODECS
+
+        if args.compression not in CODECS[args.format]:
+            raise _UsageError(f"argument --compression: {args.format} compression is one of "
+                              f"{', '.join(CODECS[args.format])}, not {args.compression!r}")
     for name in ("seconds", "bz2_seconds"):  # demo, bench
         value = getattr(args, name, None)
         if value is not None and not (math.isfinite(value) and value >= 0):
@@ -506,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--topics", nargs="+", metavar="TOPIC", help="only these topics (default: all)")
     export.add_argument("--step", type=_step, default="256 MB",
                         help="read this much at a time: a size (256 MB) or a message count (10000)")
-    export.add_argument("--compression", default=None,  # checked by export(), by format (export.CODECS)
+    export.add_argument("--compression", default=None,  # checked by _check, by format (export.CODECS)
                         help="Parquet: lz4 (default), zstd, snappy, gzip, brotli; CSV: gzip, bz2, xz, zstd; "
                              "NPZ: deflate; none")
     export.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal "

@@ -179,8 +179,10 @@ FORMAT = "argument -o/--output: cannot write '{tmp}/%s': matplotlib writes no %r
     (["export", "{bag}", "{tmp}/out", "--step", "0"], "argument --step: step must be at least 1 message, not 0"),
     (["export", "{bag}", "{tmp}/out", "--step", "abc"], "argument --step: step must be a number of messages or a "
                                                         "size like '256 MB', not 'abc'"),
+    (["export", "{bag}", "{tmp}/out", "--format", "npz", "--compression", "zstd"],
+     "argument --compression: npz compression is one of none, deflate, gzip, not 'zstd'"),
 ], ids=["aes-not-hex", "aes-short", "plot-format", "timeline-format", "gap-0", "gap-negative", "demo-negative",
-        "demo-nan", "bench-unknown-job", "export-step-0", "export-step-text"])
+        "demo-nan", "bench-unknown-job", "export-step-0", "export-step-text", "export-codec"])
 def test_bad_arguments_are_one_error_line(tmp_path, capsys, args, said):
     if any(a.startswith("{tmp}") for a in args) and args[0] != "export":
         pytest.importorskip("matplotlib")
