@@ -276,6 +276,8 @@ def test_collate():
     assert batch["a"].shape == (2, 2, 3) and batch["time"].tolist() == [1, 1]
     assert isinstance(batch["r"], list) and [len(r) for r in batch["r"]] == [1, 2]
     assert batch["times"]["x"].tolist() == [5, 5] and batch["s"] == ["text", "text"]
+    with pytest.raises(ValueError, match=r"different keys: \['a'\] and \['b'\]"):  # as torch refuses them
+        fastbag.collate([{"a": np.zeros(1)}, {"b": np.zeros(1)}], tensors=False)
     rows = np.zeros(2, dtype=[("x", "<f8")])
     assert fastbag.collate([rows[0], rows[1]], tensors=False).dtype == rows.dtype
     points = np.zeros(4, dtype=[("x", "<f4"), ("ring", "<u2")])

@@ -328,7 +328,11 @@ def collate(samples: Sequence[Any], *, tensors: bool | None = None) -> Any:
 
 def _collate(values: list[Any], tensors: bool) -> Any:
     first = values[0] if values else None
-    if isinstance(first, dict) and all(isinstance(v, dict) and v.keys() == first.keys() for v in values):
+    if isinstance(first, dict) and all(isinstance(v, dict) for v in values):
+        other = next((v for v in values if v.keys() != first.keys()), None)
+        if other is not None:  # (as torch's default_collate refuses them: a batch is of one kind of sample)
+            raise ValueError(f"samples of one batch have different keys: {sorted(map(str, first))} and "
+                             f"{sorted(map(str, other))}")
         return {key: _collate([v[key] for v in values], tensors) for key in first}
     # The same type of value: string widths may differ (each message's text is as wide as it is long), and with
     # tensors, which stack field by field, the counts of array fields.
