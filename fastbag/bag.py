@@ -1238,10 +1238,12 @@ class Bag:
                 self._decode_runs(builder, scope, selected)
         except DecodeError as exc:
             # The builder counts the messages it was given; the user knows the message by its place in the
-            # topic (a part of iter_read, take's positions, a time range: each a subset of its rows)
+            # topic (a part of iter_read, take's positions, a time range: each a subset of its rows; the scope
+            # may be the whole index, other topics' rows among them)
             if exc.index is None or not 0 <= exc.index < selected.size:
                 raise
-            raise exc.at(int(selected[exc.index])) from None
+            rows = self._select([topic], None, None, index=index)  # the topic's rows of the scope, in read order
+            raise exc.at(int(np.searchsorted(rows, selected[exc.index]))) from None
         own = self._topic_ranks[topic]
         local = np.searchsorted(np.array(own), index.conn[selected]).astype(np.int32) if len(own) > 1 else \
             np.zeros(selected.size, dtype=np.int32)

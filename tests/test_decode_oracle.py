@@ -253,7 +253,9 @@ def test_short_message_raises_decode_error_naming_topic_and_index(tmp_path):
     raws = imu(np.arange(5, dtype=np.int64), np.random.default_rng(0))
     with fastbag.Writer(path) as writer:
         conn = writer.add_connection("/imu", IMU.name, IMU.definition, IMU.md5sum)
+        other = writer.add_connection("/other", IMU.name, IMU.definition, IMU.md5sum)
         for t, raw in enumerate(raws):
+            writer.write(other, t, raw)  # other topics' rows among /imu's: positions are the topic's own
             writer.write(conn, t, raw[:-8] if t == 3 else raw)
     with fastbag.open(path) as bag:
         with pytest.raises(fastbag.DecodeError, match=r"shorter than its definition.*topic /imu.*message 3"):
