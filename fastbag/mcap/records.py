@@ -353,7 +353,10 @@ def _strings(buf: np.ndarray, at: np.ndarray, length: np.ndarray, record_at: np.
         held = np.arange(8) < length[:, None]
         keys = np.ascontiguousarray(np.where(held, buf[np.where(held, at[:, None] + np.arange(8), 0)], 0)
                                     .astype(np.uint8)).view("<u8").ravel()
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        if (keys == keys[0]).all():  # one compression for the whole file, as writers do: no sort
+            first, inverse = np.zeros(1, dtype=np.int64), np.zeros(keys.size, dtype=np.int64)
+        else:
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         picks = first
     else:
         picks = np.arange(length.size)
@@ -365,6 +368,8 @@ def _strings(buf: np.ndarray, at: np.ndarray, length: np.ndarray, record_at: np.
         except UnicodeDecodeError as exc:
             raise BagFormatError(f"compression is not UTF-8: {exc}", path=path, offset=int(record_at[k]),
                                  record="chunk index") from None
+    if len(names) == 1:
+        return (names[0],) * inverse.size
     return tuple(names[k] for k in inverse.ravel().tolist())
 
 
