@@ -261,12 +261,17 @@ def test_short_message_raises_decode_error_naming_topic_and_index(tmp_path):
         with pytest.raises(fastbag.DecodeError, match=r"shorter than its definition.*topic /imu.*message 3"):
             bag.read("/imu")
         assert len(bag.read("/imu", end=3)) == 3  # what is intact stays readable
-        # a part of the topic names the message by its place in the topic, not in the part
-        for read in (lambda: list(bag.iter_read("/imu", step=2)), lambda: bag.take("/imu", [0, 3]),
-                     lambda: bag.read("/imu", start=2)):
-            with pytest.raises(fastbag.DecodeError, match=r"topic /imu.*message 3\)") as caught:
-                read()
-            assert caught.value.index == 3 and caught.value.topic == "/imu"
+    # a part of the topic names the message by its place in the topic, not in the part: read through the
+    # topic's own index, and through the whole index built first (other topics' rows among /imu's)
+    for whole in (False, True):
+        with fastbag.open(path) as bag:
+            assert not whole or bag.topics["/other"].message_count == 5
+            for read in (lambda: list(bag.iter_read("/imu", step=2)), lambda: bag.take("/imu", [0, 3]),
+                         lambda: bag.read("/imu", start=2), lambda: list(bag.iter_read("/imu", step="1 kB"))):
+                with pytest.raises(fastbag.DecodeError, match=r"topic /imu.*message 3\)") as caught:
+                    read()
+                assert caught.value.index == 3 and caught.value.topic == "/imu"
+    with fastbag.open(path) as bag:
         result = fastbag.export(bag, tmp_path / "out", format="csv", step=2)
         assert "message 3)" in result.skipped["/imu"]
         dataset = fastbag.SyncedDataset(path, {"imu": "/imu"}, anchor="imu")
