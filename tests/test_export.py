@@ -153,7 +153,9 @@ def test_export_equals_read_on_real_bags(path, tmp_path):
                                                   flat[column].to_numpy(), err_msg=column)
         for result in results.values():
             assert set(result.files) | set(result.skipped) == set(bag.topics)
-            assert not [p for p in (tmp_path / "parquet").iterdir() if p.name.startswith(".")]
+        # no partial file left; no folder at all where nothing could be written (every topic skipped)
+        assert (tmp_path / "parquet").exists() == bool(results["parquet"].files)
+        assert not [p for p in (tmp_path / "parquet").glob(".*")]
 
 
 def test_topic_filenames():
@@ -290,6 +292,9 @@ def test_cli_export(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines() == [
         f"fastbag: [Errno 20] not a folder to export into: a file of that name exists: '{path}'"]
     assert main(["export", str(path), str(out), "--topics", "/broken"]) == 1  # nothing could be written
+    assert out.is_dir()  # (a folder that was there stays)
+    assert main(["export", str(path), str(tmp_path / "new"), "--topics", "/broken"]) == 1
+    assert not (tmp_path / "new").exists()  # one export made and left empty is taken away
 
 
 def test_parquet_ready_strips_field_less_structs_inside_lists(tmp_path):

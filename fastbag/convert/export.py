@@ -178,6 +178,7 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
         if out.exists() and not out.is_dir():  # (mkdir would say only "File exists")
             raise NotADirectoryError(errno.ENOTDIR, "not a folder to export into: a file of that name exists",
                                      str(out))
+        created = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
         result = ExportResult()
         bar = _progress_bar(progress, sum(opened.topics[t].message_count for t in wanted), opened.path)
@@ -202,6 +203,9 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
         finally:
             if bar is not None:
                 bar.close()
+            if created and not result.files:  # nothing written (every topic skipped, or interrupted early):
+                with contextlib.suppress(OSError):  # leave no empty folder behind (rmdir: only if empty)
+                    out.rmdir()
         return result
     finally:
         if owned:
