@@ -379,6 +379,12 @@ class Bag:
                  workers: int | None = None,
                  definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
                  aes_key: bytes | None = None, passphrase: str | None = None, checksums: bool = True) -> None:
+        if isinstance(path, (list, tuple)):  # rosbags' AnyReader([path]): one recording is one path
+            if len(path) != 1:
+                raise TypeError(f"fastbag.open reads one recording (a file, or a rosbag2 directory), not a list of "
+                                f"{len(path)}: open each in turn, or use fastbag.SyncedDataset or fastbag.dask "
+                                "for many")
+            path = path[0]
         self.path = os.fspath(path)
         if os.path.basename(self.path) == "metadata.yaml" and os.path.isfile(self.path):
             self.path = os.path.dirname(self.path) or "."  # a rosbag2 recording is its directory
@@ -1732,8 +1738,8 @@ def parse_step(step: int | str) -> tuple[int, bool]:
 def open(path: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,  # noqa: A001 - as builtins.open
          workers: int | None = None, definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
          aes_key: bytes | None = None, passphrase: str | None = None, checksums: bool = True) -> Bag:
-    """Open a bag for reading (the format is recognized from its first bytes); see :class:`Bag` for the
-    options."""
+    """Open a bag for reading (the format is recognized from its first bytes; a list of one path is taken
+    as rosbags' ``AnyReader([path])`` takes it); see :class:`Bag` for the options."""
     return Bag(path, cache_bytes=cache_bytes, workers=workers, definitions=definitions, aes_key=aes_key,
                passphrase=passphrase, checksums=checksums)
 

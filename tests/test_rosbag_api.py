@@ -233,7 +233,7 @@ def test_the_rosbags_loop_runs_unchanged(relative):
                   for c, t, raw in peer.messages(connections=[c for c in peer.connections if c.topic == topic])]
         their_counts = sorted((c.topic, c.msgcount) for c in peer.connections)
         their_digests = sorted((c.topic, c.digest) for c in peer.connections)
-    with open_quietly(path) as reader:
+    with open_quietly([path]) as reader:  # AnyReader's list of one recording
         # rosbags' Connection fields: msgcount per connection, digest (ROS 1's md5sum)
         assert sorted((c.topic, c.msgcount) for c in reader.connections) == their_counts
         if relative.startswith("ros1"):
@@ -253,6 +253,13 @@ def test_the_rosbags_loop_runs_unchanged(relative):
     for msg, (_, _, expected), (_, _, unpacked, _) in zip(copies, theirs, ours):
         assert_same_message(msg, expected, encoding=ours[0][3])
         assert msg == unpacked and repr(msg) == repr(unpacked)  # nested types named as in the loop's messages
+
+
+def test_a_list_of_recordings_is_refused_saying_what_reads_many():
+    path = _bag_with_topics()
+    with pytest.raises(TypeError, match="fastbag.open reads one recording .* not a list of 2: open each in turn, "
+                                        "or use fastbag.SyncedDataset or fastbag.dask"):
+        fastbag.open([path, path])
 
 
 def test_deserialize_and_connections_arguments():

@@ -89,6 +89,29 @@ def test_time_arithmetic_and_order_follow_genpy():
     assert len({Time(1, 2), Time(1, 2), Time(0, 1_000_000_002), Duration(1, 2)}) == 2
 
 
+def test_genpy_and_fastbag_values_mix_as_genpy_values_do():
+    """A ported rospy script mixes the two (``t - rospy.Time(...)``, ``max(t, g)``, ``t < g + Duration(1)``):
+    each operation of a fastbag value with a genpy one, either side, gives what the two genpy values give;
+    ``==`` too with the fastbag value on the left (genpy's own ``==`` answers False to any other type, and
+    Python then never asks fastbag's)."""
+    values = [("t", v) for v in TIMES] + [("d", v) for v in DURATIONS]
+    operations = [("+", operator.add), ("-", operator.sub), ("<", operator.lt), ("<=", operator.le),
+                  (">", operator.gt), (">=", operator.ge), ("/", operator.truediv), ("//", operator.floordiv),
+                  ("%", operator.mod), ("divmod", divmod)]
+    for (oc, gc, a), (oc2, gc2, b) in itertools.product(_pairs(values), repeat=2):
+        x, y, gx, gy = oc(*a), oc2(*b), gc(*a), gc2(*b)
+        for name, op in operations:
+            want = _outcome(op, gx, gy)
+            _same(_outcome(op, x, gy), want, f"{x!r} {name} genpy {gy!r}")
+            _same(_outcome(op, gx, y), want, f"genpy {gx!r} {name} {y!r}")
+        for name, op in [("==", operator.eq), ("!=", operator.ne)]:
+            _same(_outcome(op, x, gy), _outcome(op, gx, gy), f"{x!r} {name} genpy {gy!r}")
+    stamp, later = Time(5, 10), genpy.Time(6, 0)
+    assert max([stamp, later]) is later and sorted([later, stamp]) == [stamp, later]
+    assert fastbag.to_ns(later) == 6_000_000_000 and fastbag.to_ns([stamp, later]).tolist() == [5_000_000_010,
+                                                                                                6_000_000_000]
+
+
 def test_duration_by_numbers_and_unary_follow_genpy():
     for secs, nsecs in DURATIONS:
         ours, theirs = Duration(secs, nsecs), genpy.Duration(secs, nsecs)

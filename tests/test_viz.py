@@ -183,6 +183,9 @@ def test_ragged_element_is_nan_where_a_message_is_shorter(tmp_path):
         series(arr, "layout.dim[0].size")
     with pytest.raises(KeyError, match="no field 'nope'"):
         series(arr, "nope")
+    with pytest.raises(fastbag.NotFoundError, match=r"^layout.dim is an array in each message: name one "
+                                                  r"element of it, as layout.dim\[0\].size$"):
+        series(arr, "layout.dim.size")
     with pytest.raises(ValueError, match="not an array"):
         series(arr, "layout.data_offset[0]")
 

@@ -438,14 +438,19 @@ def field_kind(arr: StructArray, name: str, default: str | None = None) -> str:
     return str(found[0])
 
 
-def to_ns(times: Any) -> np.ndarray:
+def to_ns(times: Any) -> np.ndarray | int:
     """ROS times as int64 nanoseconds: ``fastbag.to_ns(imu.header.stamp)``.
 
     ``times`` is a field of ``time``/``duration`` values (ROS1: ``secs``,
     ``nsecs``) or of ``builtin_interfaces/Time``/``Duration`` (ROS 2: ``sec``,
     ``nanosec``), as a read gives it. The seconds are widened first: uint32
-    ``secs * 10**9`` overflows silently in NumPy.
+    ``secs * 10**9`` overflows silently in NumPy. One time value (``m.msg.header.stamp``
+    of a message: fastbag's, genpy's or a ROS 2 stamp) gives an int; a list of them an array.
     """
+    if callable(getattr(times, "to_nsec", None)):  # one Time (fastbag's, genpy's, a ROS 2 stamp message)
+        return int(times.to_nsec())  # type: ignore[return-value]
+    if isinstance(times, (list, tuple)) and times and all(callable(getattr(t, "to_nsec", None)) for t in times):
+        return np.array([int(t.to_nsec()) for t in times], dtype=np.int64)
     if isinstance(times, StructArray):
         names = times.fields
         times = {name: times[name] for name in names}

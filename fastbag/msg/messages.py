@@ -84,12 +84,21 @@ _new = object.__new__
 def _nsec_of(value: Any, kind: str) -> int | None:
     """``value`` as int nanoseconds if it is a time value of ``kind`` ("time" or "duration"), else None.
 
-    Time values are fastbag's :class:`Time`/:class:`Duration` and ROS2 ``builtin_interfaces/Time``/``Duration``
-    messages.
+    Time values are fastbag's :class:`Time`/:class:`Duration`, ROS2 ``builtin_interfaces/Time``/``Duration``
+    messages, and genpy's (rospy's) ``Time``/``Duration``, which scripts ported from rospy still make.
     """
-    if getattr(value, "_time_kind", None) != kind:
+    if (getattr(value, "_time_kind", None) or _genpy_kind(value)) != kind:
         return None
     return value.to_nsec()  # type: ignore[no-any-return]
+
+
+def _genpy_kind(value: Any) -> str | None:
+    """"time" or "duration" for a genpy (or rospy: subclasses) Time or Duration, else None; by class name and
+    module, so that genpy need not be imported."""
+    for cls in type(value).__mro__:
+        if cls.__name__ in ("Time", "Duration") and cls.__module__.startswith("genpy"):
+            return cls.__name__.lower()
+    return None
 
 
 #: What a time bound may be (see :func:`time_ns`): int nanoseconds since the epoch, a ``Time`` (fastbag's,
@@ -272,6 +281,12 @@ class Time:
         ns = _nsec_of(other, "duration")
         return NotImplemented if ns is None else Time(*divmod(self.to_nsec() - ns, _NS))
 
+    def __rsub__(self, other: Any) -> Any:
+        """genpy's Time - this Time: a Duration (genpy's own ``-`` knows only its own types, then Python
+        asks this one)."""
+        ns = _nsec_of(other, "time")
+        return NotImplemented if ns is None else Duration(*divmod(ns - self.to_nsec(), _NS))
+
     def __str__(self) -> str:
         return str(self.to_nsec())  # genpy's
 
@@ -309,7 +324,10 @@ class Duration(Time):
         return self if self.secs >= 0 else -self
 
     def __add__(self, other: Any) -> Any:
-        """Duration + Duration: a Duration (Duration + Time is Time's)."""
+        """Duration + Duration: a Duration; Duration + Time (either side; genpy's too): a Time."""
+        ns = _nsec_of(other, "time")
+        if ns is not None:
+            return Time(*divmod(ns + self.to_nsec(), _NS))
         ns = _nsec_of(other, "duration")
         return NotImplemented if ns is None else self._make(self.to_nsec() + ns)
 
@@ -320,6 +338,10 @@ class Duration(Time):
         return NotImplemented if ns is None else self._make(self.to_nsec() - ns)
 
     def __rsub__(self, other: Any) -> Any:
+        """Duration - Duration; a time (genpy's) - Duration: a Time."""
+        ns = _nsec_of(other, "time")
+        if ns is not None:
+            return Time(*divmod(ns - self.to_nsec(), _NS))
         ns = _nsec_of(other, "duration")
         return NotImplemented if ns is None else self._make(ns - self.to_nsec())
 
@@ -356,6 +378,23 @@ class Duration(Time):
             quotient, remainder = divmod(self.to_sec(), val.to_sec())
             return int(quotient), Duration.from_sec(remainder)
         return NotImplemented
+
+    # genpy's Duration on the left: its operators know only its own type, then Python asks these.
+    def _reflected(self, val: Any, operation: Callable[[Duration, Duration], Any]) -> Any:
+        ns = _nsec_of(val, "duration")
+        return NotImplemented if ns is None else operation(self._make(ns), self)
+
+    def __rtruediv__(self, val: Any) -> Any:
+        return self._reflected(val, Duration.__truediv__)
+
+    def __rfloordiv__(self, val: Any) -> Any:
+        return self._reflected(val, Duration.__floordiv__)
+
+    def __rmod__(self, val: Any) -> Any:
+        return self._reflected(val, Duration.__mod__)
+
+    def __rdivmod__(self, val: Any) -> Any:
+        return self._reflected(val, Duration.__divmod__)
 
 
 class _Ros2Time:

@@ -50,6 +50,9 @@ def _field(value: Any, name: str, where: str, fixed: bool) -> tuple[Any, bool]:
     (``float64[9]``: in the message's fixed rows) or a variable one whose messages happen to have one length.
     """
     names = _names(value)
+    if isinstance(value, (Nested, Ragged)):  # (a dense structured array's fields are its columns)
+        raise NotFoundError(f"{where} is an array in each message: name one element of it, as "
+                            f"{where}[0].{name}")
     if name not in names:
         what = f"fields: {', '.join(names)}" if names else "it has no fields"
         raise NotFoundError(f"no field {name!r} in {where or 'the message'}; {what}")
