@@ -169,7 +169,10 @@ class TypesAndTopicsTuple(NamedTuple):
 
 
 def connection_header(connection: Connection) -> dict[str, bytes]:
-    """The header fields of a connection that fastbag keeps, as rosbag gives them (bytes values)."""
+    """A connection's header as rosbag gives it (bytes values): the record's own fields where the format
+    stores them (ROS1), else those fastbag knows."""
+    if connection.header:
+        return dict(connection.header)
     header = {"topic": connection.topic, "type": connection.msgtype, "md5sum": connection.md5sum,
               "message_definition": connection.definition}
     if connection.callerid is not None:

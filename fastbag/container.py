@@ -67,6 +67,9 @@ class Connection:
     #: Messages on this connection (rosbags' name), set by the Bag once its index is built; -1 before.
     #: Not compared: a connection is the same one whether counted or not.
     msgcount: int = field(default=-1, compare=False, repr=False)
+    #: A ROS1 connection record's header fields as stored, ``{name: bytes}`` (rosbag's ``header``: its
+    #: ``topic`` may differ from the record's own, which names the connection); empty where the format has none.
+    header: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def digest(self) -> str:

@@ -331,4 +331,5 @@ def connection_from_headers(record_header: Header, data: Header) -> Connection:
     return Connection(
         id=record_header.u32("conn"), topic=topic, msgtype=data.text("type"), md5sum=data.text("md5sum"),
         definition=data.text("message_definition", ""),
-        callerid=data.text("callerid") if "callerid" in data else None, latching=latching)
+        callerid=data.text("callerid") if "callerid" in data else None, latching=latching,
+        header=dict(data.fields))
