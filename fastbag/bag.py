@@ -161,6 +161,14 @@ class TopicTuple(NamedTuple):
     frequency: float | None
 
 
+class CompressionTuple(NamedTuple):
+    """``get_compression_info()``: the bag's main compression and its chunks' bytes (rosbag's)."""
+
+    compression: str
+    uncompressed: int
+    compressed: int
+
+
 class TypesAndTopicsTuple(NamedTuple):
     """``get_type_and_topic_info()``: ``{type: md5sum}`` and ``{topic: TopicTuple}`` (rosbag's)."""
 
@@ -1615,6 +1623,24 @@ class Bag:
             if connection_filter(c.topic, c.msgtype, c.md5sum, c.definition, connection_header(c))]
         messages = self.messages(topics or None, start, None if end is None else end + 1, connections=kept)
         return _as_bag_messages(messages, return_connection_header)
+
+    @property
+    def filename(self) -> str:
+        """``rosbag.Bag.filename``: :attr:`path`."""
+        return self.path
+
+    @property
+    def mode(self) -> str:
+        """``rosbag.Bag.mode``: ``"r"`` (a Bag only reads; :class:`fastbag.Writer` writes)."""
+        return "r"
+
+    def get_compression_info(self) -> CompressionTuple:
+        """``rosbag.Bag.get_compression_info``: the compression most chunks use (``"none"`` without chunks),
+        and the bytes of every chunk decompressed and as stored (0 where the format does not record them)."""
+        counts, sizes = self.compression, self.compression_sizes
+        main = max(counts.items(), key=lambda item: (item[1], item[0]))[0] if counts else "none"
+        return CompressionTuple(main, sum(size for _, size in sizes.values()),
+                                sum(stored for stored, _ in sizes.values()))
 
     def get_message_count(self, topic_filters: Iterable[str] | str | None = None) -> int:
         """``rosbag.Bag.get_message_count``: messages in the bag, or on the topics named."""

@@ -128,6 +128,8 @@ def test_counts_times_and_topic_info_are_rosbags(path):
                 if expected.frequency is not None:
                     assert abs(1 / got.frequency - 1 / expected.frequency) < 1e-6, topic
             assert bag.get_type_and_topic_info(some).topics == {t: mine.topics[t] for t in some}
+            assert bag.get_compression_info() == tuple(theirs_bag.get_compression_info())
+            assert (bag.filename, bag.mode) == (theirs_bag.filename, theirs_bag.mode)
             if bag.message_count:
                 # rosbag answers with its first chunk's start and its last chunk's end: the bag's bounds where
                 # chunks are in time order; fastbag with the first and last message's time in any case.
