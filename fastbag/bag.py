@@ -852,7 +852,7 @@ class Bag:
 
         def reach_of(chunk: int) -> Callable[[np.ndarray], int] | None:
             at = int(last[chunk])
-            if at < 0 or at + largest[0] >= (1 - PREFIX_SPARED) * int(sizes[chunk]):
+            if at < 0:
                 return None  # (an offset the index got wrong: the whole chunk, whose check names it)
 
             def reach(prefix: np.ndarray) -> int:
@@ -860,6 +860,9 @@ class Bag:
                 largest[0] = max(largest[0], end - at)  # (a record is never shorter than a reach says)
                 return end
 
+            # Too little to spare: the whole chunk, and the prefix alone only where the rest is damaged
+            # (ChunkStore.get), so that what the read gets never depends on this guess
+            reach.whole = at + largest[0] >= (1 - PREFIX_SPARED) * int(sizes[chunk])  # type: ignore[attr-defined]
             return reach
 
         return reach_of

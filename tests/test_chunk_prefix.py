@@ -386,3 +386,39 @@ def test_a_pickled_bag_keeps_its_checksums_option(tmp_path) -> None:
             with pickle.loads(pickle.dumps(bag)) as again:
                 assert again._store.checksums is checksums
                 assert arrays_of(again.read("/small")) == arrays_of(bag.read("/small"))
+
+
+@pytest.mark.parametrize("frame", ["lz4-independent", "zstd"])
+def test_a_damaged_tail_leaves_the_prefix_a_read_needs_readable(frame, monkeypatch) -> None:
+    """A read whose records end early in a chunk may still ask for all of it (``reach.whole``: cheaper than
+    stopping, see Bag._reach). Where the rest of the payload is damaged (here: bytes after the end of the
+    compressed stream), it gets the prefix it needs, as a read asking for that prefix alone does; a read
+    of all of it fails, naming the chunk; and the prefix it decoded first is not kept for later reads."""
+    from fastbag.io.chunks import Chunk, ChunkStore
+
+    payload = payload_of(7, 200_000)
+    stored = np.frombuffer(FRAMES[frame](payload) + b"\x01\x02\x03", dtype=np.uint8)
+    source = BufferSource(stored, "damaged.bag")
+    chunk = Chunk(position=0, compression=CODEC[frame], size=len(payload), data_offset=0, data_len=stored.size)
+    store = ChunkStore(source, [chunk], workers=1)
+    asked: list[bool] = []
+    real = chunks_module.decompress
+
+    def spy(source, chunk, allocate=None, reach=None, checksums=True):
+        asked.append(reach is not None)
+        return real(source, chunk, allocate, reach, checksums)
+
+    monkeypatch.setattr(chunks_module, "decompress", spy)
+    for whole, tries in ((True, [False, True]), (False, [True])):  # whole: all of it first, then the prefix
+        reach = stepwise([1000])
+        reach.whole = whole  # type: ignore[attr-defined]
+        asked.clear()
+        head = store.get(0, remember=False, reach=reach)
+        assert 1000 <= head.size < len(payload) and head.tobytes() == payload[:head.size]
+        assert asked == tries
+    store.get(0, reach=stepwise([1000]))  # a prefix cached, then found to be of a damaged chunk:
+    with pytest.raises(fastbag.BagFormatError, match=r"does not decompress: .*damaged.bag, offset 0, chunk"):
+        store.get(0)
+    assert not store._cache and store._cached == 0  # the prefixes went with the failure
+    with pytest.raises(fastbag.BagFormatError):
+        store.get(0, reach=stepwise([len(payload)]))  # all of it asked for, step by step: the same failure

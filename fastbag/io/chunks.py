@@ -397,11 +397,33 @@ class ChunkStore:
                 return hit
         if reach is not None and self.checksums and self.checksummed is not None and self.checksummed(index):
             reach = None
-        payload = decompress(self.source, chunk, self._buffers.take, reach, self.checksums)
-        if self.verify is not None:
-            self.verify(index, payload)
+        # A reach marked ``whole`` asks for all of the payload (cheaper than stopping early: see Bag._reach),
+        # yet needs only its prefix: where the rest turns out damaged, the prefix is decoded by itself, so that
+        # a read gets what is intact whichever way it asked (as one asking for the prefix alone does).
+        whole_first = reach is not None and getattr(reach, "whole", False)
+        try:
+            payload = self._decompress(index, None if whole_first else reach)
+        except BagFormatError:
+            if not whole_first:
+                raise
+            payload = self._decompress(index, reach)
         if remember:
             self._remember(index, payload)
+        return payload
+
+    def _decompress(self, index: int, reach: Reach | None) -> np.ndarray:
+        """Chunk ``index``'s payload, decoded (as far as ``reach`` asks) and verified. Where it fails, a prefix
+        cached before is forgotten too: every later read of the chunk then fails as a fresh handle's would."""
+        try:
+            payload = decompress(self.source, self.chunks[index], self._buffers.take, reach, self.checksums)
+            if self.verify is not None:
+                self.verify(index, payload)
+        except Exception:
+            with self._lock:
+                held = self._cache.pop(index, None)
+                if held is not None:
+                    self._cached -= self._cost(index, held)
+            raise
         return payload
 
     def _cost(self, index: int, payload: np.ndarray) -> int:
