@@ -294,11 +294,9 @@ def test_ros1_small_topic_reads_decode_the_heads_of_chunks(tmp_path, decoded, co
             assert [x.tobytes() for x in bag.read("/big")["data"]] == [big_message(k) for k in range(30)]
 
 
-def test_a_topic_of_large_records_stops_asking_for_parts(tmp_path, monkeypatch) -> None:
-    """A prefix costs zstd its direct decoding into our buffer: once a read has seen a record that leaves
-    little of its chunk to spare (an image closing the chunk), it asks for the rest of its chunks whole."""
-    path = tmp_path / "mixed.mcap"
-    write_mcap(path, CompressionType.ZSTD, crcs=False)
+def asked_for_prefixes(monkeypatch) -> list[bool]:
+    """A list that grows by one entry per chunk decompression from now on: whether it was asked for a prefix
+    (a ``reach``) rather than the whole payload."""
     asked: list[bool] = []
     real = chunks_module.decompress
 
@@ -307,6 +305,15 @@ def test_a_topic_of_large_records_stops_asking_for_parts(tmp_path, monkeypatch) 
         return real(source, chunk, allocate, reach, checksums)
 
     monkeypatch.setattr(chunks_module, "decompress", spy)
+    return asked
+
+
+def test_a_topic_of_large_records_stops_asking_for_parts(tmp_path, monkeypatch) -> None:
+    """A prefix costs zstd its direct decoding into our buffer: once a read has seen a record that leaves
+    little of its chunk to spare (an image closing the chunk), it asks for the rest of its chunks whole."""
+    path = tmp_path / "mixed.mcap"
+    write_mcap(path, CompressionType.ZSTD, crcs=False)
+    asked = asked_for_prefixes(monkeypatch)
     with fastbag.open(path, workers=1) as bag:
         assert arrays_of(bag.read("/big")) == [d[4:] for _, d in mcap_messages(path, "/big")]
         assert asked[0] and not any(asked[1:]) and len(asked) == 30  # the first chunk shows the size
@@ -401,14 +408,7 @@ def test_a_damaged_tail_leaves_the_prefix_a_read_needs_readable(frame, monkeypat
     source = BufferSource(stored, "damaged.bag")
     chunk = Chunk(position=0, compression=CODEC[frame], size=len(payload), data_offset=0, data_len=stored.size)
     store = ChunkStore(source, [chunk], workers=1)
-    asked: list[bool] = []
-    real = chunks_module.decompress
-
-    def spy(source, chunk, allocate=None, reach=None, checksums=True):
-        asked.append(reach is not None)
-        return real(source, chunk, allocate, reach, checksums)
-
-    monkeypatch.setattr(chunks_module, "decompress", spy)
+    asked = asked_for_prefixes(monkeypatch)
     for whole, tries in ((True, [False, True]), (False, [True])):  # whole: all of it first, then the prefix
         reach = stepwise([1000])
         reach.whole = whole  # type: ignore[attr-defined]
