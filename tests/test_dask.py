@@ -85,7 +85,8 @@ def test_read_array(fleet, client):
     np.testing.assert_array_equal(client.compute(with_x).result(), want["x"])
     cov = fastbag.dask.read_array(paths, "/imu", "orientation_covariance")
     assert cov.shape == (len(want), 9)
-    with pytest.raises(ValueError, match=r"field .header.frame_id. is of variable length in its definition .*fixed-size"):
+    with pytest.raises(ValueError, match=r"field .header.frame_id. is of variable length in its definition "
+                                         r".*fixed-size"):
         fastbag.dask.read_array(paths, "/imu", "header.frame_id")
 
 
@@ -237,7 +238,8 @@ def test_same_columns_of_another_type_fail(tmp_path):
 
 def test_one_type_of_two_definitions(tmp_path):
     """One type name, two definitions: different fields fail naming the columns that differ (a field, by the
-    md5sums or, without md5sums, the first line that differs); a definition that adds only a constant has the same columns and reads as one frame."""
+    md5sums or, without md5sums, the first line that differs); a definition that adds only a constant has the
+    same columns and reads as one frame."""
     rows = [(1.0, 2.0, 3.0), (4.0, 5.0, 6.0)]
     renamed = "float64 x\nfloat64 y\nfloat64 w\n"
     paths = [write_vector_bag(tmp_path / "a.bag", "my_msgs/V", XYZ, rows),
@@ -268,7 +270,7 @@ def test_ros1_and_ros2_recordings_of_one_type(fleet, ros2_fleet):
     field both hold the same way is one array."""
     paths = [fleet / "run0.bag", ros2_fleet["mcap"][1]]
     with pytest.raises(ValueError, match="sensor_msgs/Imu in .* and sensor_msgs/msg/Imu in .* have different "
-                                         r"columns: header.seq \(uint32 / absent\)") as caught:
+                                         r"columns: header.seq \(uint32 / absent\)"):
         fastbag.dask.read_topic(paths, "/imu")
     want = []
     for path in paths:
