@@ -347,8 +347,12 @@ def test_trailing_padding_is_allowed_up_to_three_bytes() -> None:
 
 def test_other_representations_are_unsupported() -> None:
     for rep in (b"\0\x07", b"\0\x06", b"\0\x0b", b"\0\x03"):
-        with pytest.raises(UnsupportedError, match=f"0x00{rep[1]:02x}"):
+        with pytest.raises(UnsupportedError, match=f"0x00{rep[1]:02x}") as info:
             _decode([rep + _good()[2:]])
+        assert "no CDR encapsulation header" not in str(info.value)  # a real id: XCDR2, PL_CDR
+    with pytest.raises(UnsupportedError, match=r"0x0b00 \(unknown\); .* only; its first bytes are no CDR "
+                                               r"encapsulation header: .*ROS 1's format"):
+        _decode([b"\x0b\0" + _good()[2:]])  # ROS 1 bytes: a u32 length of 11 where the header would be
 
 
 def test_mixed_byte_orders_are_a_decode_error() -> None:

@@ -786,8 +786,13 @@ class TopicBuilder:
                                   "fastbag decodes a topic in one byte order", topic=self.topic, msgtype=self.msgtype,
                                   index=first_index + m)
             where = f"topic {self.topic}, " if self.topic is not None else ""
+            # An id no CDR writer uses: the first bytes are no encapsulation header (a recorder that stored
+            # ROS 1 bytes under a cdr label, say)
+            hint = "" if pos in REPRESENTATIONS else ("; its first bytes are no CDR encapsulation header: the "
+                                                      "messages may be serialized otherwise (ROS 1's format?) under "
+                                                      "a cdr label")
             raise UnsupportedError(f"message has CDR representation id 0x{pos:04x} ({name}); fastbag decodes "
-                                   f"CDR_LE and CDR_BE (XCDR1) only ({where}type {self.msgtype}, message "
+                                   f"CDR_LE and CDR_BE (XCDR1) only{hint} ({where}type {self.msgtype}, message "
                                    f"{first_index + m})")
         reasons = {1: "is shorter than its definition says", 2: "has bytes left over after its last field",
                    3: "nests arrays deeper than 64 levels", 4: "lies outside its chunk",
