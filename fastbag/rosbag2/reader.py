@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
@@ -640,8 +641,6 @@ def no_metadata_problem(names: list[str]) -> str:
     """What opening a rosbag2 directory without metadata.yaml does instead (read the storage files ``names``
     as one recording), said louder where the names are not one recording's split files (``NAME_0``,
     ``NAME_1``...): a folder of unrelated recordings read as one has years-long gaps and merged topics."""
-    import re
-
     text = ("no metadata.yaml (a recording still running, or stopped abruptly): reading the storage files "
             f"present as one recording ({', '.join(_natural_order(names))})")
     if len({re.sub(r"_\d+$", "", name.split(".")[0]) for name in names}) > 1:
