@@ -70,11 +70,45 @@ class Connection:
     #: A ROS1 connection record's header fields as stored, ``{name: bytes}`` (rosbag's ``header``: its
     #: ``topic`` may differ from the record's own, which names the connection); empty where the format has none.
     header: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+    #: ROS 2: the publishers' offered QoS profiles as the recording stores them (rosbag2's YAML text, from
+    #: its ``topics`` table, metadata.yaml or an MCAP channel's metadata); "" where none. :attr:`qos` parses it.
+    offered_qos_profiles: str = field(default="", compare=False, repr=False)
+    #: ROS 2 (Iron and newer): the type's hash as the recording stores it (``RIHS01_...``); "" where none.
+    type_description_hash: str = field(default="", compare=False, repr=False)
 
     @property
     def digest(self) -> str:
-        """rosbags' name of :attr:`md5sum`."""
-        return self.md5sum
+        """rosbags' name of the type's digest: the stored ROS 2 type hash where there is one, else
+        :attr:`md5sum`."""
+        return self.type_description_hash or self.md5sum
+
+    @property
+    def qos(self) -> list[dict[str, Any]]:
+        """The offered QoS profiles, one dict per publisher (``history``, ``depth``, ``reliability``,
+        ``durability``, ...: numbers in older recordings, names in newer); [] where none or unreadable."""
+        return qos_profiles(self.offered_qos_profiles)
+
+
+def qos_profiles(text: str) -> list[dict[str, Any]]:
+    """Offered QoS profiles from the YAML text rosbag2 stores (a list of mappings; one mapping alone is
+    taken as a list of it); [] for text that is empty, damaged or not such a list."""
+    if not text.strip():
+        return []
+    import yaml
+
+    try:
+        profiles = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
+    except (yaml.YAMLError, ValueError, RecursionError):  # (text with undecodable bytes, nesting too deep)
+        return []
+    if isinstance(profiles, dict):
+        profiles = [profiles]
+    return [p for p in profiles if isinstance(p, dict)] if isinstance(profiles, list) else []
+
+
+def transient_local(text: str) -> bool:
+    """Whether offered QoS profiles (:func:`qos_profiles`' text) offer transient_local durability, ROS 2's
+    counterpart of a latched ROS1 topic (``durability: 1`` in older recordings, ``transient_local`` in newer)."""
+    return "durability" in text and any(p.get("durability") in (1, "transient_local") for p in qos_profiles(text))
 
 
 @dataclass(frozen=True)

@@ -1019,7 +1019,7 @@ def test_a_folder_of_sqlite3_and_mcap_files_without_metadata_says_so():
 def test_transient_local_topics_are_latched():
     """Offered QoS was parsed and dropped: a transient_local topic (ROS 2's latched) showed latching=False, so
     converting to ROS1 with the Writer lost it. Checked against the QoS text itself."""
-    from fastbag.rosbag2.metadata import transient_local
+    from fastbag.container import transient_local
 
     seen = set()
     for name in ("ANYbotics__grid_map__grid_map_demos__data__grid_map_bag",
@@ -1045,6 +1045,39 @@ def test_transient_local_topics_are_latched():
     assert not transient_local("- durability: volatile\n") and not transient_local("durability: [unclosed")
     # a damaged page's text, decoded with surrogateescape: YAML cannot even encode it (fuzz seed 20261124)
     assert not transient_local(b"- durability: 1\n  \xe0x: 2\n".decode("utf-8", "surrogateescape"))
+
+
+def test_qos_and_latching_do_not_depend_on_the_storage():
+    """rosbag2 writes a topic's offered QoS into an MCAP channel's metadata as into the sqlite3 topics table;
+    fastbag read only a ROS1 "latching" key from MCAP, so the same recording's transient_local topics were
+    latched stored as sqlite3 and not as MCAP. Checked against the mcap package's channel metadata."""
+    from mcap.reader import make_reader
+
+    pairs = [("ros2__rosbag2__rosbag2_tests__resources__mcap__cdr_test",
+              "ros2__rosbag2__rosbag2_tests__resources__sqlite3__cdr_test"),
+             ("ros2__rosbag2__rosbag2_py__test__resources__mcap__talker",
+              "ros2__rosbag2__rosbag2_py__test__resources__sqlite3__talker")]
+    seen = set()
+    for mcap_name, db3_name in pairs:
+        mcap_dir, db3_dir = DATA / "mcap" / mcap_name, DATA / "db3" / db3_name
+        if not (mcap_dir.exists() and db3_dir.exists()):
+            pytest.skip(NO_DATA)
+        mcap_file = next(p for p in sorted(mcap_dir.iterdir()) if p.suffix == ".mcap")
+        with mcap_file.open("rb") as f:
+            stored = {c.topic: c.metadata for c in make_reader(f).get_summary().channels.values()}
+        with open_quietly(mcap_dir) as as_mcap, open_quietly(db3_dir) as as_db3:
+            assert sorted(as_mcap.topics) == sorted(as_db3.topics)
+            for topic in as_mcap.topics:
+                ours, theirs = as_mcap.topics[topic].connections[0], as_db3.topics[topic].connections[0]
+                assert ours.offered_qos_profiles == stored[topic]["offered_qos_profiles"]
+                assert ours.type_description_hash == stored[topic].get("topic_type_hash", "")
+                durable = [p["durability"] for p in ours.qos]
+                assert durable and all(isinstance(d, int) for d in durable)
+                assert ours.latching == theirs.latching == (1 in durable), topic
+                assert [p["durability"] for p in theirs.qos] == durable
+                assert ours.qos[0]["history"] == theirs.qos[0]["history"] and ours.qos[0]["depth"] == theirs.qos[0]["depth"]
+                seen.add(ours.latching)
+    assert seen == {True, False}
 
 
 def test_a_field_named_like_an_array_attribute_reads_by_attribute():

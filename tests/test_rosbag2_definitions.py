@@ -213,3 +213,36 @@ def test_service_event_topics_are_readable():
         assert definition.startswith("service_msgs/ServiceEventInfo info\nAddTwoInts_Request[<=1] request\n")
         assert "MSG: example_interfaces/AddTwoInts_Request\nint64 a\nint64 b\n" in definition
         assert "MSG: example_interfaces/AddTwoInts_Response\nint64 sum" in definition
+
+
+def test_service_event_messages_name_their_srv_types():
+    """``__msgtype__`` was rebuilt as ``pkg/msg/Name`` for every type, so a service event said
+    example_interfaces/msg/AddTwoInts_Event where the recording (and ROS 2) say .../srv/...: code that
+    dispatches on rosbags' ``__msgtype__`` missed them. Every storage of the recording, and after pickling."""
+    import pickle
+
+    folder = DATA / "mcap" / "ros2__rosbag2__rosbag2_cpp__test__rosbag2_cpp__bags"
+    if not folder.exists():
+        pytest.skip(NO_DATA)
+    for name in ("topics_and_services.db3", "only_services.mcap"):
+        with open_quietly(folder / name) as bag:
+            m = next(bag.messages("/add_two_ints/_service_event"))
+            event = m.msg.request and m.msg or next(e.msg for e in bag.messages("/add_two_ints/_service_event")
+                                                    if e.msg.request)
+            assert m.msg.__msgtype__ == m.connection.msgtype == "example_interfaces/srv/AddTwoInts_Event"
+            assert event.request[0].__msgtype__ == "example_interfaces/srv/AddTwoInts_Request"
+            assert m.msg.info.__msgtype__ == "service_msgs/msg/ServiceEventInfo"
+            assert m.msg.info.stamp.__msgtype__ == "builtin_interfaces/msg/Time"
+            again = pickle.loads(pickle.dumps(event))
+            assert again.__msgtype__ == event.__msgtype__ and again.request[0].__msgtype__ == event.request[0].__msgtype__
+            assert again.request[0].a == event.request[0].a
+            rows = bag.read("/add_two_ints/_service_event")
+            assert rows[0].__msgtype__ == m.msg.__msgtype__
+    # an action's parts are named by the action; the messages it holds from elsewhere keep msg
+    from fastbag.msg.messages import message_types
+
+    types = message_types("my_pkg/action/Fibonacci_FeedbackMessage", "", "ros2msg")
+    assert types.interface_name("my_pkg/Fibonacci_Feedback") == "my_pkg/action/Fibonacci_Feedback"
+    assert types.interface_name("unique_identifier_msgs/UUID") == "unique_identifier_msgs/msg/UUID"
+    assert types.interface_name("my_pkg/Other") == "my_pkg/msg/Other"
+    assert message_types("pkg/Type", "", "ros1msg").interface_name("pkg/Type_Request") == "pkg/msg/Type_Request"

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..container import BagIndex, Connection, LazyIndexContainer
+from ..container import BagIndex, Connection, LazyIndexContainer, transient_local
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, decompress
 from ..io.codecs import crc32
@@ -278,11 +278,15 @@ class McapReader(LazyIndexContainer):
             else:  # channels of one topic with the same schema read as one topic, others do not mix
                 md5sum = hashlib.md5(b"%s\0%s\0%s" % (name.encode(), (schema.encoding if schema else "").encode(),
                                                       schema.data if schema else b"")).hexdigest()
+            # ROS1 channels say "latching"; rosbag2 writes its topics' offered QoS (transient_local: latched).
+            qos = channel.metadata.get("offered_qos_profiles", "")
             connections.append(Connection(
                 id=channel.id, topic=channel.topic, msgtype=name, md5sum=md5sum, definition=definition,
-                callerid=channel.metadata.get("callerid"), latching=channel.metadata.get("latching", "0") == "1",
+                callerid=channel.metadata.get("callerid"),
+                latching=channel.metadata.get("latching", "0") == "1" or transient_local(qos),
                 encoding=channel.message_encoding, schema_encoding=schema.encoding if schema else "",
-                schema_data=schema.data if schema else b""))
+                schema_data=schema.data if schema else b"", offered_qos_profiles=qos,
+                type_description_hash=channel.metadata.get("topic_type_hash", "")))
         self._connections = connections
         self._channels = channels
         self._schemas = schemas

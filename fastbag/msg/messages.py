@@ -539,7 +539,7 @@ class Record:
 
     def __reduce__(self) -> tuple[Any, ...]:
         values = tuple(_detach(getattr(self, n)) for n in self._fields)
-        return _restore, (self._type, self._fields, tuple(self._constants.items()), values)
+        return _restore, (self._type, self._fields, tuple(self._constants.items()), values, self.__msgtype__)
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self._fields) | set(self._constants))
@@ -622,19 +622,21 @@ def _detach(value: Any) -> Any:
 
 
 @lru_cache(maxsize=1024)
-def _detached_class(msgtype: str, fields: tuple[str, ...], constants: tuple[tuple[str, Any], ...]) -> type:
+def _detached_class(msgtype: str, fields: tuple[str, ...], constants: tuple[tuple[str, Any], ...],
+                    interface: str | None = None) -> type:
     """The class of unpickled messages: the same API, values held in a dict."""
     def getter(name: str) -> Callable[[Any], Any]:
         def get(self: Any) -> Any:
             return self._src[name]
         return get
-    return _new_class(msgtype, fields, dict(constants), {n: property(getter(n)) for n in fields}, {}, {}, ())
+    return _new_class(msgtype, fields, dict(constants), {n: property(getter(n)) for n in fields}, {}, {}, (),
+                      interface)
 
 
 def _restore(msgtype: str, fields: tuple[str, ...], constants: tuple[tuple[str, Any], ...],
-             values: tuple[Any, ...]) -> Record:
+             values: tuple[Any, ...], interface: str | None = None) -> Record:
     """Rebuild a pickled message (see :meth:`Record.__reduce__`)."""
-    cls = _detached_class(msgtype, tuple(fields), tuple(constants))
+    cls = _detached_class(msgtype, tuple(fields), tuple(constants), interface)
     return cls(dict(zip(fields, values)), None)  # type: ignore[no-any-return]
 
 
@@ -643,15 +645,17 @@ def _class_name(msgtype: str) -> str:
 
 
 def _new_class(msgtype: str, fields: tuple[str, ...], constants: dict[str, Any], properties: dict[str, Any],
-               children: dict[str, type], elements: dict[str, type], slot_types: tuple[str, ...]) -> type:
-    """A Record subclass: constants as class attributes, then fields as properties (fields win)."""
+               children: dict[str, type], elements: dict[str, type], slot_types: tuple[str, ...],
+               interface: str | None = None) -> type:
+    """A Record subclass: constants as class attributes, then fields as properties (fields win).
+    ``interface``: rosbags' ``__msgtype__`` (default ``pkg/msg/Type``; see MessageTypes.interface_name)."""
     pkg, _, name = msgtype.partition("/")
     namespace: dict[str, Any] = dict(constants)
     namespace.update({
         "__slots__": (), "__doc__": f"A decoded {msgtype or 'message'}: fields {', '.join(fields) or '(none)'}.",
         "_type": msgtype, "_fields": fields, "_field_set": frozenset(fields), "_constants": dict(constants),
         "_children": children, "_elements": elements, "_slot_types": slot_types,
-        "__msgtype__": f"{pkg}/msg/{name}" if name else msgtype,
+        "__msgtype__": interface or (f"{pkg}/msg/{name}" if name else msgtype),
     })
     namespace.update(properties)
     bases: tuple[type, ...] = (Record,)
@@ -859,6 +863,20 @@ class MessageTypes:
             return {}
         return {c.name: c.value for c in registry.types[msgtype].constants}
 
+    def interface_name(self, msgtype: str) -> str:
+        """rosbags' ``__msgtype__`` of ``msgtype`` (``pkg/Type``), one of this definition's types:
+        ``pkg/msg/Type``, but ``pkg/srv/...`` or ``pkg/action/...`` for the parts of the service or action
+        the recording's type belongs to (ROS 2 records a service's events as ``pkg/srv/Name_Event``, holding
+        ``pkg/srv/Name_Request``; ROS 2 message names have no underscore, so ``Name_`` marks the parts)."""
+        pkg, _, name = msgtype.partition("/")
+        if not name:
+            return msgtype
+        recorded = self.msgtype.replace("::", "/").split("/")
+        if len(recorded) == 3 and recorded[1] in ("srv", "action") and recorded[0] == pkg:
+            if name.startswith(recorded[2].split("_")[0] + "_"):
+                return f"{pkg}/{recorded[1]}/{name}"
+        return f"{pkg}/msg/{name}"
+
     def slot_types(self, msgtype: str) -> tuple[str, ...]:
         """genpy's ``_slot_types``: ``float64[9]``, ``geometry_msgs/Vector3``..."""
         registry = self.registry
@@ -932,7 +950,8 @@ def dtype_class(dtype: np.dtype, msgtype: str, types: MessageTypes | None) -> ty
             _fixed_field(msgtype, name, dtype.fields[name][0], types, props, children, elements)  # type: ignore[index]
         constants = types.constants(msgtype) if types is not None else {}
         slot_types = types.slot_types(msgtype) if types is not None else ()
-        cache[key] = _new_class(msgtype, names, constants, props, children, elements, slot_types)
+        cache[key] = _new_class(msgtype, names, constants, props, children, elements, slot_types,
+                                types.interface_name(msgtype) if types is not None else None)
     return cache[key]  # type: ignore[no-any-return]
 
 
@@ -962,7 +981,8 @@ def node_class(node: Any, dtype: np.dtype | None, types: MessageTypes | None) ->
                     what.dtype, field.type if field is not None else "", types)
             props[name] = property(_value_getter(name))
     slot_types = types.slot_types(node.msgtype) if types is not None else ()
-    cls = _new_class(node.msgtype, tuple(node.fields), dict(node.constants), props, children, elements, slot_types)
+    cls = _new_class(node.msgtype, tuple(node.fields), dict(node.constants), props, children, elements, slot_types,
+                     types.interface_name(node.msgtype) if types is not None else None)
     cache[key] = (node, cls)
     return cls
 

@@ -153,23 +153,6 @@ def parse_metadata(text: str | bytes, path: str = "metadata.yaml") -> BagMetadat
     )
 
 
-def transient_local(qos: str) -> bool:
-    """Whether offered QoS profiles (the YAML text rosbag2 stores) offer transient_local durability, ROS 2's
-    counterpart of a latched ROS1 topic (``durability: 1`` in older bags, ``transient_local`` in newer)."""
-    if "durability" not in qos:
-        return False
-    import yaml
-
-    try:
-        profiles = yaml.load(qos, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
-    except (yaml.YAMLError, ValueError, RecursionError):  # (text with undecodable bytes, nesting too deep)
-        return False  # a damaged profile says nothing: not latched
-    if isinstance(profiles, dict):
-        profiles = [profiles]
-    return isinstance(profiles, list) and any(
-        isinstance(p, dict) and p.get("durability") in (1, "transient_local") for p in profiles)
-
-
 def _qos_text(value: Any) -> str:
     """Offered QoS profiles: a YAML text inside the YAML (versions 4+); kept as text."""
     return value if isinstance(value, str) else "" if value is None else str(value)

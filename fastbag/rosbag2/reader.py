@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer
+from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer, transient_local
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.codecs import ZSTD_MAGIC
@@ -62,7 +62,7 @@ from ..io.source import Source
 from ..msg.msgdef import EMPTY_MD5
 from .compression import FrameError, decompress_frames
 from .definitions import resolve_definition
-from .metadata import BagMetadata, parse_metadata, read_metadata, transient_local
+from .metadata import BagMetadata, parse_metadata, read_metadata
 from .sqlite import Db3
 
 #: Blob bytes per chunk: large enough that a query's fixed cost vanishes, small enough that chunks
@@ -307,7 +307,9 @@ class Rosbag2Reader(LazyIndexContainer):
                     by_key[key] = len(connections)
                     connections.append(Connection(len(connections), topic.name, topic.type, NO_MD5, "",
                                                   encoding=topic.serialization_format, schema_encoding="",
-                                                  latching=transient_local(topic.offered_qos_profiles)))
+                                                  latching=transient_local(topic.offered_qos_profiles),
+                                                  offered_qos_profiles=topic.offered_qos_profiles,
+                                                  type_description_hash=topic.type_description_hash))
                 ranks.append(by_key[key])
             self._per_file.append((k, topics, ranks))
         if failed and not self._per_file:  # nothing intact to read: the first file's error says why
