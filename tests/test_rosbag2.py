@@ -995,7 +995,15 @@ def test_compression_is_counted_in_storage_files(tmp_path):
         with open_quietly(path) as bag:
             assert (bag.compression, bag.compression_unit) == (want, "files"), name
             (kind, count), = want.items()
-            assert f"compression: {kind} [{count}/{count} files]" in format_info(bag)
+            assert re.search(rf"compression:\s+{kind} \[{count}/{count} files(; [\d.]+%)?\]", format_info(bag))
+            files = sorted(p for p in path.iterdir() if ".db3" in p.name)
+            if all(p.suffix == ".zstd" for p in files):  # compressed whole: the files' sizes both ways
+                import zstandard
+
+                whole = sum(len(zstandard.ZstdDecompressor().stream_reader(p.read_bytes()).read()) for p in files)
+                assert bag.compression_sizes == {"zstd": (sum(p.stat().st_size for p in files), whole)}
+            else:
+                assert bag.compression_sizes == {}
     write_db3(tmp_path / "r_0.db3", sample_rows(20), compress=True)
     write_db3(tmp_path / "r_1.db3", sample_rows(20, start=2 * 10**18), compress=True)
     write_metadata(tmp_path, ["r_0.db3", "r_1.db3"], mode="MESSAGE")

@@ -123,6 +123,23 @@ def test_a_lone_compressed_mcap_file_opens(tmp_path):
         assert bag.message_count == reference.message_count > 0
         assert ours(bag) == ours(reference) == mcap_messages([plain])
         assert bag.size == LONE_ZSTD.stat().st_size < reference.size == plain.stat().st_size  # sizes on disk
+        # Compressed whole, it counts as a compressed file (its chunks said "none" for a file of plain chunks),
+        # with the file's sizes stored and decompressed, as a .db3.zstd
+        assert (bag.compression, bag.compression_unit) == ({"zstd": 1}, "files")
+        assert bag.compression_sizes == {"zstd": (LONE_ZSTD.stat().st_size, plain.stat().st_size)}
+
+
+def test_file_compressed_mcap_storage_counts_compressed_files(tmp_path):
+    """A recording in FILE mode said compression 'none' (its chunks', uncompressed inside the .zstd files)."""
+    need(WBAG)
+    folder = compressed_copy(WBAG, tmp_path / "wbag")
+    stored = sum(p.stat().st_size for p in folder.glob("*.mcap.zstd"))
+    whole = sum(p.stat().st_size for p in WBAG.glob("*.mcap"))
+    with fastbag.open(folder) as bag:
+        assert (bag.compression, bag.compression_unit) == ({"zstd": 5}, "files")
+        assert bag.compression_sizes == {"zstd": (stored, whole)}
+    with fastbag.open(WBAG) as bag:  # the same recording's files as they are: their chunks (zstd themselves)
+        assert bag.compression_unit == "chunks" and sum(bag.compression.values()) == len(bag._container.chunks) > 0
 
 
 def test_an_absent_or_damaged_storage_file_is_named_and_the_rest_stays_readable(tmp_path):

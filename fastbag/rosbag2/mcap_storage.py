@@ -124,11 +124,13 @@ class McapStorage(LazyIndexContainer):
             self._problems.append(no_metadata_problem([os.path.basename(f) for f in files]))
         self._rebuilt: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # chunk position -> (offsets, new offsets)
         self._rebuilt_lock = threading.Lock()
-        if self.per_message:
-            self.compression_unit = "files"
+        #: Per part: (compressed whole, as a .mcap.zstd; its bytes stored; its bytes decompressed).
+        self._stored: list[tuple[bool, int, int]] = []
         try:
             taken = {reader.path: reader for reader in opened}
             errors = [error for error in (self._open_part(f, taken.pop(f, None)) for f in files) if error is not None]
+            if self.per_message or self._file_mode:
+                self.compression_unit = "files"
             for reader in taken.values():  # (none: each names one of ``files``)
                 reader.close()
             if not self.parts:  # nothing intact to read: the first file's error says why
@@ -146,15 +148,19 @@ class McapStorage(LazyIndexContainer):
         with a problem (its error is returned: the caller raises the first when no file is left)."""
         if opened is not None:
             self.parts.append(opened)
+            self._stored.append((False, opened.source.size, opened.source.size))
             return None
         try:
             if not os.path.exists(full):
                 raise BagFormatError("storage file named in metadata.yaml is absent", path=full)
             head = _head(full)
             if head.startswith(ZSTD_MAGIC):
-                self.parts.append(self._decompressed(full))
+                part = self._decompressed(full)
+                self._stored.append((True, os.path.getsize(full), part.source.size))
+                self.parts.append(part)
             elif head.startswith(MAGIC[:5]):  # a later major version is named by the MCAP reader
                 self.parts.append(McapReader(full))
+                self._stored.append((False, self.parts[-1].source.size, self.parts[-1].source.size))
             else:
                 raise BagFormatError(f"storage file is neither an MCAP file nor zstd-compressed (it starts "
                                      f"{head!r})", path=full, offset=0, record="magic")
@@ -300,13 +306,37 @@ class McapStorage(LazyIndexContainer):
                   for p in self.parts]
         return _PartStore(self, stores, cache_bytes=cache_bytes, workers=workers)
 
+    @property
+    def _file_mode(self) -> bool:
+        """Whether files are compressed whole (``.mcap.zstd``, rosbag2's FILE mode)."""
+        return any(compressed for compressed, _, _ in self._stored)
+
     def compression_counts(self) -> dict[str, int]:
-        """Chunks per compression; compressed per message, files: ``zstd`` for each."""
-        return {"zstd": len(self.parts)} if self.per_message else super().compression_counts()
+        """Chunks per compression; files where they are compressed, whole or per message (``zstd`` for each
+        such file, as for sqlite3 storage; the chunks inside a ``.mcap.zstd`` may be compressed again)."""
+        if self.per_message:
+            return {"zstd": len(self.parts)}
+        if self._file_mode:
+            counts: dict[str, int] = {}
+            for compressed, _, _ in self._stored:
+                name = "zstd" if compressed else "none"
+                counts[name] = counts.get(name, 0) + 1
+            return counts
+        return super().compression_counts()
 
     def compression_sizes(self) -> dict[str, tuple[int, int]]:
-        """The chunks' sizes; none for files compressed per message (their chunks hold the frames as is)."""
-        return {} if self.per_message else super().compression_sizes()
+        """The chunks' sizes, or the files' where they are compressed whole; none for files compressed per
+        message (their chunks hold the frames as is)."""
+        if self.per_message:
+            return {}
+        if self._file_mode:
+            sizes: dict[str, tuple[int, int]] = {}
+            for compressed, stored, size in self._stored:
+                name = "zstd" if compressed else "none"
+                before = sizes.get(name, (0, 0))
+                sizes[name] = (before[0] + stored, before[1] + size)
+            return sizes
+        return super().compression_sizes()
 
     def rebuild(self, k: int, payload: np.ndarray) -> np.ndarray:
         """Chunk ``k``'s ``payload`` (compressed per message) as Message records holding their data

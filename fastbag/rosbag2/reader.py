@@ -188,9 +188,17 @@ class Rosbag2Reader(LazyIndexContainer):
         return counts
 
     def compression_sizes(self) -> dict[str, tuple[int, int]]:
-        """None known: the chunks here are batches of rows, and a compressed file's size once decompressed
-        is known only by decompressing it."""
-        return {}
+        """The files' sizes where some are compressed whole (``.db3.zstd``, decompressed at open); else none
+        known (the chunks here are batches of rows; a message's size once decompressed is known only by
+        decompressing it)."""
+        if self._per_message or not any(db.compressed for db in self.files):
+            return {}
+        sizes: dict[str, tuple[int, int]] = {}
+        for db in self.files:
+            name = "zstd" if db.compressed else "none"
+            before = sizes.get(name, (0, 0))
+            sizes[name] = (before[0] + db.size, before[1] + db.decompressed_size)
+        return sizes
 
     # What the Bag needs at open, answered without the index (see LazyIndexContainer).
     @property

@@ -116,6 +116,7 @@ class Db3:
         self._id_is_rowid: bool | None = None  # see id_is_rowid
         reset_in_children(self)
         self.size = os.path.getsize(path)
+        self.decompressed_size = self.size  # (a .db3.zstd's database, once decompressed below)
         self._database = path  # the database file an immutable URI names: this one, or its decompressed copy
         try:
             if compressed:
@@ -131,6 +132,7 @@ class Db3:
                     # and 19 = 2). Setting them to 1 (rollback journal) leaves every page as it is.
                     memory = memory[:18] + b"\x01\x01" + memory[20:]
                 self._memory = memory
+                self.decompressed_size = len(memory) if memory is not None else os.path.getsize(spill)
                 self._uri = None if self._memory is not None else self._uri_of(spill, immutable=True)
             else:
                 self._uri = self._open_uri(path)
