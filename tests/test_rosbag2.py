@@ -1125,3 +1125,19 @@ def test_definitions_as_another_recording_stores_them():
         assert [m.msg.to_dict(plain=True) for m in bag.messages("/array_topic")] == expected and len(expected) == 4
     with pytest.warns(FastbagWarning, match="Arrays uses test_msgs/BasicTypes, which no definition describes"):
         fastbag.open(humble, definitions={"test_msgs/msg/Arrays": text.split("=" * 80)[0]}).close()
+
+
+def test_a_lone_db3_of_zstd_messages_without_metadata_reads_them(tmp_path):
+    """A .db3 compressed per message with no metadata table (rosbag2 before it stored one, Foxy/Galactic) was
+    read as plain CDR: every read failed on "representation id 0x28b5". Each blob starting with zstd's frame
+    magic (no CDR message can) says how they are stored."""
+    rows = write_db3(tmp_path / "alone.db3", sample_rows(20), compress=True)
+    with fastbag.open(tmp_path / "alone.db3") as bag:
+        assert bag.compression == {"zstd": 1}
+        assert [bytes(m.data) for m in bag.messages(raw=True)] == [d for _, _, d in rows]
+        assert bag.read("/b")["data"].tolist() == [int.from_bytes(d[4:], "little") for t, _, d in rows if t == 2]
+        assert [m.msg.data for m in bag.messages("/a")] == [f"m{k}" for k in range(0, 20, 2)]
+    plain = write_db3(tmp_path / "plain.db3", sample_rows(20))  # uncompressed, no metadata either: as it is
+    with fastbag.open(tmp_path / "plain.db3") as bag:
+        assert bag.compression == {"none": 1}
+        assert [bytes(m.data) for m in bag.messages(raw=True)] == [d for _, _, d in plain]

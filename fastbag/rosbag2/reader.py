@@ -165,7 +165,7 @@ class Rosbag2Reader(LazyIndexContainer):
             self._version = str(described.version) if described is not None else "unknown"
             if described is not None:
                 described.check_compression_format(path)
-            self._per_message = described is not None and described.per_message
+            self._per_message = described.per_message if described is not None else self._messages_look_zstd()
             self._totals = self._cheap_totals()
             if self._totals is None:  # no timestamp index, or damage: the scan says what is wrong now
                 self._index = self._load_index()
@@ -419,6 +419,21 @@ class Rosbag2Reader(LazyIndexContainer):
             except FastbagError:
                 continue
         return None
+
+    def _messages_look_zstd(self) -> bool:
+        """Without any metadata (a lone .db3 of rosbag2 before it stored its ``metadata`` table, or one that
+        lost it): whether the first CDR message of a file starts with zstd's frame magic, as each does in
+        MESSAGE compression. CDR data cannot (its representation ids are small), so the bytes tell."""
+        for db in self.files:
+            try:
+                rows = db.query("SELECT substr(m.data, 1, 4), t.serialization_format FROM messages m "
+                                "JOIN topics t ON t.id = m.topic_id LIMIT 1", what="first message")
+            except FastbagError:
+                continue
+            if rows:
+                head, encoding = rows[0]
+                return isinstance(head, bytes) and head == ZSTD_MAGIC and db._text(encoding) == "cdr"
+        return False
 
     @staticmethod
     def _with_definition(connection: Connection, stored: dict[str, tuple[str, str]],
