@@ -488,7 +488,12 @@ def test_not_a_rosbag2_database(tmp_path):
     with pytest.raises(BagFormatError, match=r"no table 'messages'.*x.db3"):
         fastbag.open(tmp_path / "x.db3")
     os.mkdir(tmp_path / "empty")
-    with pytest.raises(BagFormatError, match="neither metadata.yaml nor any"):
+    with pytest.raises(BagFormatError, match="neither metadata.yaml nor any.*recording$"):
+        fastbag.open(tmp_path / "empty")
+    for k in range(7):  # a folder of ROS1 bags: named, and what to do
+        (tmp_path / "empty" / f"run_{k}.bag").write_bytes(b"#ROSBAG V2.0\n")
+    with pytest.raises(BagFormatError, match=r"it holds ROS1 bags: open each \(run_0.bag, run_1.bag, run_2.bag, "
+                                             r"run_3.bag, run_4.bag, \.\.\.\)"):
         fastbag.open(tmp_path / "empty")
 
 

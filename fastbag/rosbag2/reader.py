@@ -233,8 +233,12 @@ class Rosbag2Reader(LazyIndexContainer):
         if not os.path.exists(yaml_path):
             found = sorted(n for n in os.listdir(path) if n.endswith((".db3", ".db3.zstd", ".mcap", ".mcap.zstd")))
             if not found:
-                raise BagFormatError("directory has neither metadata.yaml nor any .db3 or .mcap storage file",
-                                     path=path)
+                # A folder of ROS1 bags (or of one's splits) is no recording: each bag opens by itself.
+                bags = sorted(n for n in os.listdir(path) if n.endswith(".bag"))
+                listed = f"; it holds ROS1 bags: open each ({', '.join(bags[:5])}{', ...' if len(bags) > 5 else ''})" \
+                    if bags else ""
+                raise BagFormatError(f"directory has neither metadata.yaml nor any .db3 or .mcap storage file, so "
+                                     f"it is no rosbag2 recording{listed}", path=path)
             mcap = [n for n in found if n.endswith((".mcap", ".mcap.zstd"))]
             if mcap and len(mcap) < len(found):  # two recordings' files, or a converted copy beside its source
                 raise UnsupportedError(f"directory holds both sqlite3 (.db3) and MCAP (.mcap) storage files and no "
