@@ -488,7 +488,7 @@ def test_not_a_rosbag2_database(tmp_path):
     with pytest.raises(BagFormatError, match=r"no table 'messages'.*x.db3"):
         fastbag.open(tmp_path / "x.db3")
     os.mkdir(tmp_path / "empty")
-    with pytest.raises(BagFormatError, match="neither metadata.yaml nor any.*recording$"):
+    with pytest.raises(BagFormatError, match=r"neither metadata.yaml nor any.*recording \("):
         fastbag.open(tmp_path / "empty")
     for k in range(7):  # a folder of ROS1 bags: named, and what to do
         (tmp_path / "empty" / f"run_{k}.bag").write_bytes(b"#ROSBAG V2.0\n")
@@ -813,7 +813,8 @@ def test_sparse_topics_are_fetched_by_id_and_large_rows_one_by_one(tmp_path, mon
             statements.clear()
             got = [(m.time, bytes(m.data)) for m in bag.messages(topic, raw=True)]
             assert got == [(t, d) for i, t, d in rows if i == topic_id]
-            fetches = [s for s in statements if "data" in s.replace("length(data)", "")]
+            # (but the first message's first bytes, asked once: is each a zstd frame? no metadata says)
+            fetches = [s for s in statements if "data" in s.replace("length(data)", "") and "substr(m.data" not in s]
             if topic == "/b":
                 assert fetches and all("SELECT id, data" in s and "id IN (" in s for s in fetches), fetches
             else:

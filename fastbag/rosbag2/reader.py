@@ -165,7 +165,8 @@ class Rosbag2Reader(LazyIndexContainer):
             self._version = str(described.version) if described is not None else "unknown"
             if described is not None:
                 described.check_compression_format(path)
-            self._per_message = described.per_message if described is not None else self._messages_look_zstd()
+            # (None: no metadata says; the first message's bytes will, when asked: see _per_message)
+            self._said_per_message = described.per_message if described is not None else None
             self._totals = self._cheap_totals()
             if self._totals is None:  # no timestamp index, or damage: the scan says what is wrong now
                 self._index = self._load_index()
@@ -423,6 +424,14 @@ class Rosbag2Reader(LazyIndexContainer):
             except FastbagError:
                 continue
         return None
+
+    @property
+    def _per_message(self) -> bool:
+        """Whether each message is a zstd frame (MESSAGE compression): as the metadata says, else as the first
+        message's bytes do, asked on first use (opening reads no blob)."""
+        if self._said_per_message is None:
+            self._said_per_message = self._messages_look_zstd()
+        return self._said_per_message
 
     def _messages_look_zstd(self) -> bool:
         """Without any metadata (a lone .db3 of rosbag2 before it stored its ``metadata`` table, or one that
