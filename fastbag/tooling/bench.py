@@ -288,10 +288,12 @@ def _check_columns(ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -
 
 
 def _rosbags_reader(path: Path) -> Any:
-    """An open rosbags AnyReader (types registered from the bag's definitions)."""
+    """An open rosbags AnyReader: types registered from the bag's definitions, and for a rosbag2 recording
+    that stores none (Humble and older), from rosbags' store of the latest ROS 2 distribution's types."""
     from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
 
-    reader = AnyReader([path])
+    reader = AnyReader([path], default_typestore=get_typestore(getattr(Stores, "LATEST", Stores.ROS2_HUMBLE)))
     reader.open()
     return reader
 
@@ -891,7 +893,7 @@ def bench_paths(paths: list[str], *, against: bool = False, limits: Limits | Non
                     finally:
                         reader.close()
                 except Exception as exc:  # noqa: BLE001 - rosbags refuses many real files: say so
-                    row["note"] = f"rosbags: {type(exc).__name__}: {exc}"[:200]
+                    row["note"] = " ".join(f"rosbags: {type(exc).__name__}: {exc}".split())[:200]  # one line
                 if theirs is not None and not theirs and len(arr):
                     # rosbags yields nothing for some rosbag2 directories (QoS metadata it cannot parse)
                     row["note"] = f"rosbags: read no messages of {len(arr)}"
@@ -973,11 +975,12 @@ def format_paths(report: dict[str, Any]) -> str:
         return f"{value:.4f} s" if value is not None else "-"
 
     for r in report["topics"]:
+        note = r.get("note", "").replace("|", r"\|")  # (a Markdown cell)
         lines.append(
             f"| {Path(r['bag']).name} | {r['topic']} | {r['messages']:,} | {sec(r['open_s'])} | {sec(r['read_s'])} | "
             f"{sec(r['raw_s'])} | {r['msgs_per_s'] or 0:,.0f} | {r['MB_per_s'] or 0:,.0f} | "
             f"{(r['limit_fraction'] or 0) * 100:.0f}% | {sec(r.get('rosbags_s'))} | "
-            f"{(str(round(r['ratio'], 1)) + 'x') if r.get('ratio') else '-'} | {r.get('note', '')} |")
+            f"{(str(round(r['ratio'], 1)) + 'x') if r.get('ratio') else '-'} | {note} |")
     mismatches = report.get("mismatches") or []
     if mismatches:
         lines += ["", f"MISMATCH: fastbag's values differ from rosbags' on {len(mismatches)} topic(s):"]
