@@ -1549,7 +1549,8 @@ class Bag:
                                   "recording stores none, and neither fastbag's shipped definitions nor "
                                   "definitions= describe it and every type it uses), so its messages can only be "
                                   "read raw; pass definitions={type: .msg text} (or a folder of "
-                                  "<pkg>/msg/<Type>.msg) to fastbag.open to decode them", topic=connection.topic,
+                                  "<pkg>/msg/<Type>.msg) to fastbag.open (fastbag's commands: --definitions "
+                                  "DIR) to decode them", topic=connection.topic,
                                   msgtype=connection.msgtype)
             try:
                 layout = layout_for(connection.msgtype, definition, encoding=connection.encoding,
@@ -1591,7 +1592,8 @@ class Bag:
             what = "the bag stores no message definitions (format 1.1)" if self.version == "1.1" else \
                 "the connection's message definition is empty"
             raise DecodeError(f"{what}, so its messages can only be read raw; pass definitions= to "
-                              "fastbag.open to decode them", topic=connection.topic, msgtype=connection.msgtype)
+                              "fastbag.open (fastbag's commands: --definitions DIR) to decode them",
+                              topic=connection.topic, msgtype=connection.msgtype)
         try:
             return compose_definition(connection.msgtype, self._definitions)
         except DefinitionError as exc:

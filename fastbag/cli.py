@@ -211,9 +211,24 @@ def _file_error_line(path: str, exc: BaseException) -> str:
     return f"fastbag: {path}: {text}"
 
 
+def _add_open_options(parser: argparse.ArgumentParser) -> None:
+    """The options of fastbag.open a command line needs: definitions for bags without them, an AES key."""
+    parser.add_argument("--definitions", metavar="DIR", help="a folder of .msg (or .idl) files, <pkg>/msg/<Type>.msg "
+                        "as in a workspace, for types the bag stores no definition of (ROS1 format 1.1, rosbag2 "
+                        "before Iron: custom types)")
+    parser.add_argument("--aes-key", metavar="HEX", help="the AES key of encrypted bags, as 32 hex digits (else the "
+                        "key in the bag is decrypted through gpg; a GPG passphrase from $ROSBAG_GPG_PASSPHRASE)")
+
+
+def _open_options(args: argparse.Namespace) -> dict[str, Any]:
+    """fastbag.open's keyword arguments from :func:`_add_open_options`' options given."""
+    return {name: value for name, value in (("definitions", args.definitions), ("aes_key", args.aes_key))
+            if value is not None}
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     status, shown = 0, 0
-    options = {"aes_key": args.aes_key} if args.aes_key else {}
+    options = _open_options(args)
     as_list = args.json and len(args.bags) > 1  # one JSON document: a list of the reports
     if as_list:
         print("[")
@@ -326,7 +341,7 @@ def plot_selections(bag: Bag, items: list[str]) -> list[tuple[str, list[str]]]:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .viz.plot import plot_topics, save_or_show
 
-    with open_bag(args.bag) as bag:
+    with open_bag(args.bag, **_open_options(args)) as bag:
         try:
             figure = plot_topics(bag, plot_selections(bag, args.items), stamp=args.stamp,
                                  use_pyplot=args.output is None)
@@ -340,7 +355,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 def _cmd_timeline(args: argparse.Namespace) -> int:
     from .viz.plot import plot_timeline, save_or_show
 
-    with open_bag(args.bag) as bag:
+    with open_bag(args.bag, **_open_options(args)) as bag:
         ax = plot_timeline(bag, gap_factor=args.gap_factor, use_pyplot=args.output is None)
         save_or_show(ax.figure, args.output)
     return 0
@@ -351,7 +366,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     try:
         result = export(args.bag, args.out, args.format, args.topics, step=args.step,
-                        progress=False if args.no_progress else None, compression=args.compression)
+                        progress=False if args.no_progress else None, compression=args.compression,
+                        **_open_options(args))
     except NotFoundError as exc:  # a topic the bag lacks: a wrong argument, as for plot
         print(f"fastbag: {exc}", file=sys.stderr)
         return 2
@@ -391,6 +407,8 @@ def _check(args: argparse.Namespace) -> None:
         if len(key) != 16:  # AES-128
             raise _UsageError(f"argument --aes-key: an AES key is 32 hex digits, not {len(args.aes_key)}")
         args.aes_key = key
+    if getattr(args, "definitions", None) is not None and not os.path.exists(args.definitions):
+        raise _UsageError(f"argument --definitions: {args.definitions!r} does not exist (a folder of .msg files)")
     if getattr(args, "jobs", None):  # bench: a misspelt job would time nothing and say nothing
         from .tooling.bench import JOBS
 
@@ -467,8 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     info.add_argument("--json", action="store_true", help="print JSON (each topic's frequency included)")
     info.add_argument("--freq", action="store_true", help="show each topic's median message rate, as "
                       "rosbag info --freq does")
-    info.add_argument("--aes-key", metavar="HEX", help="the AES key of encrypted bags, as 32 hex digits (else the "
-                      "key in the bag is decrypted through gpg; a GPG passphrase from $ROSBAG_GPG_PASSPHRASE)")
+    _add_open_options(info)
     info.set_defaults(run=_cmd_info)
     demo = sub.add_parser("demo", help="write a sample bag, read it back and print the speed")
     demo.add_argument("--seconds", type=float, default=3.0, help="recording length (default 3)")
@@ -497,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
                       help="x axis: the bag's receive time (default) or each message's header.stamp")
     plot.add_argument("-o", "--output", metavar="FILE", help="write FILE (.png, .svg, .pdf...) instead of "
                       "opening a window")
+    _add_open_options(plot)
     plot.set_defaults(run=_cmd_plot)
     timeline = sub.add_parser("timeline", help="draw which topics ran when, their rates and gaps (from the index)")
     timeline.add_argument("bag", metavar="BAG")
@@ -504,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
                           "opening a window")
     timeline.add_argument("--gap-factor", type=float, default=5.0,
                           help="an interval longer than this many periods is a gap (default 5)")
+    _add_open_options(timeline)
     timeline.set_defaults(run=_cmd_timeline)
     export = sub.add_parser("export", help="write topics to Parquet, CSV or NPZ files, one per topic")
     export.add_argument("bag", metavar="BAG")
@@ -517,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
                              "NPZ: deflate; none")
     export.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal "
                         "when tqdm is installed)")
+    _add_open_options(export)
     export.set_defaults(run=_cmd_export)
     args = parser.parse_args(argv)
     showwarning, warnings.showwarning = warnings.showwarning, _show_warning

@@ -233,3 +233,34 @@ def test_step_numbers_are_message_counts_in_python_spelling(tmp_path, monkeypatc
     capsys.readouterr()
     assert steps == [10_000, 10_000, 10, "256 MB"]
     assert [type(s) for s in steps] == [int, int, int, str]
+
+
+def test_definitions_for_bags_without_them_are_an_option_of_the_commands(tmp_path, capsys):
+    """A rosbag2 recording of a custom type before Iron stores no definitions: fastbag.open(definitions=...)
+    decodes it, but the commands had no such option while their errors said to pass definitions=."""
+    bag = DATA / "db3" / "ros2__rosbag2__rosbag2_tests__resources__cdr_test"
+    schemas = DATA / "mcap" / "ros2__rosbag2__rosbag2_tests__resources__mcap__cdr_test" / "cdr_test_0.mcap"
+    if not (bag.exists() and schemas.exists()):
+        pytest.skip(NO_DATA)
+    pq = pytest.importorskip("pyarrow.parquet")
+    from mcap.reader import make_reader
+
+    folder = tmp_path / "ws" / "test_msgs" / "msg"  # a workspace's layout, the type from the MCAP copy's schema
+    folder.mkdir(parents=True)
+    with schemas.open("rb") as f:
+        schema = next(s for s in make_reader(f).get_summary().schemas.values() if s.name == "test_msgs/msg/BasicTypes")
+    (folder / "BasicTypes.msg").write_bytes(schema.data)
+    assert main(["export", str(bag), str(tmp_path / "none"), "--topics", "/test_topic", "--no-progress"]) == 1
+    assert "--definitions DIR" in capsys.readouterr().err  # the error says what a command line can do
+    assert main(["export", str(bag), str(tmp_path / "out"), "--topics", "/test_topic", "--no-progress",
+                 "--definitions", str(tmp_path / "ws")]) == 0
+    capsys.readouterr()
+    with fastbag.open(bag, definitions=str(tmp_path / "ws")) as opened:
+        expected = opened.read("/test_topic")
+    table = pq.read_table(tmp_path / "out" / "test_topic.parquet")
+    assert table.column("int32_value").to_pylist() == expected.int32_value.tolist() and len(expected) == 3
+    pytest.importorskip("matplotlib")
+    assert main(["plot", str(bag), "/test_topic", "int32_value", "--definitions", str(tmp_path / "ws"),
+                 "-o", str(tmp_path / "p.png")]) == 0 and (tmp_path / "p.png").stat().st_size > 0
+    assert main(["info", str(bag), "--definitions", str(tmp_path / "nowhere")]) == 2
+    assert "argument --definitions" in capsys.readouterr().err

@@ -105,12 +105,12 @@ def need_module(name: str, why: str = "") -> Any:
     return pytest.importorskip(name, reason=f"{name} is not installed{': ' + why if why else ''}")
 
 
-def quiet() -> contextlib.AbstractContextManager:
+@contextlib.contextmanager
+def quiet():
     """FastbagWarnings of recordings whose oddities a test does not judge, silenced."""
-    manager = warnings.catch_warnings()
-    manager.__enter__()
-    warnings.simplefilter("ignore", fastbag.FastbagWarning)
-    return contextlib.closing(type("_Q", (), {"close": lambda self: manager.__exit__(None, None, None)})())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        yield
 
 
 # =========================================================================================================
@@ -170,17 +170,20 @@ def _load(target: ast.expr) -> ast.expr:
 
 class _Recorder(ast.NodeTransformer):
     """Each expression statement becomes ``__capture__(line, expr)``; each assignment is followed by
-    ``__capture__(line, target)``."""
+    ``__capture__(line, target)``; ``line`` is the README's."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
 
     def visit_Expr(self, node: ast.Expr) -> ast.AST:
         self.generic_visit(node)
-        call = ast.Call(ast.Name("__capture__", ast.Load()), [ast.Constant(node.lineno), node.value], [])
+        call = ast.Call(ast.Name("__capture__", ast.Load()), [ast.Constant(node.lineno + self.offset), node.value], [])
         return ast.copy_location(ast.Expr(call), node)
 
     def visit_Assign(self, node: ast.Assign) -> Any:
         self.generic_visit(node)
         record = ast.Expr(ast.Call(ast.Name("__capture__", ast.Load()),
-                                   [ast.Constant(node.lineno), _load(node.targets[0])], []))
+                                   [ast.Constant(node.lineno + self.offset), _load(node.targets[0])], []))
         return [node, ast.copy_location(record, node)]
 
 
@@ -203,7 +206,7 @@ class Run:
         assert code.count("\n") == blk.code.count("\n")
         self.code = code
         self.values: dict[int, list] = defaultdict(list)
-        tree = _Recorder().visit(ast.parse(code))
+        tree = _Recorder(blk.line - 1).visit(ast.parse(code))
         ast.increment_lineno(tree, blk.line - 1)
         ast.fix_missing_locations(tree)
         self.namespace = dict(namespace or {})
@@ -543,9 +546,14 @@ def test_time_bounds_take_every_documented_spelling():
         try:
             from zoneinfo import ZoneInfo
 
-            naive = datetime.datetime(2021, 8, 17, 1, 18, 27, 500000)  # 19:48:27.5 UTC
-            expect = int(naive.replace(tzinfo=ZoneInfo("Asia/Kolkata")).timestamp()) * 10**9 + 500_000_000
-            assert np.array_equal(selected(naive, None), times[times >= expect])
+            zone = ZoneInfo("Asia/Kolkata")
+            epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+            aware = epoch + datetime.timedelta(microseconds=int(times[60]) // 1000 + 1)
+            naive = aware.astimezone(zone).replace(tzinfo=None)  # the wall clock in Kolkata
+            expect = (aware - epoch) // datetime.timedelta(microseconds=1) * 1000
+            chosen = times[times >= expect]
+            assert 0 < chosen.size < times.size
+            assert np.array_equal(selected(naive, None), chosen)
         finally:
             if before is None:
                 os.environ.pop("TZ")
@@ -627,14 +635,16 @@ def test_open_options(synthetic):
         assert np.array_equal(bag.read("/imu").linear_acceleration.x, expect_x)
 
 
-def test_checksum_claims_about_the_data():
+def test_checksum_claims_about_the_data(tmp_path):
     """README 88-91: MCAP files as rosbag2 records them (libmcap) carry no chunk CRC, in every one of the
     test data; nor do rosbags' lz4 chunks (their LZ4 frames have no content checksum)."""
     stream_reader = need_module("mcap.stream_reader", "the mcap package reads the records")
     from mcap.records import Chunk, Header
 
     found = 0
-    for path in sorted(glob.glob(str(DATA / "**" / "*.mcap"), recursive=True)):
+    paths = glob.glob(str(DATA / "mcap" / "**" / "*.mcap"), recursive=True) + \
+        glob.glob(str(DATA / "db3" / "**" / "*.mcap"), recursive=True)
+    for path in sorted(paths):
         if "conformance" in path:
             continue
         with open(path, "rb") as f:
@@ -648,19 +658,14 @@ def test_checksum_claims_about_the_data():
     rosbag1 = need_module("rosbags.rosbag1")
     typesys = need_module("rosbags.typesys")
     store = typesys.get_typestore(typesys.Stores.ROS1_NOETIC)
-    buf = io.BytesIO()
-    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"fastbag-readme-{os.getpid()}.bag"
-    try:
-        writer = rosbag1.Writer(tmp)
-        writer.set_compression(rosbag1.Writer.CompressionFormat.LZ4)
-        with writer:
-            c = writer.add_connection("/s", "std_msgs/msg/String", typestore=store)
-            writer.write(c, 10**9, store.serialize_ros1(store.types["std_msgs/msg/String"](data="x" * 100),
-                                                        "std_msgs/msg/String"))
-        buf.write(tmp.read_bytes())
-    finally:
-        tmp.unlink(missing_ok=True)
-    data = buf.getvalue()
+    written = tmp_path / "rosbags-lz4.bag"
+    writer = rosbag1.Writer(written)
+    writer.set_compression(rosbag1.Writer.CompressionFormat.LZ4)
+    with writer:
+        c = writer.add_connection("/s", "std_msgs/msg/String", typestore=store)
+        writer.write(c, 10**9, store.serialize_ros1(store.types["std_msgs/msg/String"](data="x" * 100),
+                                                    "std_msgs/msg/String"))
+    data = written.read_bytes()
     frames = [m.start() for m in re.finditer(re.escape(bytes.fromhex("04224d18")), data)]
     assert frames and all(not data[f + 4] & 0x04 for f in frames)  # FLG: no content checksum
 
@@ -716,8 +721,7 @@ def test_read_returns_as_the_table_says(tmp_path, composite):
         status = smach.read("/server_name/smach/container_status")
         local = status["local_data"]
         assert all(isinstance(v, bytes) for v in local) and status["path"].dtype.kind == "U"
-        theirs = [raw for _, _, raw in rosbags_messages(need(SMACH_BAG), "/server_name/smach/container_status")] \
-            if False else None  # rosbags cannot decode these strings (MANIFEST): the raw bytes are the oracle
+        # rosbags cannot decode these strings (MANIFEST): the raw bytes are the oracle
         raws = [bytes(m.data) for m in smach.messages(raw=True)]
         assert all(v in r for v, r in zip(local, raws))
 
@@ -950,7 +954,7 @@ def test_rosbag2_block(source, tmp_path):
     definition = run.one("connections[0].definition")
     assert ("linear_acceleration" in definition) if source == "generated" else ("string data" in definition)
     assert run.at("m.topic, m.time, bytes(m.data)") == [(t, ts, bytes(d)) for t, ts, d in rows]
-    humble = run.one('fastbag.open("humble_bag/"') if False else run.at("definitions=")[0]
+    humble = run.one('fastbag.open("humble_bag/"')
     with humble:
         got = humble.read("b_basictypes")
     assert all(np.array_equal(got[f], expect[f]) for f in expect.fields) and np.array_equal(got.time, expect.time)
@@ -1078,7 +1082,7 @@ def test_more_on_messages_block(tmp_path, composite):
     fix_theirs = rosbags_messages(need(FIX_BAG), "/gps/fix", 1)[0][1]
     flags_def = "std_msgs/Bool[] flags\nint32 size\nfloat64 shape\n" + SEP + "MSG: std_msgs/Bool\nbool data\n"
     flags_bag = custom_bag(tmp_path / "flags.bag", "qa_pkg/Flags", flags_def,
-                           [struct.pack("<I3?idd", 3, False, True, True, 7, 0.5, 0)[:-8] for _ in range(2)], "/flags")
+                           [struct.pack("<I3?id", 3, False, True, True, 7, 0.5) for _ in range(2)], "/flags")
     with fastbag.open(flags_bag) as fb:
         flag_msg = next(iter(fb.messages()))
     m = imu_msgs[3]
@@ -1124,7 +1128,7 @@ def test_more_on_messages_block(tmp_path, composite):
     # the class API and read-only messages
     assert m.msg._fields[0] == "header" and m.msg._type == "sensor_msgs/Imu" and m.msg.__msgtype__ == "sensor_msgs/msg/Imu"
     assert list(m.msg._asdict()) == list(m.msg.__slots__) == list(m.msg._fields) and len(m.msg._slot_types) == 7
-    assert type(fix_msg.msg.status)._constants["STATUS_FIX"] == 0
+    assert fix_msg.msg.status._constants["STATUS_FIX"] == 0
     with pytest.raises(AttributeError):
         m.msg.header = None
     bag.close()
@@ -1144,7 +1148,7 @@ def test_time_values_behave_as_genpy(composite):
     assert isinstance(t + d, Time) and isinstance(t - d, Time) and (t - d) == t0
     for value in (d + d, d - d, d * 2, d / 2):
         assert isinstance(value, Duration)
-    assert (d * 2).to_nsec() == 2 * d.to_nsec() and (d / 2).to_nsec() == d.to_nsec() // 2
+    assert (d * 2).to_nsec() == 2 * d.to_nsec() and abs((d / 2).to_nsec() - d.to_nsec() / 2) <= 1
     for value in (t, d):
         assert value.to_sec() == pytest.approx(value.to_nsec() / 1e9) and value.is_zero() is False
         assert value.to_time() == value.to_sec()
@@ -1257,8 +1261,8 @@ def test_read_messages_as_documented():
     assert header == next(iter(classic.read_messages(return_connection_header=True)))[3]
     path = need(IMU_SMALL)
     with fastbag.open(path) as bag:
-        end = bag.end_time
-        assert len(list(bag.read_messages(end_time=rospy.Time(nsecs=end)))) == bag.message_count
+        end, count = bag.end_time, bag.message_count
+        assert len(list(bag.read_messages(end_time=rospy.Time(nsecs=end)))) == count
         chosen = list(bag.read_messages(connection_filter=lambda topic, datatype, md5sum, msg_def, header:
                                         topic == "/orientation"))
         assert {c[0] for c in chosen} == {"/orientation"} and len(chosen) == bag.get_message_count("/orientation")
@@ -1269,7 +1273,7 @@ def test_read_messages_as_documented():
             assert isinstance(info.value, fastbag.FastbagError) and isinstance(info.value, KeyError)
         with pytest.raises(KeyError):
             bag.read("/sensor/Imu")["nope"]
-    assert len(list(rosbag.Bag(path).read_messages(end_time=rospy.Time(nsecs=end)))) == bag.message_count
+    assert len(list(rosbag.Bag(path).read_messages(end_time=rospy.Time(nsecs=end)))) == count
     # every format: MCAP and rosbag2
     for relative in (ROS2_MCAP, "db3/geocamxyz__rosbags-rs__tests__test_bags__test_bag_sqlite3"):
         with fastbag.open(need(relative)) as bag:
@@ -1306,8 +1310,8 @@ def test_rosbags_loop_block():
         (their_connection.msgcount, their_connection.digest, "geometry_msgs/PoseStamped")
     with fastbag.open(path) as reader:
         assert reader.topics["S-PTAM"].msgcount == 5439 and "Pose pose" in connection.definition
-        stop = reader.topics["S-PTAM"].connections[0] and reader.times("S-PTAM")[100]
-        assert len(list(reader.messages(connections=[connection], stop=int(stop)))) == 100
+        stop = int(reader.times("S-PTAM")[100])
+        assert len(list(reader.messages(connections=[connection], stop=stop))) == 100
         decoded = list(reader.messages(topics=["S-PTAM"]))
         pairs = list(reader.messages(connections=[connection]))
         for k in (0, 77):
@@ -1351,7 +1355,8 @@ def test_writing_block_and_claims(tmp_path, synthetic):
         made = {}
         for m in src.messages(topics=["/imu", "/odom"], start=t0, end=t1, raw=True):
             c = m.connection
-            made.setdefault(c.id, writer.add_connection(c.topic, c.msgtype, c.definition, c.md5sum))
+            if c.id not in made:
+                made[c.id] = writer.add_connection(c.topic, c.msgtype, c.definition, c.md5sum)
             writer.write(made[c.id], m.time if m.topic == "/imu" else Time(nsecs=m.time), m.data)
         with pytest.raises(TypeError):
             writer.write(made[c.id], float(t0), m.data)
@@ -1579,11 +1584,11 @@ def test_tables_block(tmp_path, synthetic):
     assert pa.types.is_struct(tbl.schema.field("pose").type)
     assert pa.types.is_fixed_size_list(tbl.schema.field("pose").type.field("covariance").type)
     assert {b"ros.topic", b"ros.msgtype", b"ros.md5sum", b"ros.definition"} <= set(tbl.schema.metadata)
-    pl_df, ak_arr = run.one("pl_df = arr.to_polars()"), run.one("ak_arr = arr.to_awkward()")
+    pl_df, ak_arr = run.at("pl_df = arr.to_polars(); ak_arr = arr.to_awkward()")
     assert pl_df.height == len(arr) and ak_arr.pose.pose.position.x.tolist() == arr.pose.pose.position.x.tolist()
     # iter_read in bytes: parts in time order that join into read()
-    parts = run.at("for part in bag.iter_read")
-    assert parts == [] or True
+    last = run.namespace["part"]  # the loop's last part: time order, ends with the topic
+    assert last.time[-1] == bag.read("/points").time[-1]
     joined = list(bag.iter_read("/points", step="256 MB"))
     assert np.array_equal(np.concatenate([p.time for p in joined]), bag.read("/points").time)
     taken = run.one('bag.take("/imu", [10, 11, 500])')
@@ -1622,7 +1627,12 @@ def test_tables_block(tmp_path, synthetic):
     batch = next(iter(loader))
     assert isinstance(batch["image"], torch.Tensor) and tuple(batch["image"].shape) == (8, 24, 32, 3)
     assert isinstance(batch["cloud"], dict) and isinstance(batch["cloud"]["x"], torch.Tensor)
-    assert isinstance(batch["imu"], list) and len(batch["imu"]) == 8
+    # windows: one structured array, or a list of the samples' arrays where their counts differ
+    windows = [ds[i]["imu"] for i in range(8)]
+    if len({w.size for w in windows}) > 1:
+        assert isinstance(batch["imu"], list) and [b.size for b in batch["imu"]] == [w.size for w in windows]
+    else:
+        assert isinstance(batch["imu"], np.ndarray) and batch["imu"].shape == (8, windows[0].size)
     del loader
     # Dask: partitions of the fleet, equal to the bags' tables
     ddf = run.one("ddf = fastbag.dask.read_topic")
@@ -1662,10 +1672,8 @@ def test_tables_claims(tmp_path, synthetic):
     assert pa.types.is_large_list(tf_type) and pa.types.is_struct(tf_type.value_type)
     columns = list(imu.to_pandas().columns)
     assert [f"orientation_covariance[{k}]" for k in range(9)] == [c for c in columns if c.startswith("orientation_cov")]
-    payloads = [struct.pack("<q", k) for k in range(16)] + [struct.pack("<qq", 1, 2)]
     wide = custom_bag(tmp_path / "wide.bag", "qa_pkg/W", "float64[16] a\nfloat64[17] b\n",
                       [np.arange(33, dtype=np.float64).tobytes()] * 3, "/w")
-    del payloads
     with fastbag.open(wide) as bag:
         df = bag.read("/w").to_pandas()
     assert list(df.columns) == [f"a[{k}]" for k in range(16)] + ["b"]
@@ -1695,11 +1703,11 @@ def test_iter_read_never_cuts_a_compressed_chunk(synthetic):
     step messages, the parts join into read(), "10000" without a unit is refused."""
     path = need(BZ2_BAG)
     with fastbag.open(path) as bag:
-        read = bag.read("/imu/data")
-        parts = list(bag.iter_read("/imu/data", step=1))
+        read = bag.read("/imu/data_raw")
+        parts = list(bag.iter_read("/imu/data_raw", step=1))
         assert len(parts) == 2 and all(len(p) > 1 for p in parts)  # its two bz2 chunks
         assert np.array_equal(np.concatenate([p.linear_acceleration.x for p in parts]), read.linear_acceleration.x)
-    theirs = rosbags_messages(path, "/imu/data")
+    theirs = rosbags_messages(path, "/imu/data_raw")
     assert read.linear_acceleration.x.tolist() == [m.linear_acceleration.x for _, m, _ in theirs]
     with fastbag.open(synthetic["mixed"]) as bag:
         assert [len(p) for p in bag.iter_read("/imu", step=30)] == [30, 30, 30, 10]
@@ -1756,7 +1764,7 @@ def test_export_claims(tmp_path, synthetic):
     theirs = rosbags_messages(need(SCAN_INF), "/scan", 50)
     assert frame["time"].tolist()[:50] == [t for t, _, _ in theirs]
     cells = [np.float32(json.loads(c)) for c in frame["ranges"][:50]]
-    assert all(np.array_equal(c, m.ranges) for c, (_, m, _) in zip(cells, theirs))
+    assert all(np.array_equal(c, m.ranges, equal_nan=True) for c, (_, m, _) in zip(cells, theirs))
     assert any(np.isinf(c).any() for c in cells)
     for codec, suffix in (("bz2", ".bz2"), ("xz", ".xz"), ("zstd", ".zst")):
         done = fastbag.export(synthetic["mixed"], tmp_path / codec, format="csv", topics=["/tf"], compression=codec)
@@ -1877,7 +1885,7 @@ def _cli(args: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_command_line_block(tmp_path, synthetic, gnupg):
+def test_command_line_block(tmp_path, synthetic, monkeypatch):
     """README 630-644: every command as written ("run.bag" the generated bag with every topic the commands
     name, "site.bag" an encrypted bag and HEX its key), through fastbag.cli.main; `fastbag bench` (the full
     suite, minutes) is not run; plot's window gets a file instead (-o)."""
@@ -1893,8 +1901,8 @@ def test_command_line_block(tmp_path, synthetic, gnupg):
         c = writer.add_connection("/x", "std_msgs/Float64", "float64 data\n", "fdb28210bfa9d7c91146260178d9a584")
         writer.write(c, 10**18, np.float64(1.5).tobytes())
     run_bag = str(synthetic["mixed"])
-    os.chdir(tmp_path)
-    try:
+    monkeypatch.chdir(tmp_path)
+    if True:
         for line, command in _commands(blk):
             args = command.split()[1:]
             if args == ["bench"]:
@@ -1926,8 +1934,6 @@ def test_command_line_block(tmp_path, synthetic, gnupg):
                 assert Path(args[args.index("-o") + 1]).stat().st_size > 1000
             elif args[0] == "export":
                 assert sorted(os.listdir(tmp_path / "out")) == ["imu.parquet", "odom.parquet"]
-    finally:
-        os.chdir(REPO)
     assert {Path(p).name for p in ("plot.png", "timeline.png")} <= set(os.listdir(tmp_path))
     # once through the installed script: the same report
     if FASTBAG_SCRIPT.exists():
@@ -1963,7 +1969,10 @@ def test_info_is_rosbag_info():
             assert len(mine) == len(theirs)
             for a, b in zip(mine, theirs):
                 if a.startswith(("start:", "end:")):
-                    assert a.split("(")[1][:-5] == b.split("(")[1][:-5]  # same second; the hundredth differs
+                    with fastbag.open(path) as bag:
+                        ns = bag.start_time if a.startswith("start:") else bag.end_time
+                    assert a.endswith(f"({ns // 10**7 // 100}.{ns // 10**7 % 100:02d})")  # truncated
+                    assert abs(float(a.split("(")[1][:-1]) - float(b.split("(")[1][:-1])) <= 0.01 + 1e-6  # rosbag rounds
                 elif "(2 connections)" in a:
                     assert a.replace(", tf/tfMessage", "") == re.sub(r" +\(2", " (2", b)
                 else:
