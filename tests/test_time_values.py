@@ -226,6 +226,8 @@ def test_ros2_stamps_on_a_real_recording():
         _same(a + (b - a), gb, "ROS2 Time + Duration")
         _same(b - (b - a), ga, "ROS2 Time - Duration")
         assert a + (b - a) == b and b == a + (b - a)  # a fastbag Time equals the ROS2 stamp of its value
+        # and genpy's (a rospy script's times meet ROS 2 stamps): == was False where < and > said neither
+        assert (a == gb) is (ga == gb) and (a != gb) is (ga != gb) and (a == ga) and not (a != ga)
     order = sorted(range(len(stamps)), key=lambda i: (stamps[i].sec, stamps[i].nanosec))
     assert [s.to_nsec() for s in sorted(stamps)] == [stamps[i].to_nsec() for i in order]
     assert (static < stamps[0]) is (static.to_nsec() < stamps[0].to_nsec())
@@ -233,6 +235,7 @@ def test_ros2_stamps_on_a_real_recording():
     same = Time(first.sec, first.nanosec)
     assert first == same and hash(first) == hash(same) and len({first, same}) == 1
     assert first != Duration(first.sec, first.nanosec) and first.to_time() == same.to_time()
+    assert first != genpy.Duration(first.sec, first.nanosec) and first in {same}
     assert not first.is_zero() and (first - first).is_zero()
     with pytest.raises(TypeError):
         first < Duration(1)  # noqa: B015 - a time and a duration do not compare, as in genpy

@@ -107,9 +107,12 @@ def _struct(children: list["pyarrow.Array"], names: list[str]) -> "pyarrow.Array
 
 
 def _list(offsets: np.ndarray, child: "pyarrow.Array") -> "pyarrow.Array":
+    """A large_list column of ``child`` cut at ``offsets`` (int64, shared as the list's offsets buffer:
+    from_arrays would copy them)."""
     pa = _pa()
-    return pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64, copy=False)), child,
-                                         type=pa.large_list(required("item", child.type)))
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    return pa.Array.from_buffers(pa.large_list(required("item", child.type)), offsets.size - 1,
+                                 [None, pa.py_buffer(offsets)], children=[child])
 
 
 def _numpy_arrow(a: np.ndarray) -> "pyarrow.Array":

@@ -102,7 +102,14 @@ class _PerMessage:
 
     @property
     def offsets(self) -> np.ndarray:
-        return offsets_of(self.counts)
+        """Where each message's elements start in :attr:`values` (int64, N+1; read-only, made once: Arrow's
+        list columns share it)."""
+        cached = self.__dict__.get("_offsets")
+        if cached is None:
+            cached = offsets_of(self.counts)
+            cached.flags.writeable = False
+            self.__dict__["_offsets"] = cached
+        return cached
 
 
 class Ragged(_PerMessage):

@@ -431,9 +431,9 @@ class _Ros2Time:
         return _raw_value(Time if self._time_kind == "time" else Duration, self.sec, self.nanosec)  # type: ignore
 
     def __eq__(self, other: object) -> bool:
-        if getattr(other, "_time_kind", None) is None:
+        if getattr(other, "_time_kind", None) is None and _genpy_kind(other) is None:
             return Record.__eq__(self, other)  # type: ignore[arg-type]
-        return self._value() == other
+        return self._value() == other  # (fastbag's or genpy's Time or Duration: compared as the orders are)
 
     def __hash__(self) -> int:
         return hash(self._value())
