@@ -64,6 +64,15 @@ FASTBAG_SCRIPT = Path(sys.executable).with_name("fastbag")
 
 SEP = "=" * 80 + "\n"
 
+
+def classic_call(rosbag: Any, path: str, what: Any, **options: Any) -> Any:
+    """``what(bag)`` of the classic rosbag module's Bag of ``path``, closed after (it keeps its file open)."""
+    bag = rosbag.Bag(path, **options)
+    try:
+        return what(bag)
+    finally:
+        bag.close()
+
 # the real recordings the examples run on (see ../shared/data/MANIFEST.tsv)
 IMU_BAG = "ros1v2/cra-ros-pkg__robot_localization__test__test1.bag"  # /imu/data, /fix: bz2 chunks
 IMU_SMALL = "ros1v2/christinad5__bagfiles__bias_acc_static.bag"  # /sensor/Imu, /orientation
@@ -673,7 +682,7 @@ def test_end_time_is_the_last_message():
         assert len(list(bag.messages(end=None))) == bag.message_count
     rosbag = _classic()
     with fastbag.open(need(IMU_SMALL)) as bag:
-        assert bag.get_end_time() == pytest.approx(rosbag.Bag(need(IMU_SMALL)).get_end_time(), abs=1e-6)
+        assert bag.get_end_time() == pytest.approx(classic_call(rosbag, need(IMU_SMALL), lambda b: b.get_end_time()), abs=1e-6)
         assert bag.get_end_time() == pytest.approx(bag.end_time / 1e9, abs=1e-6)
         last = bag.times("/sensor/Imu")[-1]
         assert len(bag.read("/sensor/Imu", end=bag.end_time)) == bag.topics["/sensor/Imu"].message_count - (
@@ -1487,7 +1496,7 @@ def test_rosbag_version_spelling():
     rosbag = _classic()
     path = need(IMU_SMALL)
     with fastbag.open(path) as bag:
-        assert (bag.version, rosbag.Bag(path).version) == ("2.0", 200)
+        assert (bag.version, classic_call(rosbag, path, lambda b: b.version)) == ("2.0", 200)
     text = README.read_text()
     assert "`bag.version` is the format's version as a string" in text and "bag.version\n" not in text
 
@@ -1504,10 +1513,9 @@ def test_read_messages_as_documented():
         assert bag.connections[0].header == header
         with pytest.raises(TypeError):
             list(bag.read_messages(raw=True))
-    classic = rosbag.Bag(unsorted)
-    theirs = [t.to_nsec() for _, _, t in classic.read_messages()]
+    theirs = classic_call(rosbag, unsorted, lambda b: [t.to_nsec() for _, _, t in b.read_messages()])
     assert ours == sorted(theirs) and theirs != sorted(theirs)  # rosbag yields them out of order
-    assert header == next(iter(classic.read_messages(return_connection_header=True)))[3]
+    assert header == classic_call(rosbag, unsorted, lambda b: next(iter(b.read_messages(return_connection_header=True)))[3])
     path = need(IMU_SMALL)
     with fastbag.open(path) as bag:
         end, count = bag.end_time, bag.message_count
@@ -1525,7 +1533,7 @@ def test_read_messages_as_documented():
             assert isinstance(info.value, fastbag.FastbagError) and isinstance(info.value, KeyError)
         with pytest.raises(KeyError):
             bag.read("/sensor/Imu")["nope"]
-    assert len(list(rosbag.Bag(path).read_messages(end_time=rospy.Time(nsecs=end)))) == count
+    assert classic_call(rosbag, path, lambda b: len(list(b.read_messages(end_time=rospy.Time(nsecs=end))))) == count
     # every format: MCAP and rosbag2
     for relative in (ROS2_MCAP, "db3/geocamxyz__rosbags-rs__tests__test_bags__test_bag_sqlite3"):
         with fastbag.open(need(relative)) as bag:
@@ -1645,9 +1653,8 @@ def test_writing_block_and_claims(tmp_path, synthetic):
         fastbag.Writer(synthetic["mixed"])
     src.close()
     rosbag = _classic()
-    classic = [
-        (t.to_nsec(), msg.linear_acceleration.x) for _, msg, t in rosbag.Bag(str(crop)).read_messages(topics=["/imu"])
-    ]
+    classic = classic_call(rosbag, str(crop), lambda b: [
+        (t.to_nsec(), msg.linear_acceleration.x) for _, msg, t in b.read_messages(topics=["/imu"])])
     assert classic == list(zip(expect.time.tolist(), expect.linear_acceleration.x.tolist()))
     # each chunk's index entries in time order, whatever order they were written in
     shuffled = tmp_path / "shuffled.bag"
@@ -2337,7 +2344,7 @@ def test_info_is_rosbag_info():
         path = need(relative)
         for freq in (False, True):
             _, ours, _ = _cli(["info", *(["--freq"] if freq else []), path])
-            theirs = str(rosbag.Bag(path, skip_index=not freq)).splitlines()
+            theirs = classic_call(rosbag, path, str, skip_index=not freq).splitlines()
             mine = [line.rstrip() for line in ours.splitlines() if not line.startswith("format:")]
             theirs = [line.rstrip() for line in theirs]
             assert len(mine) == len(theirs)
@@ -2355,7 +2362,7 @@ def test_info_is_rosbag_info():
                     assert a == b
     with fastbag.open(need(BZ2_BAG)) as bag:
         stored, raw = bag.compression_sizes["bz2"]
-    info = rosbag.Bag(need(BZ2_BAG)).get_compression_info()
+    info = classic_call(rosbag, need(BZ2_BAG), lambda b: b.get_compression_info())
     assert (stored, raw) == (info.compressed, info.uncompressed)
 
 
