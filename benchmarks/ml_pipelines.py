@@ -11,7 +11,8 @@
   with 2 persistent workers against the same dataset built on rosbags (index from its message iteration,
   its reader opened once per worker, samples by time-window reads, the same NumPy out), both after a
   warm-up epoch, 3 epochs each; beside them the loader's floor (ready-made samples through the same
-  loader) and the readers alone (one process, no loader);
+  loader), fastbag's loader without worker processes (``num_workers=0``) and the readers alone (one
+  process, no loader);
 - dask: ``fastbag.dask.read_topic(8 bags, "/imu").mean().compute()`` on a LocalCluster of 2 worker
   processes against 1.
 
@@ -238,9 +239,9 @@ def job_dataset(paths):
 
     # Steady state, the same for both: persistent workers (each opens its reader once), one warm-up
     # epoch (worker start, bag open, Numba's cache), then 3 timed epochs each.
-    def epochs(dataset):
-        loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=2, collate_fn=fastbag.collate,
-                                             persistent_workers=True)
+    def epochs(dataset, workers=2):
+        loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=workers, collate_fn=fastbag.collate,
+                                             persistent_workers=workers > 0)
         def count():
             return sum(len(batch["time"]) for batch in loader)
 
@@ -263,6 +264,11 @@ def job_dataset(paths):
     report("dataset", ours[0], theirs_t[0], f"{n} samples (130k-point cloud + 640x480 image + 0.1 s Imu), "
            f"DataLoader 2 persistent workers, batch 8, best of 3 epochs after a warm-up: samples/s fastbag "
            f"{spread(ours)}, rosbags {spread(theirs_t)}, ready-made samples (the loader's floor) {spread(floor_t)}")
+    # The same loader without worker processes: fastbag's samples cost less to read than to move between
+    # processes, so the main process reading them itself is faster (README: SyncedDataset).
+    inline, _ = epochs(ds, workers=0)
+    report("dataset-0", inline[0], theirs_t[0], f"fastbag's DataLoader with num_workers=0 (samples/s "
+           f"{spread(inline)}) against rosbags' with 2 workers, as above")
     # What the readers alone cost, one process, no loader: the part a reader controls.
     t_ours, _ = best(lambda: [ds[i] for i in range(len(ds))])
     t_theirs, _ = best(lambda: [theirs[i] for i in range(len(ds))])
