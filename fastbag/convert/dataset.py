@@ -97,6 +97,10 @@ class SyncedDataset:
     other types one structured row (``TopicArray.to_numpy()``), or the
     message's ``to_dict()`` where fields vary in length; a window gives the
     structured rows of its messages.
+
+    It pickles without open files, for DataLoader workers; but a sample costs less to read than worker
+    processes cost to hand it over (clouds and images are views of the mapping), so ``num_workers=0`` is
+    usually the faster loader (README: SyncedDataset).
     """
 
     def __init__(self, paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topics: Mapping[str, str],
