@@ -6,8 +6,13 @@ without it, every test that needs them is skipped with that reason.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import shutil
+import subprocess
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -78,3 +83,44 @@ def classic_rosbag() -> ModuleType:
     finally:
         logging.setLoggerClass(before)
     return rosbag
+
+
+# -- GnuPG homes of the tests' own (never the user's keyring) ------------------------------------------
+
+GPG = shutil.which("gpg")
+NO_GPG = "the gpg program (GnuPG) is not installed: apt-get install gnupg"
+
+
+def run_gpg(home: Path, *args: str, data: bytes | None = None) -> bytes:
+    """gpg's output for ``args`` on the keyring in ``home`` (non-interactive); fails the test on an error."""
+    done = subprocess.run([GPG or "gpg", "--homedir", str(home), "--batch", "--quiet", "--no-tty", *args],
+                          input=data, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+def add_gpg_key(home: Path, user: str) -> None:
+    """An unprotected key pair for ``user`` in ``home``: an ed25519 key to sign, a cv25519 subkey to encrypt."""
+    run_gpg(home, "--quick-gen-key", "--passphrase", "", "--pinentry-mode", "loopback", user, "ed25519",
+            "cert,sign", "never")
+    fingerprint = run_gpg(home, "--with-colons", "--list-keys", user).decode().split("fpr:::::::::")[1][:40]
+    run_gpg(home, "--quick-add-key", "--passphrase", "", "--pinentry-mode", "loopback", fingerprint, "cv25519",
+            "encrypt", "never")
+
+
+@contextlib.contextmanager
+def gnupg_env(home: Path, *others: Path) -> Iterator[Path]:
+    """GNUPGHOME set to ``home`` inside (restored after); the gpg agents started for ``home`` and ``others``
+    stopped after."""
+    before = os.environ.get("GNUPGHOME")
+    os.environ["GNUPGHOME"] = str(home)
+    try:
+        yield home
+    finally:
+        if before is None:
+            os.environ.pop("GNUPGHOME", None)
+        else:
+            os.environ["GNUPGHOME"] = before
+        for folder in (home, *others):
+            subprocess.run(["gpgconf", "--homedir", str(folder), "--kill", "gpg-agent"], capture_output=True,
+                           timeout=30, check=False)

@@ -27,7 +27,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -45,10 +44,10 @@ from fastbag.errors import DecryptionError, EncryptionKeyError, FastbagWarning, 
 
 pytest.importorskip("cryptography", reason="AES needs the cryptography package: pip install 'fastbag[encryption]'")
 
+from conftest import GPG, NO_GPG, add_gpg_key, gnupg_env  # noqa: E402
+from conftest import run_gpg as _gpg  # noqa: E402
 from legacy_fixtures import assert_same_genpy, classic_raw  # noqa: E402  (after the skip)
 
-GPG = shutil.which("gpg")
-NO_GPG = "the gpg program (GnuPG) is not installed: apt-get install gnupg"
 CLASSIC = ("the classic rosbag module is the oracle for encrypted bags (rosbags refuses them); "
            "install it with: pip install py3rosmsgs pycryptodomex rospkg pyyaml")
 AES_CBC = "rosbag/AesCbcEncryptor"
@@ -90,13 +89,6 @@ Expire-Date: 0
 """
 
 
-def _gpg(home: Path, *args: str, data: bytes | None = None) -> bytes:
-    done = subprocess.run([GPG, "--homedir", str(home), "--batch", "--quiet", "--no-tty", *args], input=data,
-                          capture_output=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr.decode()
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def gnupg_home(tmp_path_factory):
     """A GNUPGHOME of its own (never the user's keyring): USER and LOCKED with secret keys, STRANGER's
@@ -115,22 +107,10 @@ def gnupg_home(tmp_path_factory):
     subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, timeout=30,
                    check=False)
     (home / "gpg-agent.conf").write_text("default-cache-ttl 0\nmax-cache-ttl 0\nallow-loopback-pinentry\n")
-    _gpg(other, "--quick-gen-key", "--passphrase", "", "--pinentry-mode", "loopback", STRANGER, "ed25519",
-         "cert,sign", "never")
-    fingerprint = _gpg(other, "--with-colons", "--list-keys", STRANGER).decode().split("fpr:::::::::")[1][:40]
-    _gpg(other, "--quick-add-key", "--passphrase", "", "--pinentry-mode", "loopback", fingerprint, "cv25519",
-         "encrypt", "never")
+    add_gpg_key(other, STRANGER)
     _gpg(home, "--import", data=_gpg(other, "--export", STRANGER))
-    before = os.environ.get("GNUPGHOME")
-    os.environ["GNUPGHOME"] = str(home)
-    yield home
-    if before is None:
-        os.environ.pop("GNUPGHOME", None)
-    else:
-        os.environ["GNUPGHOME"] = before
-    for folder in (home, other):  # the agents gpg started for these homes
-        subprocess.run(["gpgconf", "--homedir", str(folder), "--kill", "gpg-agent"], capture_output=True, timeout=30,
-                       check=False)
+    with gnupg_env(home, other):
+        yield home
 
 
 class _Result:

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import DATA, NO_DATA, classic_rosbag, open_quietly
+from conftest import DATA, NO_DATA, add_gpg_key, classic_rosbag, gnupg_env, open_quietly
 
 import fastbag
 from fastbag.msg.messages import Duration, Time
@@ -413,32 +413,9 @@ def gnupg(tmp_path_factory):
     need_module("cryptography", "AES for encrypted bags: pip install 'fastbag[encryption]'")
     home = tmp_path_factory.mktemp("gnupg")
     home.chmod(0o700)
-
-    def gpg(*args: str) -> bytes:
-        done = subprocess.run(
-            ["gpg", "--homedir", str(home), "--batch", "--quiet", "--no-tty", *args],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr.decode()
-        return done.stdout
-
-    gpg(
-        "--quick-gen-key", "--passphrase", "", "--pinentry-mode", "loopback", "QA User", "ed25519", "cert,sign", "never"
-    )
-    fingerprint = gpg("--with-colons", "--list-keys", "QA User").decode().split("fpr:::::::::")[1][:40]
-    gpg(
-        "--quick-add-key", "--passphrase", "", "--pinentry-mode", "loopback", fingerprint, "cv25519", "encrypt", "never"
-    )
-    before = os.environ.get("GNUPGHOME")
-    os.environ["GNUPGHOME"] = str(home)
-    yield home
-    if before is None:
-        os.environ.pop("GNUPGHOME", None)
-    else:
-        os.environ["GNUPGHOME"] = before
-    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)
+    add_gpg_key(home, "QA User")
+    with gnupg_env(home):
+        yield home
 
 
 # =========================================================================================================
