@@ -301,3 +301,32 @@ def test_take_in_any_order_through_the_pipeline(tmp_path, pipeline_calls):
     with fastbag.open(path) as bag:
         assert_values(bag.take("/a", positions), ks[positions])
     assert pipeline_calls == [2000]
+
+
+def test_a_few_long_strings_among_many_short_ones_stay_python_strings(tmp_path):
+    """A str column was padded to its longest string at 4 bytes a character: 20,000 log lines with five stack
+    traces of 64 KiB asked for 5 GB, 100,000 with one of 256 KiB failed with MemoryError (QA). Such a column
+    is an object array of Python strings, each the text rosbags serialized, by read, loop and to_pandas."""
+    from rosbags.rosbag1 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS1_NOETIC)
+    String = store.types["std_msgs/msg/String"]
+    texts = [f"line {k}: ok" for k in range(20_000)]
+    for k in (7, 5000, 19_999):
+        texts[k] = "Traceback (most recent call last):\n" + "  File \"x.py\", line 1, in f\n" * 4000 + "é"
+    path = tmp_path / "log.bag"
+    with Writer(path) as writer:
+        connection = writer.add_connection("/log", String.__msgtype__, typestore=store)
+        for k, text in enumerate(texts):
+            writer.write(connection, 10**18 + k, store.serialize_ros1(String(data=text), String.__msgtype__))
+    with fastbag.open(path) as bag:
+        column = bag.read("/log")["data"]
+        assert column.dtype == object and column.tolist() == texts  # (padded: 20,000 x 116 kB x 4 bytes)
+        assert [m.msg.data for m in bag.messages("/log")][7] == texts[7]
+        assert bag.read("/log").to_pandas()["data"].tolist() == texts
+    from fastbag.msg.arrays import decode_strings, offsets_of  # where padding costs little: a str array as before
+
+    short = ["a" * (k % 50) for k in range(1000)]
+    raw = np.frombuffer("".join(short).encode(), dtype=np.uint8)
+    assert decode_strings(raw, offsets_of(np.array([len(t) for t in short]))).dtype == np.dtype("U49")

@@ -267,9 +267,13 @@ def decode_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
             out = np.empty(n, dtype=object)
             out.fill(text)  # np.full would pass the value through a str array, dropping trailing NULs
             return out
+    width = int(lengths.max())
+    if n * width > _PAD_FACTOR * (values.size + n) and n * width * 4 > _PAD_BYTES:
+        # A few long strings among short ones (a stack trace in /rosout, a JSON payload): a str array is
+        # n x the longest at 4 bytes a character (gigabytes for a few MB of text): Python strings instead.
+        return _object_strings(values, offsets)
     if values.size and values.max() < 0x80 and values.min() > 0:
         # ASCII without NULs: pad into fixed-width bytes and convert in one pass
-        width = int(lengths.max())
         padded = np.zeros(n * width, dtype=np.uint8)
         _kernels().gather(values, offsets[:-1], lengths, padded, np.arange(n, dtype=np.int64) * width)
         return padded.view(f"S{width}").astype(f"U{width}")
@@ -280,6 +284,20 @@ def decode_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         out[:] = texts
         return out
     return np.array(texts)
+
+
+#: A str column is an object array of Python strings instead where padding every string to the longest
+#: would take more than _PAD_FACTOR times the text (and more than _PAD_BYTES).
+_PAD_FACTOR = 8
+_PAD_BYTES = 32 << 20
+
+
+def _object_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The strings as an object array (``str``, or ``bytes`` where not UTF-8)."""
+    raw = values.tobytes()
+    out = np.empty(offsets.size - 1, dtype=object)
+    out[:] = [_text(raw[a:b]) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+    return out
 
 
 def _text(raw: bytes) -> str | bytes:
