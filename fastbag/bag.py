@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import heapq
 import io
 import operator
 import os
@@ -47,6 +48,9 @@ PREFIX_SPARED = 0.2
 #: Reads of fewer messages than twice this decode on the calling thread; larger runs are cut
 #: into parts of at least this many messages, one per worker.
 PARALLEL_MIN = 4096
+#: Bag._iter_merged iterates at most this many connections side by side (each holding a chunk: rosbag2's
+#: batches are ~4 MiB); more take turns in one stream.
+MERGED_CONNECTIONS = 64
 #: Whole-topic reads decode on the workers chunk by chunk when the messages' fixed parts fill at least this
 #: share of their compressed chunks' bytes (see Bag._pipelined).
 PIPELINE_SHARE = 1 / 8
@@ -748,7 +752,27 @@ class Bag:
             end = stop
         self._check_open()
         selected = self._select(topics, start, end, connections)
-        return self._iter_raw(selected) if raw else _forgetting_unpacked(self._iter_decoded(selected))
+        iterate = self._iter_raw if raw else self._iter_decoded
+        if self._container.chunks_of_one_connection:
+            return self._iter_merged(selected, iterate, raw)
+        return iterate(selected) if raw else _forgetting_unpacked(iterate(selected))
+
+    def _iter_merged(self, selected: np.ndarray, iterate: Callable[[np.ndarray], Iterator[Message]],
+                     raw: bool) -> Iterator[Message]:
+        """Messages ``selected`` of a container whose chunks each hold one connection's messages (rosbag2's
+        sqlite3 batches of rows): each connection's iterated on its own, in runs as long as its chunks, and
+        merged back into read order. Iterated together, topics that take turns cut the runs into single
+        messages, each decoded alone (~0.1 ms a message: a whole-bag loop 20-40x slower than rosbags')."""
+        conn_of = self._index.conn[selected]
+        ranks = np.unique(conn_of)
+        if ranks.size <= 1 or ranks.size > MERGED_CONNECTIONS:  # (each stream holds a chunk while it runs)
+            return iterate(selected) if raw else _forgetting_unpacked(iterate(selected))
+        streams = []
+        for rank in ranks.tolist():
+            where = np.flatnonzero(conn_of == rank)
+            streams.append(zip(where.tolist(), iterate(selected[where])))
+        merged = (message for _, message in heapq.merge(*streams, key=operator.itemgetter(0)))
+        return merged if raw else _forgetting_unpacked(merged)
 
     def _runs(self, index: BagIndex, selected: np.ndarray, *, kernel: bool = False
               ) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:

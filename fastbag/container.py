@@ -219,6 +219,9 @@ class Container(ABC):
     index: BagIndex
     #: how the file is encrypted (None: it is not)
     encryption: Encryption | None = None
+    #: whether each chunk holds one connection's messages (rosbag2's sqlite3 batches of rows): iteration over
+    #: several then goes connection by connection, merged in read order (Bag._iter_merged)
+    chunks_of_one_connection: bool = False
 
     @property
     def path(self) -> str:

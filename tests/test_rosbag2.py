@@ -1147,3 +1147,32 @@ def test_a_lone_db3_of_zstd_messages_without_metadata_reads_them(tmp_path):
     with fastbag.open(tmp_path / "plain.db3") as bag:
         assert bag.compression == {"none": 1}
         assert [bytes(m.data) for m in bag.messages(raw=True)] == [d for _, _, d in plain]
+
+
+def test_topics_taking_turns_are_iterated_a_chunk_at_a_time(tmp_path, monkeypatch):
+    """A chunk of a .db3 is a batch of one topic's rows: iterated together, topics taking turns cut the runs
+    into single messages, each decoded alone (a whole-bag loop of a real recording 24-38x slower than rosbags,
+    QA). Each topic is iterated by itself and merged in read order: the same messages, far fewer decodes."""
+    from fastbag.msg import arrays
+
+    rows = write_db3(tmp_path / "r.db3", sample_rows(400))
+    built = []
+    real = arrays.TopicBuilder.__init__
+
+    def counted(self, *args, **kwargs):
+        built.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(arrays.TopicBuilder, "__init__", counted)
+    with fastbag.open(tmp_path / "r.db3") as bag:
+        merged = [(m.topic, m.time, bytes(m.data), m.msg.data) for m in bag.messages()]
+        assert len(built) <= 4 and bag._container.chunks_of_one_connection
+        raw = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+        monkeypatch.setattr(type(bag._container), "chunks_of_one_connection", False)
+        built.clear()
+        together = [(m.topic, m.time, bytes(m.data), m.msg.data) for m in bag.messages()]
+        assert len(built) == 400  # (the runs of one message each)
+    assert merged == together and [m[:3] for m in merged] == raw
+    expected = sorted(((t, k), d) for k, (_, t, d) in enumerate(rows))  # by timestamp, ties by id
+    assert [m[2] for m in merged] == [d for _, d in expected]
+    assert merged[1][3] == int.from_bytes(rows[1][2][4:], "little") and merged[0][3] == "m0"

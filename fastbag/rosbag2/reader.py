@@ -178,6 +178,12 @@ class Rosbag2Reader(LazyIndexContainer):
 
     #: rosbag2 compresses per file or per message, never per chunk (the chunks here are batches of rows).
     compression_unit = "files"
+    @property
+    def chunks_of_one_connection(self) -> bool:  # type: ignore[override]
+        """A chunk is a batch of one topic's rows (see the module docstring). Said only where every file's
+        rows were read from its pages (whose change counter notices a file written since): iterated by
+        connection, the batches fetched through SQLite could come from its cache of an immutable file."""
+        return all(db.read_from_pages for db in self.files)
 
     def compression_counts(self) -> dict[str, int]:
         """Storage files per compression: ``zstd`` for a ``.db3.zstd`` (FILE mode) or a file of zstd messages

@@ -312,6 +312,11 @@ class Db3:
         except (sqlite3.Error, ValueError) as exc:
             return self._rows_one_by_one(exc)
 
+    @property
+    def read_from_pages(self) -> bool:
+        """Whether the rows indexed so far were read from the file's pages (not through SQLite)."""
+        return self._pages is not None or bool(self._topic_pages)
+
     def topic_rows(self, topic_ids: list[int]) -> Rows | None:
         """The rows of ``topic_ids`` alone (as :meth:`rows` gives every row), read from the file's pages, or
         None where they cannot be read so (SQLite has no index on ``topic_id``: a query would scan every row
