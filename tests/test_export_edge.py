@@ -110,6 +110,25 @@ def test_a_file_system_error_skips_only_its_topic(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["a.npz", "b.npz", "c.npz"]  # no partial file left
 
 
+def test_a_topic_too_large_for_memory_skips_only_itself(tmp_path, monkeypatch):
+    """A MemoryError (a part of ``step`` this machine cannot hold) left the export: it skips that topic."""
+    from fastbag.convert import export as module
+
+    path = int32_bag(tmp_path / "three.bag", ["/a", "/b", "/c"])
+    write = module._WRITERS["npz"]
+
+    def short_of_memory(bag, topic, *args, **kwargs):
+        if topic == "/b":
+            raise MemoryError("Unable to allocate 24.4 GiB")
+        return write(bag, topic, *args, **kwargs)
+
+    monkeypatch.setitem(module._WRITERS, "npz", short_of_memory)
+    result = fastbag.export(path, tmp_path / "out", "npz")
+    assert result.skipped == {"/b": "MemoryError: Unable to allocate 24.4 GiB (a smaller step may fit)"}
+    assert sorted(result.files) == ["/a", "/c"] and sorted(p.name for p in (tmp_path / "out").iterdir()) == \
+        ["a.npz", "c.npz"]
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "npz"])
 @pytest.mark.parametrize("step", ["10 MBx", 0, -5, 1.5, True])
 def test_an_invalid_step_fails_before_anything_is_created(tmp_path, fmt, step):

@@ -190,8 +190,10 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
                 try:
                     count = _WRITERS[format](opened, topic, temporary, step, bar, **options)
                     os.replace(temporary, final)
-                except (FastbagError, ValueError, OSError) as exc:  # this topic cannot be decoded or stored
-                    result.skipped[topic] = f"{type(exc).__name__}: {exc}"
+                except (FastbagError, ValueError, OSError, MemoryError) as exc:  # this topic cannot be decoded
+                    # or stored (memory: a part of ``step`` too large for this machine; its arrays are gone now)
+                    result.skipped[topic] = f"{type(exc).__name__}: {exc}" + (
+                        " (a smaller step may fit)" if isinstance(exc, MemoryError) else "")
                     if bar is not None:
                         bar.write(f"fastbag: skipped {topic}: {exc}")
                     continue
