@@ -178,6 +178,7 @@ class Rosbag2Reader(LazyIndexContainer):
 
     #: rosbag2 compresses per file or per message, never per chunk (the chunks here are batches of rows).
     compression_unit = "files"
+
     @property
     def chunks_of_one_connection(self) -> bool:  # type: ignore[override]
         """A chunk is a batch of one topic's rows (see the module docstring). Said only where every file's
