@@ -753,12 +753,12 @@ class Bag:
         self._check_open()
         selected = self._select(topics, start, end, connections)
         iterate = self._iter_raw if raw else self._iter_decoded
-        if self._container.chunks_of_one_connection:
-            return self._iter_merged(selected, iterate, raw)
-        return iterate(selected) if raw else _forgetting_unpacked(iterate(selected))
+        found = self._iter_merged(selected, iterate) if self._container.chunks_of_one_connection else \
+            iterate(selected)
+        return found if raw else _forgetting_unpacked(found)
 
-    def _iter_merged(self, selected: np.ndarray, iterate: Callable[[np.ndarray], Iterator[Message]],
-                     raw: bool) -> Iterator[Message]:
+    def _iter_merged(self, selected: np.ndarray, iterate: Callable[[np.ndarray], Iterator[Message]]
+                     ) -> Iterator[Message]:
         """Messages ``selected`` of a container whose chunks each hold one connection's messages (rosbag2's
         sqlite3 batches of rows): each connection's iterated on its own, in runs as long as its chunks, and
         merged back into read order. Iterated together, topics that take turns cut the runs into single
@@ -766,13 +766,12 @@ class Bag:
         conn_of = self._index.conn[selected]
         ranks = np.unique(conn_of)
         if ranks.size <= 1 or ranks.size > MERGED_CONNECTIONS:  # (each stream holds a chunk while it runs)
-            return iterate(selected) if raw else _forgetting_unpacked(iterate(selected))
+            return iterate(selected)
         streams = []
         for rank in ranks.tolist():
             where = np.flatnonzero(conn_of == rank)
             streams.append(zip(where.tolist(), iterate(selected[where])))
-        merged = (message for _, message in heapq.merge(*streams, key=operator.itemgetter(0)))
-        return merged if raw else _forgetting_unpacked(merged)
+        return (message for _, message in heapq.merge(*streams, key=operator.itemgetter(0)))
 
     def _runs(self, index: BagIndex, selected: np.ndarray, *, kernel: bool = False
               ) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:

@@ -271,18 +271,15 @@ def decode_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     if n * width > _PAD_FACTOR * (values.size + n) and n * width * 4 > _PAD_BYTES:
         # A few long strings among short ones (a stack trace in /rosout, a JSON payload): a str array is
         # n x the longest at 4 bytes a character (gigabytes for a few MB of text): Python strings instead.
-        return _object_strings(values, offsets)
+        return _objects(_texts(values, offsets))
     if values.size and values.max() < 0x80 and values.min() > 0:
         # ASCII without NULs: pad into fixed-width bytes and convert in one pass
         padded = np.zeros(n * width, dtype=np.uint8)
         _kernels().gather(values, offsets[:-1], lengths, padded, np.arange(n, dtype=np.int64) * width)
         return padded.view(f"S{width}").astype(f"U{width}")
-    raw = values.tobytes()
-    texts = [_text(raw[a:b]) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+    texts = _texts(values, offsets)
     if any(isinstance(t, bytes) or t.endswith("\0") for t in texts):
-        out = np.empty(n, dtype=object)  # bytes, or text NumPy's str arrays would cut at trailing NULs
-        out[:] = texts
-        return out
+        return _objects(texts)  # bytes, or text NumPy's str arrays would cut at trailing NULs
     return np.array(texts)
 
 
@@ -292,11 +289,16 @@ _PAD_FACTOR = 8
 _PAD_BYTES = 32 << 20
 
 
-def _object_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The strings as an object array (``str``, or ``bytes`` where not UTF-8)."""
+def _texts(values: np.ndarray, offsets: np.ndarray) -> list[str | bytes]:
+    """Each string of the packed bytes: ``str``, or ``bytes`` where not UTF-8."""
     raw = values.tobytes()
-    out = np.empty(offsets.size - 1, dtype=object)
-    out[:] = [_text(raw[a:b]) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+    return [_text(raw[a:b]) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+
+
+def _objects(items: list[Any]) -> np.ndarray:
+    """``items`` as a 1-D object array (np.array would make a str array, or a 2-D one of sequences)."""
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
     return out
 
 

@@ -87,9 +87,14 @@ def _nsec_of(value: Any, kind: str) -> int | None:
     Time values are fastbag's :class:`Time`/:class:`Duration`, ROS2 ``builtin_interfaces/Time``/``Duration``
     messages, and genpy's (rospy's) ``Time``/``Duration``, which scripts ported from rospy still make.
     """
-    if (getattr(value, "_time_kind", None) or _genpy_kind(value)) != kind:
+    if _time_kind_of(value) != kind:
         return None
     return value.to_nsec()  # type: ignore[no-any-return]
+
+
+def _time_kind_of(value: Any) -> str | None:
+    """"time" or "duration" for a time value :func:`_nsec_of` takes, else None."""
+    return getattr(value, "_time_kind", None) or _genpy_kind(value)
 
 
 def _genpy_kind(value: Any) -> str | None:
@@ -431,7 +436,7 @@ class _Ros2Time:
         return _raw_value(Time if self._time_kind == "time" else Duration, self.sec, self.nanosec)  # type: ignore
 
     def __eq__(self, other: object) -> bool:
-        if getattr(other, "_time_kind", None) is None and _genpy_kind(other) is None:
+        if _time_kind_of(other) is None:
             return Record.__eq__(self, other)  # type: ignore[arg-type]
         return self._value() == other  # (fastbag's or genpy's Time or Duration: compared as the orders are)
 

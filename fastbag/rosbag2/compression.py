@@ -11,6 +11,7 @@ that is removed when the bag closes.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -166,3 +167,16 @@ def decompress_file(path: str, spill: str) -> bytes | None:
         if out is not None:
             out.close()
     return None if out is not None else b"".join(pieces)
+
+
+def file_compression(files: Iterable[tuple[bool, int, int]]) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+    """Storage files per compression (``zstd`` for one compressed whole, ``none`` else) and their bytes
+    ``(stored, decompressed)`` per compression, from each file's ``(compressed whole, stored, decompressed)``."""
+    counts: dict[str, int] = {}
+    sizes: dict[str, tuple[int, int]] = {}
+    for compressed, stored, size in files:
+        name = "zstd" if compressed else "none"
+        counts[name] = counts.get(name, 0) + 1
+        before = sizes.get(name, (0, 0))
+        sizes[name] = (before[0] + stored, before[1] + size)
+    return counts, sizes

@@ -47,7 +47,7 @@ from ..io.gather import le_uint, rows
 from ..io.prefix import Reach
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
 from ..mcap.records import MAGIC, MESSAGE_FIXED, Opcode, record_end
-from .compression import FrameError, decompress_file, decompress_frames
+from .compression import FrameError, decompress_file, decompress_frames, file_compression
 from .metadata import BagMetadata
 from .reader import StorageSource, _natural_order, no_metadata_problem
 
@@ -316,27 +316,14 @@ class McapStorage(LazyIndexContainer):
         such file, as for sqlite3 storage; the chunks inside a ``.mcap.zstd`` may be compressed again)."""
         if self.per_message:
             return {"zstd": len(self.parts)}
-        if self._file_mode:
-            counts: dict[str, int] = {}
-            for compressed, _, _ in self._stored:
-                name = "zstd" if compressed else "none"
-                counts[name] = counts.get(name, 0) + 1
-            return counts
-        return super().compression_counts()
+        return file_compression(self._stored)[0] if self._file_mode else super().compression_counts()
 
     def compression_sizes(self) -> dict[str, tuple[int, int]]:
         """The chunks' sizes, or the files' where they are compressed whole; none for files compressed per
         message (their chunks hold the frames as is)."""
         if self.per_message:
             return {}
-        if self._file_mode:
-            sizes: dict[str, tuple[int, int]] = {}
-            for compressed, stored, size in self._stored:
-                name = "zstd" if compressed else "none"
-                before = sizes.get(name, (0, 0))
-                sizes[name] = (before[0] + stored, before[1] + size)
-            return sizes
-        return super().compression_sizes()
+        return file_compression(self._stored)[1] if self._file_mode else super().compression_sizes()
 
     def rebuild(self, k: int, payload: np.ndarray) -> np.ndarray:
         """Chunk ``k``'s ``payload`` (compressed per message) as Message records holding their data

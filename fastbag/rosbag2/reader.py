@@ -60,7 +60,7 @@ from ..io.gather import item_positions
 from ..io.prefix import Reach
 from ..io.source import Source
 from ..msg.msgdef import EMPTY_MD5
-from .compression import FrameError, decompress_frames
+from .compression import FrameError, decompress_frames, file_compression
 from .definitions import resolve_definition
 from .metadata import BagMetadata, parse_metadata, read_metadata
 from .sqlite import Db3
@@ -189,11 +189,8 @@ class Rosbag2Reader(LazyIndexContainer):
     def compression_counts(self) -> dict[str, int]:
         """Storage files per compression: ``zstd`` for a ``.db3.zstd`` (FILE mode) or a file of zstd messages
         (MESSAGE mode), else ``none``."""
-        counts: dict[str, int] = {}
-        for db in self.files:
-            name = "zstd" if db.compressed or self._per_message else "none"
-            counts[name] = counts.get(name, 0) + 1
-        return counts
+        return file_compression((db.compressed or self._per_message, db.size, db.decompressed_size)
+                                for db in self.files)[0]
 
     def compression_sizes(self) -> dict[str, tuple[int, int]]:
         """The files' sizes where some are compressed whole (``.db3.zstd``, decompressed at open); else none
@@ -201,12 +198,7 @@ class Rosbag2Reader(LazyIndexContainer):
         decompressing it)."""
         if self._per_message or not any(db.compressed for db in self.files):
             return {}
-        sizes: dict[str, tuple[int, int]] = {}
-        for db in self.files:
-            name = "zstd" if db.compressed else "none"
-            before = sizes.get(name, (0, 0))
-            sizes[name] = (before[0] + db.size, before[1] + db.decompressed_size)
-        return sizes
+        return file_compression((db.compressed, db.size, db.decompressed_size) for db in self.files)[1]
 
     # What the Bag needs at open, answered without the index (see LazyIndexContainer).
     @property
