@@ -187,6 +187,16 @@ def test_writer_rejects_bad_input(tmp_path):
         w.write(foreign, 0, b"")
 
 
+def test_writer_refuses_ros2_types(tmp_path):
+    """A ROS 2 recording's raw messages (CDR) fed to the ROS1 writer gave a bag no reader decodes, and fastbag's
+    error on reading it then pointed at definitions=: the type name says what the bytes are, at once."""
+    with fastbag.Writer(tmp_path / "a.bag") as w:
+        with pytest.raises(ValueError, match="sensor_msgs/msg/Imu.* ROS 2 type name"):
+            w.add_connection("/imu", "sensor_msgs/msg/Imu", "", "*")
+        w.add_connection("/tf", "tf2_msgs/TFMessage")  # ROS1 names stay accepted
+        assert [c.msgtype for c in w.connections] == ["tf2_msgs/TFMessage"]
+
+
 @pytest.mark.parametrize("bad_time", [-1, 1 << 62], ids=["negative", "past-u32-seconds"])
 def test_rejected_write_leaves_writer_usable(tmp_path, bad_time):
     path = tmp_path / "w.bag"

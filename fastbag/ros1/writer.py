@@ -136,8 +136,15 @@ class Writer:
 
     def add_connection(self, topic: str, msgtype: str, definition: str = "", md5sum: str = "*",
                        *, callerid: str | None = None, latching: bool = False) -> Connection:
-        """Declare a connection (a topic with a message type); returns it for :meth:`write`."""
+        """Declare a connection (a topic with a message type); returns it for :meth:`write`.
+
+        ``msgtype`` is a ROS1 type name, ``pkg/Type``: a ROS 2 one (``pkg/msg/Type``) is refused (ValueError),
+        since a ROS 2 recording's messages are CDR bytes, which no ROS1 reader decodes."""
         self._check_open()
+        if msgtype.count("/") > 1:
+            raise ValueError(f"{msgtype!r} is a ROS 2 type name: a ROS1 bag holds ROS1 messages (pkg/Type), and a "
+                             "ROS 2 recording's are CDR bytes, which no ROS1 reader decodes (fastbag writes ROS1 "
+                             "bags only)")
         connection = Connection(len(self.connections), topic, msgtype, md5sum, definition, callerid, latching)
         self.connections.append(connection)
         return connection
