@@ -561,8 +561,9 @@ class Bag:
     @property
     def compression_sizes(self) -> dict[str, tuple[int, int]]:
         """``(bytes stored, bytes decompressed)`` per compression, summed over its chunks (``rosbag info``'s
-        ``bz2 [170/170 chunks; 75.42%]``); ``{}`` where the format does not record them (rosbag2 sqlite3
-        storage, files compressed per message, the unchunked legacy ROS1 formats)."""
+        ``bz2 [170/170 chunks; 75.42%]``), or over its storage files (rosbag2 sqlite3 storage: see
+        :attr:`compression_unit`); ``{}`` where the format does not record them (rosbag2 storage compressed
+        per message, the unchunked legacy ROS1 formats)."""
         return self._container.compression_sizes()
 
     @property
@@ -1213,11 +1214,12 @@ class Bag:
         connections = self._topic_connections(topic)
         # Connections whose md5sums agree share a wire format, even under two
         # names (tf/tfMessage and tf2_msgs/TFMessage): they merge into one array.
-        # Where one names none ("*": ROS1 channels of an MCAP file written
-        # without it), the type and its definition must agree instead.
+        # Where one names none ("*": ROS 2 channels, ROS1 channels of an MCAP
+        # file written without it), the type and its schema must agree instead.
         formats = {c.md5sum for c in connections}
         if NO_MD5 in formats:
-            formats = {(c.encoding, c.msgtype, c.definition.strip()) for c in connections}  # type: ignore[misc]
+            formats = {(c.encoding, c.msgtype, c.definition.strip(), c.schema_data)  # type: ignore[misc]
+                       for c in connections}
         if len(formats) > 1:
             msgtypes = dict.fromkeys(c.msgtype for c in connections)
             raise DecodeError(f"topic is recorded with {len(formats)} different message formats "
@@ -1857,10 +1859,9 @@ def open_container(path: str, *, definitions: Mapping[str, str] | None = None, *
         no_options("rosbag2 recordings")
         single, mcap_files, metadata = _rosbag2_directory(path)
         if single is not None:  # a rosbag2 directory of one MCAP file: that file holds everything
-            from .mcap.reader import McapReader
-            from .rosbag2.mcap_storage import per_message_storage
+            from .rosbag2.mcap_storage import McapRecording, per_message_storage
 
-            reader = McapReader(single)  # (a metadata.yaml said how it is compressed: none)
+            reader = McapRecording(single, metadata)  # (a metadata.yaml said how it is compressed: none)
             return reader if metadata is not None else per_message_storage(reader, single)
         if mcap_files is not None:  # MCAP storage split into several files, or compressed per file
             from .rosbag2.mcap_storage import McapStorage

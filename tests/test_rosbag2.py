@@ -232,6 +232,72 @@ def test_lone_db3_inside_a_directory_and_the_directory_agree():
 
 # -- generated recordings ---------------------------------------------------------------------------
 
+STORAGES = {"sqlite3": ("sqlite3", None), "sqlite3, zstd per message": ("sqlite3", "MESSAGE"),
+            "sqlite3, zstd per file": ("sqlite3", "FILE"), "mcap": ("mcap", None), "mcap, zstd per file": ("mcap", "FILE")}
+
+
+def rosbags_recording(folder: Path, storage: str, mode: str | None, count: int = 20) -> None:
+    """``count`` Imu messages written by rosbags' rosbag2 writer (metadata version 9) with ``storage`` and
+    compression ``mode``; none and no topic for ``count=0``."""
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    t = store.types
+    writer = Writer(folder, version=9, storage_plugin=StoragePlugin[storage.upper()])
+    if mode is not None:
+        writer.set_compression(CompressionMode[mode], CompressionFormat.ZSTD)
+    with writer:
+        if not count:
+            return
+        imu = writer.add_connection("/imu", "sensor_msgs/msg/Imu", typestore=store)
+        for i in range(count):
+            ns = 1_700_000_000_000_000_000 + i * 10_000_000
+            msg = t["sensor_msgs/msg/Imu"](
+                t["std_msgs/msg/Header"](t["builtin_interfaces/msg/Time"](ns // 10**9, ns % 10**9), "imu"),
+                t["geometry_msgs/msg/Quaternion"](0, 0, 0, 1), np.zeros(9), t["geometry_msgs/msg/Vector3"](i, 0, 0),
+                np.zeros(9), t["geometry_msgs/msg/Vector3"](0, 0, 9.81), np.zeros(9))
+            writer.write(imu, ns, store.serialize_cdr(msg, "sensor_msgs/msg/Imu"))
+
+
+def test_one_recording_in_every_storage_looks_the_same(tmp_path):
+    """The same recording in sqlite3 and MCAP storage, plain and compressed, through everything that is not about
+    its storage. A directory of one MCAP file was read as a bare MCAP file ("MCAP" version "0") and lost the type
+    hash metadata.yaml keeps; a .mcap.zstd's size was its decompressed size; sqlite3's compression sizes were 0
+    (a ported ratio divided by zero); a recording of no topic had "0 messages name a missing topic id"."""
+    from rosbags.highlevel import AnyReader
+
+    seen = {}
+    for name, (storage, mode) in STORAGES.items():
+        folder = tmp_path / name.replace(" ", "").replace(",", "-")
+        rosbags_recording(folder, storage, mode)
+        with AnyReader([folder]) as reader:
+            digest, = [c.digest for c in reader.connections]
+        with fastbag.open(folder) as bag:
+            c, = bag.topics["/imu"].connections
+            on_disk = sum(p.stat().st_size for p in folder.iterdir() if p.name != "metadata.yaml")
+            assert (bag.format, bag.version, bag.size, bag.problems) == ("rosbag2", "9", on_disk, []), name
+            assert (c.md5sum, c.digest, c.type_description_hash) == ("*", digest, digest), name
+            assert digest.startswith("RIHS01_")
+            kind, whole, stored = bag.get_compression_info()
+            assert (kind, whole > 0, stored > 0) == ("none" if mode is None else "zstd", mode != "MESSAGE",
+                                                     mode != "MESSAGE"), name
+            if mode == "FILE":
+                assert stored == on_disk < whole, name
+            imu = bag.read("/imu")
+            seen[name] = (bag.topics["/imu"].message_count, c.latching, c.qos, bag.start_time, bag.end_time,
+                          imu.time.tolist(), imu["angular_velocity"]["x"].tolist(),
+                          [m.msg.header.stamp.nanosec for m in bag.messages()])
+        assert seen[name] == seen["sqlite3"], name
+    assert seen["sqlite3"][6] == list(range(20))
+    for storage in ("sqlite3", "mcap"):  # a recording of no topic: nothing to say of it
+        rosbags_recording(tmp_path / f"empty-{storage}", storage, None, count=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with fastbag.open(tmp_path / f"empty-{storage}") as bag:
+                assert (bag.topics, bag.problems, bag.message_count, bag.format) == ({}, [], 0, "rosbag2")
+
+
 from tools.fuzz_rosbag2 import SCHEMA  # noqa: E402 - the tables rosbag2 writes, one copy for both
 
 
@@ -1002,19 +1068,24 @@ def test_compression_is_counted_in_storage_files(tmp_path):
             assert (bag.compression, bag.compression_unit) == (want, "files"), name
             (kind, count), = want.items()
             assert re.search(rf"compression:\s+{kind} \[{count}/{count} files(; [\d.]+%)?\]", format_info(bag))
-            files = sorted(p for p in path.iterdir() if ".db3" in p.name)
+            files = sorted(p for p in path.iterdir() if ".db3" in p.name and not p.name.endswith(("-shm", "-wal")))
+            stored = sum(p.stat().st_size for p in files)
+            assert bag.size == stored
             if all(p.suffix == ".zstd" for p in files):  # compressed whole: the files' sizes both ways
                 import zstandard
 
                 whole = sum(len(zstandard.ZstdDecompressor().stream_reader(p.read_bytes()).read()) for p in files)
-                assert bag.compression_sizes == {"zstd": (sum(p.stat().st_size for p in files), whole)}
-            else:
-                assert bag.compression_sizes == {}
+                assert bag.compression_sizes == {"zstd": (stored, whole)}
+                assert bag.get_compression_info() == ("zstd", whole, stored)
+            else:  # the files as they are: rosbag's ratio of them is 100%, not a division by zero
+                assert bag.compression_sizes == {"none": (stored, stored)}
+                assert bag.get_compression_info() == ("none", stored, stored)
     write_db3(tmp_path / "r_0.db3", sample_rows(20), compress=True)
     write_db3(tmp_path / "r_1.db3", sample_rows(20, start=2 * 10**18), compress=True)
     write_metadata(tmp_path, ["r_0.db3", "r_1.db3"], mode="MESSAGE")
-    with fastbag.open(tmp_path) as bag:
+    with fastbag.open(tmp_path) as bag:  # compressed per message: no size is known before decompressing all
         assert bag.compression == {"zstd": 2} and len(bag.read("/a")) == 20
+        assert bag.compression_sizes == {} and bag.get_compression_info() == ("zstd", 0, 0)
 
 
 def test_a_folder_of_sqlite3_and_mcap_files_without_metadata_says_so():

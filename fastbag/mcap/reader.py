@@ -16,7 +16,6 @@ file order, as the MCAP readers order them.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 import warnings
@@ -27,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..container import BagIndex, Connection, LazyIndexContainer, transient_local
+from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer, transient_local
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, decompress
 from ..io.codecs import crc32
@@ -271,13 +270,10 @@ class McapReader(LazyIndexContainer):
                 definition = schema.data.decode("utf-8") if schema else ""
             except UnicodeDecodeError:  # a binary schema (protobuf, flatbuffers): its bytes are schema_data
                 definition = ""
-            if channel.message_encoding == "ros1":
-                # ROS1 messages carry the md5sum of their type in the channel's metadata (rosbag2's and the
-                # mcap CLI's converters write it); "*" skips the check where it is absent.
-                md5sum = channel.metadata.get("md5sum", "*")
-            else:  # channels of one topic with the same schema read as one topic, others do not mix
-                md5sum = hashlib.md5(b"%s\0%s\0%s" % (name.encode(), (schema.encoding if schema else "").encode(),
-                                                      schema.data if schema else b"")).hexdigest()
+            # ROS1 messages carry the md5sum of their type in the channel's metadata (rosbag2's and the mcap
+            # CLI's converters write it); other encodings have none ("*", as in rosbag2's sqlite3 storage: the
+            # Bag then tells a topic's schemas apart by their type and definition).
+            md5sum = channel.metadata.get("md5sum", NO_MD5) if channel.message_encoding == "ros1" else NO_MD5
             # ROS1 channels say "latching"; rosbag2 writes its topics' offered QoS (transient_local: latched).
             qos = channel.metadata.get("offered_qos_profiles", "")
             connections.append(Connection(

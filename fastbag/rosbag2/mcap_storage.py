@@ -39,14 +39,14 @@ from typing import Any
 
 import numpy as np
 
-from ..container import BagIndex, Connection, LazyIndexContainer
+from ..container import BagIndex, Connection, LazyIndexContainer, transient_local
 from ..errors import BagFormatError, FastbagError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.codecs import ZSTD_MAGIC
 from ..io.gather import le_uint, rows
 from ..io.prefix import Reach
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
-from ..mcap.records import MAGIC, MESSAGE_FIXED, Opcode, record_end
+from ..mcap.records import MAGIC, MESSAGE_FIXED, Channel, Opcode, Schema, record_end
 from .compression import FrameError, decompress_file, decompress_frames, file_compression
 from .metadata import BagMetadata
 from .reader import StorageSource, _natural_order, no_metadata_problem
@@ -64,6 +64,44 @@ def mcap_storage_files(path: str, metadata: BagMetadata | None) -> list[str]:
             full += ".zstd"  # older writers list the name before compression
         files.append(full)
     return files
+
+
+def with_recorded_topics(connections: list[Connection], metadata: BagMetadata | None) -> list[Connection]:
+    """``connections`` completed by what metadata.yaml records of their topics (matched by name and type) where
+    the storage file's channels do not say it: the type description hash and the offered QoS (latching with
+    it). rosbags' writer, for one, keeps them in metadata.yaml only."""
+    if metadata is None:
+        return connections
+    recorded = {(t.name, t.type): t for t in metadata.topics}
+    completed = []
+    for c in connections:
+        topic = recorded.get((c.topic, c.msgtype))
+        if topic is not None and (not c.type_description_hash or not c.offered_qos_profiles):
+            qos = c.offered_qos_profiles or topic.offered_qos_profiles
+            c = replace(c, type_description_hash=c.type_description_hash or topic.type_description_hash,
+                        offered_qos_profiles=qos, latching=c.latching or transient_local(qos))
+        completed.append(c)
+    return completed
+
+
+class McapRecording(McapReader):
+    """A rosbag2 directory whose storage is one uncompressed MCAP file: that file read as it is (in place, as any
+    MCAP file), as the recording ``metadata`` (its metadata.yaml) describes. Without one it is still a rosbag2
+    recording, of version "unknown" (the file holds everything; one still being written is scanned, saying so)."""
+
+    format = "rosbag2"
+
+    def __init__(self, path: str, metadata: BagMetadata | None) -> None:
+        self.bag_metadata = metadata
+        super().__init__(path)
+
+    @property
+    def version(self) -> str:
+        return str(self.bag_metadata.version) if self.bag_metadata is not None else "unknown"
+
+    def _build_connections(self, schemas: dict[int, Schema], channels: dict[int, Channel]) -> None:
+        super()._build_connections(schemas, channels)
+        self._connections = with_recorded_topics(self._connections, self.bag_metadata)
 
 
 #: A serialized rosbag2 metadata text that may say ``compression_mode: message`` (then parsed to be sure).
@@ -140,7 +178,7 @@ class McapStorage(LazyIndexContainer):
         except BaseException:
             self.close()
             raise
-        self.source = StorageSource(path, sum(p.source.size for p in self.parts))
+        self.source = StorageSource(path, sum(stored for _, stored, _ in self._stored))  # (on disk, as stored)
 
     # -- opening ---------------------------------------------------------------------
     def _open_part(self, full: str, opened: McapReader | None = None) -> FastbagError | None:
@@ -210,7 +248,7 @@ class McapStorage(LazyIndexContainer):
             channel = np.full(len(merged), -1, dtype=np.int64)
             channel[ranks] = [c.id for c in part.connections]
             self._channel_of.append(channel)
-        self._connections = merged
+        self._connections = with_recorded_topics(merged, self.bag_metadata)
 
     def _join_chunks(self) -> None:
         tables = [p.chunks for p in self.parts]

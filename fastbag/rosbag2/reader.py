@@ -193,10 +193,10 @@ class Rosbag2Reader(LazyIndexContainer):
                                 for db in self.files)[0]
 
     def compression_sizes(self) -> dict[str, tuple[int, int]]:
-        """The files' sizes where some are compressed whole (``.db3.zstd``, decompressed at open); else none
-        known (the chunks here are batches of rows; a message's size once decompressed is known only by
-        decompressing it)."""
-        if self._per_message or not any(db.compressed for db in self.files):
+        """The storage files' sizes, stored and decompressed (``.db3.zstd``, decompressed at open), per
+        compression; none known for files compressed per message (a message's size once decompressed is known
+        only by decompressing it)."""
+        if self._per_message:
             return {}
         return file_compression((db.compressed, db.size, db.decompressed_size) for db in self.files)[1]
 
@@ -462,8 +462,9 @@ class Rosbag2Reader(LazyIndexContainer):
         """Each row's connection rank (int32) from its topic id, and None when every id is in the file's
         ``topics`` table, else the mask of the rows whose id is (the others' rank is meaningless)."""
         ids = np.array([t.id for t in topics], dtype=np.int64)
-        if not ids.size:
-            return np.zeros(topic_id.size, dtype=np.int32), np.zeros(topic_id.size, dtype=bool)
+        if not ids.size:  # (no rows either, in a recording of no topics: nothing is missing)
+            return np.zeros(topic_id.size, dtype=np.int32), (np.zeros(topic_id.size, dtype=bool) if topic_id.size
+                                                             else None)
         if 0 <= ids.min() and ids.max() < 1 << 20:  # small ids, as recorders number them: one take
             table = np.full(int(ids.max()) + 2, -1, dtype=np.int32)  # the last entry: any id out of range
             table[ids] = ranks
