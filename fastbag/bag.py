@@ -1122,7 +1122,10 @@ class Bag:
         scope = self._scope(topic)
         whole = start is None and end is None  # a whole topic's rows are kept (topic_rows), as take() keeps them
         selected = self.topic_rows(topic) if whole else self._select([topic], start, end, index=scope.index)
-        return self._read_rows(topic, scope, selected)
+        if start is None:
+            return self._read_rows(topic, scope, selected)
+        first = self._first_position(topic, scope.index, selected)
+        return self._read_rows(topic, scope, selected, positions=np.arange(first, first + selected.size))
 
     def iter_read(self, topic: str, step: int | str = 10_000, start: TimeLike | None = None,
                   end: TimeLike | None = None) -> Iterator["TopicArray"]:
@@ -1140,8 +1143,14 @@ class Bag:
         self._check_topic(topic)
         scope = self._step_scope(topic, step)
         selected = self._select([topic], start, end, index=scope.index)
+        first = self._first_position(topic, scope.index, selected) if start is not None else 0
         for a, b in self._parts(scope.index, selected, step):
-            yield self._read_rows(topic, scope, selected[a:b])
+            yield self._read_rows(topic, scope, selected[a:b], positions=np.arange(first + a, first + b))
+
+    def _first_position(self, topic: str, index: BagIndex, selected: np.ndarray) -> int:
+        """The position in ``topic`` of the first of rows ``selected`` of ``index`` (the topic's messages from
+        some time on, in read order)."""
+        return int(np.searchsorted(self.topic_times(topic), index.time[selected[0]])) if selected.size else 0
 
     def part_bounds(self, topic: str, step: int | str) -> list[tuple[int, int]]:
         """How :meth:`iter_read` cuts the whole topic: ``(a, b)`` positions for :meth:`take` (``slice(a, b)``)."""
@@ -1249,18 +1258,23 @@ class Bag:
         rows = self.topic_rows(topic)
         scope = self._scope(topic)
         if isinstance(positions, slice):
-            return self._read_rows(topic, scope, rows[positions])
-        at = np.asarray(positions)
-        if at.dtype == bool:  # a mask over the topic's messages, as NumPy reads one
-            if at.shape != rows.shape:
-                raise IndexError(f"a boolean mask for {topic!r} needs {rows.size} values, not {at.size}")
-            return self._read_rows(topic, scope, rows[at])
-        if at.size and not np.issubdtype(at.dtype, np.integer):
-            raise TypeError(f"positions are integers (or a slice, or a boolean mask), not {at.dtype}")
-        return self._read_rows(topic, scope, rows[at.astype(np.int64)])
+            at = np.arange(rows.size, dtype=np.int64)[positions]
+        else:
+            at = np.asarray(positions)
+            if at.dtype == bool:  # a mask over the topic's messages, as NumPy reads one
+                if at.shape != rows.shape:
+                    raise IndexError(f"a boolean mask for {topic!r} needs {rows.size} values, not {at.size}")
+                at = np.flatnonzero(at)
+            elif at.size and not np.issubdtype(at.dtype, np.integer):
+                raise TypeError(f"positions are integers (or a slice, or a boolean mask), not {at.dtype}")
+            at = at.astype(np.int64)
+        selected = rows[at]  # (IndexError for a position past the topic's end, as NumPy says it)
+        return self._read_rows(topic, scope, selected, positions=np.where(at < 0, at + rows.size, at))
 
-    def _read_rows(self, topic: str, scope: _Scope, selected: np.ndarray) -> "TopicArray":
-        """Decode rows ``selected`` of ``scope``'s index (all of ``topic``, in read order) into a TopicArray."""
+    def _read_rows(self, topic: str, scope: _Scope, selected: np.ndarray,
+                   positions: np.ndarray | None = None) -> "TopicArray":
+        """Decode rows ``selected`` of ``scope``'s index (all of ``topic``, in read order) into a TopicArray;
+        ``positions``: theirs in the topic, where they are some of its messages (TopicArray.positions)."""
         from .msg.arrays import TopicArray, TopicBuilder
 
         index = scope.index
@@ -1283,17 +1297,15 @@ class Bag:
                 self._decode_runs(builder, scope, selected)
         except DecodeError as exc:
             # The builder counts the messages it was given; the user knows the message by its place in the
-            # topic (a part of iter_read, take's positions, a time range: each a subset of its rows; the scope
-            # may be the whole index, other topics' rows among them)
-            if exc.index is None or not 0 <= exc.index < selected.size:
+            # topic (a part of iter_read, take's positions, a time range)
+            if positions is None or exc.index is None or not 0 <= exc.index < selected.size:
                 raise
-            rows = self._select([topic], None, None, index=index)  # the topic's rows of the scope, in read order
-            raise exc.at(int(np.searchsorted(rows, selected[exc.index]))) from None
+            raise exc.at(int(positions[exc.index])) from None
         own = self._topic_ranks[topic]
         local = np.searchsorted(np.array(own), index.conn[selected]).astype(np.int32) if len(own) > 1 else \
             np.zeros(selected.size, dtype=np.int32)
         return TopicArray(topic, index.time[selected], builder.finish(), local, list(connections),
-                          builder.publish_time, builder.sequence)
+                          builder.publish_time, builder.sequence, positions)
 
     def _pipelined(self, index: BagIndex, selected: np.ndarray, layout: "Layout") -> bool:
         """Whether rows ``selected`` of ``index`` decode chunk by chunk on the workers (:meth:`_decode_chunks`).

@@ -96,9 +96,9 @@ def test_nothing_is_decoded_until_computed(fleet, monkeypatch):
     decoded = []
     real = Bag._read_rows
 
-    def counting(self, topic, scope, selected):
+    def counting(self, topic, scope, selected, **options):
         decoded.append(int(selected.size))
-        return real(self, topic, scope, selected)
+        return real(self, topic, scope, selected, **options)
 
     monkeypatch.setattr(Bag, "_read_rows", counting)
     ddf = fastbag.dask.read_topic(sorted(fleet.glob("run*.bag")), "/imu", step=1000)

@@ -162,6 +162,27 @@ def test_rosbag2_sqlite_dataset_works_in_worker_processes(ros2_bags):
         assert pool.map(_sample_times, [(ds, i) for i in range(len(ds))]) == want
 
 
+def test_windows_of_sensor_topics_give_lists_of_their_values(bags):
+    """A window on an Image or PointCloud2 topic gave whole message rows, a structured array or a TopicArray
+    by whether the window's messages had one size: now a list of pixels or points, as one message gives them."""
+    path, written = bags[0]
+    topics = {name: topic for name, (topic, *_) in STREAMS.items()}
+    ds = fastbag.SyncedDataset(path, topics, anchor="imu", windows={"cloud": 0.3, "image": 0.3})
+    with fastbag.open(path) as bag:
+        images, clouds = bag.read("/camera/image_raw"), bag.read("/points")
+        for i in (0, len(ds) // 2, len(ds) - 1):
+            sample = ds[i]
+            for name, topic, helper in (("image", images, fastbag.image), ("cloud", clouds, fastbag.pointcloud)):
+                value, times = sample[name], sample["times"][name]
+                assert isinstance(value, list) and len(value) == times.size
+                inside = np.flatnonzero(np.isin(topic.time, times))
+                assert inside.size == times.size
+                for got, k in zip(value, inside):
+                    want = helper(topic[int(k)])
+                    assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert any(len(ds[i]["image"]) > 1 for i in range(len(ds)))
+
+
 def test_bad_arguments(bags):
     path = bags[0][0]
     topics = {name: s[0] for name, s in STREAMS.items()}

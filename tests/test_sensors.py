@@ -92,7 +92,7 @@ def test_pointcloud_data_shorter_than_declared_raises(tmp_path):
     msg = PointCloud2(header=_header(), height=1, width=10, fields=fields, is_bigendian=False, point_step=4,
                       row_step=40, data=np.zeros(36, dtype=np.uint8), is_dense=True)
     bag, arr = _write(tmp_path / "pc.bag", POINTCLOUD2, [msg])
-    with bag, pytest.raises(fastbag.DecodeError, match="needs more than its 36 data bytes"):
+    with bag, pytest.raises(fastbag.DecodeError, match="needs 40 data bytes, more than its 36"):
         fastbag.pointcloud(arr[0])
 
 
@@ -143,7 +143,7 @@ def test_image_step_too_small_raises(tmp_path):
     msg = Image(header=_header(), height=2, width=4, encoding="rgb8", is_bigendian=0, step=4,
                 data=np.zeros(8, dtype=np.uint8))
     bag, arr = _write(tmp_path / "img.bag", IMAGE, [msg])
-    with bag, pytest.raises(fastbag.DecodeError, match="needs more than its 8 data bytes"):
+    with bag, pytest.raises(fastbag.DecodeError, match="has step 4, less than a row's 12 bytes"):
         fastbag.image(arr[0])
 
 
@@ -214,5 +214,77 @@ def test_uniform_image_topic_fast_path_equals_the_message_by_message_path(tmp_pa
     short = messages[:2] + [Image(header=_header(2), height=height, width=width, encoding=encoding,
                                   is_bigendian=bigendian, step=step, data=np.zeros(step, dtype=np.uint8))]
     bag, topic = _write(tmp_path / "short.bag", IMAGE, short)
-    with bag, pytest.raises(fastbag.DecodeError, match="needs more than its"):
+    with bag, pytest.raises(fastbag.DecodeError, match=rf"needs {(height - 1) * step + width * channels * dtype.itemsize} "
+                            rf"data bytes, more than its {step} \(topic /t, message 2\)"):
         fastbag.image(topic, stack=False)
+
+
+@pytest.mark.parametrize("encoding", ["nv21", "nv12"])
+@pytest.mark.parametrize("height", [4, 5])
+def test_yuv420_images_keep_their_chroma_plane(tmp_path, encoding, height):
+    """nv21 was read as its Y plane alone (the chroma bytes dropped without a word) and nv12 refused: both are
+    a Y plane of ``height`` rows, then interleaved chroma of ceil(height / 2) rows, one array as OpenCV's
+    COLOR_YUV2RGB_NV21/NV12 take it. Rows padded beyond ``width`` (``step``) are honoured, topic-wide too."""
+    width, step = 6, 8
+    rows = height + (height + 1) // 2
+    data = np.arange(rows * step, dtype=np.uint8)
+    messages = [Image(header=_header(i), height=height, width=width, encoding=encoding, is_bigendian=0, step=step,
+                      data=data + i) for i in range(3)]
+    bag, topic = _write(tmp_path / "yuv.bag", IMAGE, messages)
+    with bag:
+        one = fastbag.image(topic[1])
+        assert one.shape == (rows, width) and one.dtype == np.uint8
+        assert np.array_equal(one, (data + 1).reshape(rows, step)[:, :width])
+        assert np.array_equal(fastbag.image(topic), np.stack([(data + i).reshape(rows, step)[:, :width]
+                                                              for i in range(3)]))
+    short = [Image(header=_header(), height=height, width=width, encoding=encoding, is_bigendian=0, step=step,
+                   data=data[:height * step])]  # the Y plane alone: the chroma is missing, and said to be
+    bag, topic = _write(tmp_path / "short.bag", IMAGE, short)
+    with bag, pytest.raises(fastbag.DecodeError, match=f"{rows} rows of Y and chroma"):
+        fastbag.image(topic)
+
+
+def test_pointcloud_rows_may_not_overlap(tmp_path):
+    """An organized cloud whose row_step is less than a row gave rows repeating each other's points; one row
+    needs no row_step (drivers leave it 0)."""
+    fields = [PointField(name="x", offset=0, datatype=7, count=1)]
+    data = np.arange(32, dtype=np.float32).view(np.uint8)
+    overlapping = PointCloud2(header=_header(), height=2, width=4, fields=fields, is_bigendian=False, point_step=4,
+                              row_step=8, data=data, is_dense=True)
+    single = PointCloud2(header=_header(1), height=1, width=4, fields=fields, is_bigendian=False, point_step=4,
+                         row_step=0, data=data[:16], is_dense=True)
+    bag, topic = _write(tmp_path / "pc.bag", POINTCLOUD2, [single, overlapping])
+    with bag:
+        assert fastbag.pointcloud(topic[0])["x"].tolist() == [0, 1, 2, 3]
+        with pytest.raises(fastbag.DecodeError, match=r"row_step 8, less than a row's 16 bytes \(topic /t, message 1\)"):
+            list(fastbag.pointcloud(topic))
+
+
+def test_errors_of_a_part_name_the_message_by_its_place_in_the_topic(tmp_path):
+    """fastbag.image of what take(), a time range or iter_read gave named the message by its place in the part
+    (so SyncedDataset's sample of frame 2 blamed message 0); TopicArray.positions says where each part's
+    messages are."""
+    good = np.zeros(18, dtype=np.uint8)
+    messages = [Image(header=_header(i), height=2, width=3, encoding="rgb8", is_bigendian=0, step=9,
+                      data=good if i != 2 else good[:10]) for i in range(5)]
+    bag, topic = _write(tmp_path / "img.bag", IMAGE, messages)
+    third = 3 * 10**9  # message 2's receive time
+    with bag:
+        assert topic.positions is None and bag.take("/t", [4, 2]).positions.tolist() == [4, 2]
+        assert bag.take("/t", slice(-2, None)).positions.tolist() == [3, 4]
+        assert bag.take("/t", [-3]).positions.tolist() == [2]
+        assert topic[1:3].positions.tolist() == [1, 2] and bag.take("/t", [1, 2, 3])[1:].positions.tolist() == [2, 3]
+        steps = list(bag.iter_read("/t", step=1, start=2 * 10**9))
+        assert [part.positions.tolist() for part in steps] == [[1], [2], [3], [4]]
+        parts = [bag.take("/t", [2]), bag.take("/t", [-3]), bag.take("/t", np.arange(5) >= 2),
+                 bag.read("/t", start=third), bag.read("/t", start=third - 10**9), steps[1]]
+        assert [part.positions[0] for part in parts] == [2, 2, 2, 2, 1, 2]
+        for part in parts:
+            with pytest.raises(fastbag.DecodeError, match=r"\(topic /t, message 2\)"):
+                fastbag.image(part, stack=False)
+        with pytest.raises(fastbag.DecodeError, match=r"\(topic /t, message 2\)"):
+            fastbag.image(bag.take("/t", [2])[0])
+    ds = fastbag.SyncedDataset(tmp_path / "img.bag", {"cam": "/t"}, anchor="cam")
+    assert ds[1]["cam"].shape == (2, 3, 3)
+    with pytest.raises(fastbag.DecodeError, match=r"\(topic /t, message 2\)"):
+        ds[2]

@@ -96,7 +96,8 @@ class SyncedDataset:
     Image its ``(H, W[, C])`` pixels, a CompressedImage its bytes as uint8,
     other types one structured row (``TopicArray.to_numpy()``), or the
     message's ``to_dict()`` where fields vary in length; a window gives the
-    structured rows of its messages.
+    structured rows of its messages (of a PointCloud2, Image or
+    CompressedImage topic, a list of its messages' points, pixels or bytes).
 
     It pickles without open files, for DataLoader workers; but a sample costs less to read than worker
     processes cost to hand it over (clouds and images are views of the mapping), so ``num_workers=0`` is
@@ -300,7 +301,17 @@ def present(arr: Any) -> Any:
 
 
 def rows_of(arr: Any) -> Any:
-    """A window's messages as structured rows (``to_numpy()``), or the TopicArray where fields vary."""
+    """A window's messages as a sample presents them (see :class:`SyncedDataset`): a PointCloud2 topic's as a
+    list of structured points, an Image topic's as a list of pixel arrays, a CompressedImage topic's as a list
+    of uint8 arrays of bytes (lists whatever the messages' sizes: one type for every sample); others as
+    structured rows (``to_numpy()``), or the TopicArray where fields vary."""
+    msgtype = arr.msgtype
+    if msgtype in ("sensor_msgs/PointCloud2", "sensor_msgs/msg/PointCloud2"):
+        return list(pointcloud(arr))
+    if msgtype in ("sensor_msgs/Image", "sensor_msgs/msg/Image"):
+        return image(arr, stack=False)
+    if msgtype in ("sensor_msgs/CompressedImage", "sensor_msgs/msg/CompressedImage"):
+        return [np.asarray(data) for data in arr["data"]]
     try:
         return arr.to_numpy()
     except ValueError:

@@ -501,11 +501,15 @@ class TopicArray(StructArray):
     ``.connections`` per message), ``.publish_time`` and ``.sequence`` (int64
     per message where the format records them, MCAP; else None),
     ``.plot(field, ...)`` (matplotlib) and an HTML view in notebooks.
+    ``.positions``: each message's position in its topic (int64) where the
+    array holds some of the topic's messages (``take``, ``iter_read``, a
+    subset); None for a whole topic read from its start, the positions then
+    0 to len - 1. Errors about a message name it by this position.
     """
 
     def __init__(self, topic: str, time: np.ndarray, struct: StructArray, connection: np.ndarray,
                  connections: list[Any], publish_time: np.ndarray | None = None,
-                 sequence: np.ndarray | None = None) -> None:
+                 sequence: np.ndarray | None = None, positions: np.ndarray | None = None) -> None:
         super().__init__(len(struct), struct.rows, struct._node, struct._columns, types=struct.types)
         self.topic = topic
         self.time = time
@@ -513,12 +517,14 @@ class TopicArray(StructArray):
         self.connections = connections
         self.publish_time = publish_time
         self.sequence = sequence
+        self.positions = positions
 
     def _subset(self, key: Any) -> "TopicArray":
         sub = super()._subset(key)
+        positions = np.arange(len(self), dtype=np.int64) if self.positions is None else self.positions
         return TopicArray(self.topic, self.time[key], sub, self.connection[key], self.connections,
                           None if self.publish_time is None else self.publish_time[key],
-                          None if self.sequence is None else self.sequence[key])
+                          None if self.sequence is None else self.sequence[key], positions[key])
 
     def plot(self, *fields: str, ax: Any = None, stamp: str = "receive", **options: Any) -> Any:
         """Draw ``fields`` (``"linear_acceleration.x"``, ``"ranges[0]"``...) against time; returns the

@@ -27,34 +27,42 @@ class _Where:
 
 
 @contextmanager
-def _explained(what: str, topic: str | None, index: int | None) -> Iterator[_Where]:
+def _explained(what: str, topic: str | None, index: int | None,
+               positions: np.ndarray | None = None) -> Iterator[_Where]:
     """Errors in here become DecodeErrors naming the topic and message: a damaged or unexpected message
     (a missing field, a field of another type, a size NumPy refuses) is the file's fault, not a bug.
 
     A loop over a topic's messages sets ``where.index`` as it goes: one context for the whole loop
-    costs less than one per message."""
+    costs less than one per message. ``positions``: those of a part's messages in their topic (a
+    TopicArray's ``positions``), by which the error names the message instead."""
     where = _Where()
     where.index = index
+
+    def message() -> int | None:
+        return where.index if positions is None or where.index is None else int(positions[where.index])
+
     try:
         yield where
     except DecodeError as exc:
         if exc.topic is not None:
             raise
-        raise DecodeError(str(exc), topic=topic, index=where.index) from exc
+        raise DecodeError(str(exc), topic=topic, index=message()) from exc
     except UnsupportedError as exc:
+        at = message()
         named = ", ".join(w for w in (f"topic {topic}" if topic else "",
-                                      f"message {where.index}" if where.index is not None else "") if w)
+                                      f"message {at}" if at is not None else "") if w)
         raise UnsupportedError(f"{exc} ({named})" if named else str(exc)) from exc
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError, MemoryError) as exc:
         raise DecodeError(f"not a valid {what}: {type(exc).__name__}: {exc}", topic=topic,
-                          index=where.index) from exc
+                          index=message()) from exc
 
 
-def _origin(value: Any) -> tuple[str | None, int | None]:
-    """(topic, message index) of a topic array or of one of its records, where known."""
+def _origin(value: Any) -> tuple[str | None, int | None, np.ndarray | None]:
+    """(topic, message index, positions) of a topic array or of one of its records, where known, as
+    :func:`_explained` takes them."""
     struct = value._src.struct if isinstance(value, Record) and hasattr(value._src, "struct") else value
-    topic = getattr(struct, "topic", None)
-    return topic, (value._i if isinstance(value, Record) else None)
+    return (getattr(struct, "topic", None), value._i if isinstance(value, Record) else None,
+            getattr(struct, "positions", None))
 
 
 # sensor_msgs/PointField datatypes
@@ -63,7 +71,8 @@ POINT_FIELD_TYPES = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f
 
 def point_dtype(names: Any, offsets: Any, datatypes: Any, counts: Any, point_step: int,
                 bigendian: bool = False) -> np.dtype:
-    """The structured dtype of one point from PointCloud2 ``fields`` (padding kept by ``point_step``)."""
+    """The structured dtype of one point from PointCloud2 ``fields`` (padding kept by ``point_step``). A field
+    without a name (padding) is left out, and so is a repeat of a name (the first field of the name is kept)."""
     return _point_dtype(tuple(str(n) for n in names), tuple(int(o) for o in offsets),
                         tuple(int(d) for d in datatypes), tuple(int(c) for c in counts), int(point_step),
                         bool(bigendian))
@@ -101,7 +110,7 @@ def _points(msg: Any) -> np.ndarray:
 
 def _clouds(topic: StructArray) -> Iterator[np.ndarray]:
     """Points of every message of a PointCloud2 topic: columns pulled out once, dtypes cached."""
-    name, _ = _origin(topic)
+    name, _, positions = _origin(topic)
     with _explained("PointCloud2 topic", name, None):
         fields = topic["fields"]
         data = topic["data"]
@@ -114,7 +123,7 @@ def _clouds(topic: StructArray) -> Iterator[np.ndarray]:
     if views is not None:
         yield from views
         return
-    with _explained("PointCloud2", name, 0) as where:
+    with _explained("PointCloud2", name, 0, positions) as where:
         for i, (height, width, point_step, row_step, bigendian) in enumerate(zip(*columns)):
             where.index = i
             a, b = first[i], first[i] + count[i]
@@ -137,7 +146,8 @@ def _uniform_clouds(topic: StructArray, fields: Any, data: Any) -> list[np.ndarr
                                                       ("height", "width", "point_step", "row_step", "is_bigendian"))
     same = all((column == column[0]).all() for column in table) and (point_step == point_step[0]).all() \
         and (bigendian == bigendian[0]).all()
-    fits = (height > 0) & (width > 0) & (row_step >= 0) & ((height - 1) * row_step + width * point_step <= data.counts)
+    fits = (height > 0) & (width > 0) & ((height == 1) | (row_step >= width * point_step)) & \
+        ((height - 1) * row_step + width * point_step <= data.counts)
     if not same or not fits.all():
         return None
     dtype = _point_dtype(*(tuple(column[0].tolist()) for column in table), int(point_step[0]), bool(bigendian[0]))
@@ -158,9 +168,13 @@ def _uniform_clouds(topic: StructArray, fields: Any, data: Any) -> list[np.ndarr
 def _point_view(data: np.ndarray, dtype: np.dtype, height: int, width: int, point_step: int,
                 row_step: int) -> np.ndarray:
     """The points in ``data`` as a (height, width) array (or (width,) when height is 1), a view."""
-    if height and width and (height - 1) * row_step + width * point_step > data.size:
+    if height > 1 and width and row_step < width * point_step:  # (rows would overlap; one row needs no row_step)
+        raise DecodeError(f"PointCloud2 of {height}x{width} points of {point_step} bytes has row_step {row_step}, "
+                          f"less than a row's {width * point_step} bytes")
+    needs = (height - 1) * row_step + width * point_step
+    if height and width and needs > data.size:
         raise DecodeError(f"PointCloud2 of {height}x{width} points of {point_step} bytes (row_step {row_step}) "
-                          f"needs more than its {data.size} data bytes")
+                          f"needs {needs} data bytes, more than its {data.size}")
     if height == 0 or width == 0:
         return np.empty((0,), dtype=dtype)
     points = np.ndarray((height, width), dtype=dtype, buffer=data, strides=(row_step, point_step))
@@ -193,8 +207,17 @@ def pointcloud(cloud: Any) -> Any:
 _CHANNELS = {"mono8": ("u1", 1), "mono16": ("u2", 1), "rgb8": ("u1", 3), "bgr8": ("u1", 3),
              "rgba8": ("u1", 4), "bgra8": ("u1", 4), "rgb16": ("u2", 3), "bgr16": ("u2", 3),
              "rgba16": ("u2", 4), "bgra16": ("u2", 4), "yuv422": ("u1", 2), "uyvy": ("u1", 2),
-             "yuyv": ("u1", 2), "nv21": ("u1", 1)}
+             "yuyv": ("u1", 2), "nv21": ("u1", 1), "nv12": ("u1", 1)}
+#: YUV 4:2:0 semi-planar encodings: a full-size Y plane of ``height`` rows, then the chroma plane of half as
+#: many rows (interleaved V/U or U/V at half resolution, ``step`` bytes a row like Y's). Their pixels are both
+#: planes as one ``(height + ceil(height / 2), width)`` array: what cv2.cvtColor(..., COLOR_YUV2RGB_NV21) takes.
+_YUV420 = frozenset({"nv21", "nv12"})
 _CV_TYPE = re.compile(r"^(8|16|32|64)([USF])C(\d+)$")
+
+
+def _plane_rows(encoding: str, height: int) -> int:
+    """Rows of pixel data an image of ``height`` holds: more than ``height`` for the YUV 4:2:0 encodings."""
+    return height + (height + 1) // 2 if encoding in _YUV420 else height
 
 
 def pixel_format(encoding: str) -> tuple[str, int]:
@@ -220,7 +243,7 @@ def _image(msg: Any) -> np.ndarray:
 
 def _images(topic: StructArray) -> list[np.ndarray]:
     """Pixels of every message of an Image topic, columns pulled out once."""
-    name, _ = _origin(topic)
+    name, _, positions = _origin(topic)
     with _explained("Image topic", name, None):
         columns = [topic[c].tolist() for c in ("height", "width", "step", "encoding", "is_bigendian")]
         data = topic["data"]
@@ -228,7 +251,7 @@ def _images(topic: StructArray) -> list[np.ndarray]:
     if uniform is not None:
         return uniform
     views = []
-    with _explained("Image", name, 0) as where:
+    with _explained("Image", name, 0, positions) as where:
         for i, row in enumerate(zip(*columns)):
             where.index = i
             views.append(_pixels(data[i], *row))
@@ -249,6 +272,7 @@ def _uniform_images(columns: list[list[Any]], data: Any) -> list[np.ndarray] | N
         dtype, channels = _pixel_dtype(encoding, bool(bigendian))
     except UnsupportedError:
         return None
+    height = _plane_rows(encoding, height)
     row = width * channels * dtype.itemsize
     counts = data.shape[1] if rows else data.counts
     if row > step or height <= 0 or not bool(np.all((height - 1) * step + row <= counts)):
@@ -272,9 +296,13 @@ def _pixel_dtype(encoding: str, bigendian: bool) -> tuple[np.dtype, int]:
 def _pixels(data: np.ndarray, height: int, width: int, step: int, encoding: str, bigendian: int) -> np.ndarray:
     dtype, channels = _pixel_dtype(encoding, bool(bigendian))
     row = width * channels * dtype.itemsize
-    if row > step or (height and (height - 1) * step + row > data.size):
-        raise DecodeError(f"image of {height}x{width} {encoding} (step {step}) needs more than its "
-                          f"{data.size} data bytes")
+    if row > step:
+        raise DecodeError(f"image of {height}x{width} {encoding} has step {step}, less than a row's {row} bytes")
+    shown, height = height, _plane_rows(encoding, height)
+    if height and (height - 1) * step + row > data.size:
+        planes = f" ({height} rows of Y and chroma)" if height != shown else ""
+        raise DecodeError(f"image of {shown}x{width} {encoding} (step {step}){planes} needs "
+                          f"{(height - 1) * step + row} data bytes, more than its {data.size}")
     shape: tuple[int, ...] = (height, width, channels) if channels > 1 else (height, width)
     if row == step and data.flags.c_contiguous:  # rows without padding: a reshape, 4x cheaper than a strided view
         return data[:height * step].view(dtype).reshape(shape)
@@ -284,6 +312,9 @@ def _pixels(data: np.ndarray, height: int, width: int, step: int, encoding: str,
 
 def image(images: Any, *, stack: bool = True) -> Any:
     """Pixels of sensor_msgs/Image messages as ``(H, W)`` or ``(H, W, C)`` arrays, honouring ``step``.
+
+    The YUV 4:2:0 encodings ``nv12`` and ``nv21`` give both planes, ``(H + ceil(H / 2), W)``: Y, then chroma (as
+    OpenCV's ``COLOR_YUV2RGB_NV12``/``NV21`` conversions take them).
 
     Given one message, returns a view of its pixels. Given a topic, returns
     one ``(N, H, W[, C])`` array (a copy) when ``stack`` and every image has
