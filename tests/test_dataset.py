@@ -244,6 +244,24 @@ def test_an_empty_dataset_says_why(bags):
         windowed[0]  # (a window needs no match: only the image's count is said)
 
 
+def test_an_empty_dataset_of_unfilled_header_stamps_says_so(tmp_path):
+    """A driver that never fills header.stamp (all 0) matched nothing by stamp="header", and the error gave
+    only the counts."""
+    rng = np.random.default_rng(0)
+    times = START + np.arange(20, dtype=np.int64) * 50_000_000
+    with fastbag.Writer(tmp_path / "zero.bag") as w:
+        cam = w.add_connection("/cam", IMAGE.name, IMAGE.definition, IMAGE.md5sum)
+        gyro = w.add_connection("/imu", IMU.name, IMU.definition, IMU.md5sum)
+        for t, frame, row in zip(times.tolist(), image(np.zeros(20, dtype=np.int64), rng, 4, 4), imu(times, rng)):
+            w.write(cam, t, frame)
+            w.write(gyro, t + 1, row)
+    topics = {"cam": "/cam", "imu": "/imu"}
+    with pytest.raises(IndexError, match=r"\('cam' \(/cam\) matches 0\); the header stamps of 'cam' are all 0 "
+                                         r"\(never filled in\): stamp='receive' matches by receive times$"):
+        fastbag.SyncedDataset(tmp_path / "zero.bag", topics, anchor="imu", stamp="header")[0]
+    assert len(fastbag.SyncedDataset(tmp_path / "zero.bag", topics, anchor="imu", stamp="receive")) == 20
+
+
 def test_sample_indexes_are_integers(bags):
     topics = {name: s[0] for name, s in STREAMS.items()}
     ds = fastbag.SyncedDataset([p for p, _ in bags], topics, anchor="cloud")

@@ -694,6 +694,19 @@ def test_open_options(synthetic):
         assert np.array_equal(bag.read("/imu").linear_acceleration.x, expect_x)
 
 
+def test_pointcloud_xyz_block(synthetic):
+    """README (Use): the (N, 3) recipe, on a cloud where a driver marked points invalid with NaN."""
+    blk = block("Use", 1, "from numpy.lib.recfunctions import structured_to_unstructured")
+    with fastbag.open(synthetic["mixed"]) as bag:
+        points = np.array(fastbag.pointcloud(bag.read("/points")[0]))  # (a copy: the view is read-only)
+    points["y"][::7] = np.nan
+    namespace = {"np": np, "points": points}
+    exec(compile(blk.code, "README.md", "exec"), namespace)
+    keep = ~np.isnan(points["y"].ravel())
+    want = np.stack([points[axis].ravel()[keep] for axis in "xyz"], axis=1).astype(np.float64)
+    assert namespace["xyz"].shape == (keep.sum(), 3) and np.array_equal(namespace["xyz"], want)
+
+
 def test_checksum_claims_about_the_data(tmp_path):
     """README (Use): MCAP files as rosbag2 records them (libmcap) carry no chunk CRC, in every one of the test data; nor
     do rosbags' lz4 chunks (their LZ4 frames have no content checksum)."""

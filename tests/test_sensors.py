@@ -288,3 +288,21 @@ def test_errors_of_a_part_name_the_message_by_its_place_in_the_topic(tmp_path):
     assert ds[1]["cam"].shape == (2, 3, 3)
     with pytest.raises(fastbag.DecodeError, match=r"\(topic /t, message 2\)"):
         ds[2]
+
+
+def test_big_endian_views_keep_their_byte_order_and_stacks_are_native(tmp_path):
+    """README (Use): per-message views of a big-endian image are >u2, which torch.from_numpy refuses; a stacked
+    topic is native-endian, with the same values."""
+    pixels = np.arange(12, dtype=">u2").reshape(3, 4)
+    messages = [Image(header=_header(i), height=3, width=4, encoding="mono16", is_bigendian=1, step=8,
+                      data=(pixels + i).astype(">u2").view(np.uint8).ravel()) for i in range(2)]
+    bag, topic = _write(tmp_path / "be.bag", IMAGE, messages)
+    with bag:
+        view = fastbag.image(topic[0])
+        assert view.dtype == np.dtype(">u2") and np.array_equal(view, pixels)
+        stacked = fastbag.image(topic)
+        assert stacked.dtype == np.dtype("=u2") and np.array_equal(stacked, np.stack([pixels, pixels + 1]))
+        torch = pytest.importorskip("torch", reason="torch is an optional extra")
+        with pytest.raises((ValueError, TypeError)):
+            torch.from_numpy(view)
+        assert torch.from_numpy(view.astype("=u2")).tolist() == pixels.tolist()

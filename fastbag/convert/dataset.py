@@ -204,8 +204,14 @@ class SyncedDataset:
             counts = {name: sum(s.matches.get(name, 0) for s in self._samples) for name in self.topics
                       if name != self.anchor and name not in self.windows}
             said = "; ".join(f"{name!r} ({self.topics[name]}) matches {n}" for name, n in counts.items())
+            # A driver that never fills header.stamp leaves it 0: nothing then matches by it
+            unstamped = [name for name in self.topics if self.stamp == "header" and any(
+                s.topics[name].times.size for s in self._samples) and all(
+                not s.topics[name].times.any() for s in self._samples)]
+            hint = (f"; the header stamps of {', '.join(map(repr, unstamped))} are all 0 (never filled in): "
+                    "stamp='receive' matches by receive times") if unstamped else ""
             raise IndexError(f"the dataset is empty: none of the {anchors} messages of the anchor {anchor} has a "
-                             f"match within tolerance={self.tolerance} s on every other topic ({said})")
+                             f"match within tolerance={self.tolerance} s on every other topic ({said}){hint}")
         if not -n <= i < n:
             raise IndexError(f"sample {i} out of range for {n} samples")
         i %= n
