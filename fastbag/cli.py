@@ -17,6 +17,7 @@ interrupt cleanly (exit 130 and 143, export's temporary file removed).
 from __future__ import annotations
 
 import argparse
+import decimal
 import json
 import math
 import os
@@ -362,16 +363,46 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    """Export each bag (into OUT, or with several bags into OUT/<bag's name>); 1 when a topic or a bag was not
+    written (the others still are), 2 for a wrong argument."""
+    outs = _export_folders(args.bags, args.out)
+    failed = False
+    for bag, out in zip(args.bags, outs):
+        code = _export_one(bag, out, args)
+        if code == 2 and len(args.bags) == 1:  # a topic the bag lacks; among several bags, that bag's failure
+            return 2
+        failed |= code != 0
+    return 1 if failed else 0
+
+
+def _export_folders(bags: list[str], out: str) -> list[str]:
+    """OUT for one bag; for several, a folder in OUT per bag named after it (``~2``... where two share a name)."""
+    if len(bags) == 1:
+        return [out]
+    taken: dict[str, int] = {}
+    folders = []
+    for bag in bags:
+        name = os.path.basename(os.path.normpath(bag)) or "bag"
+        stem = name.rsplit(".", 1)[0] if os.path.isfile(bag) and "." in name.lstrip(".") else name
+        taken[stem] = taken.get(stem, 0) + 1
+        folders.append(os.path.join(out, stem if taken[stem] == 1 else f"{stem}~{taken[stem]}"))
+    return folders
+
+
+def _export_one(bag: str, out: str, args: argparse.Namespace) -> int:
     from .convert.export import export
 
     try:
-        result = export(args.bag, args.out, args.format, args.topics, step=args.step,
+        result = export(bag, out, args.format, args.topics, step=args.step,
                         progress=False if args.no_progress else None, compression=args.compression,
-                        **_open_options(args))
+                        start=args.start, end=args.end, **_open_options(args))
     except NotFoundError as exc:  # a topic the bag lacks: a wrong argument, as for plot
         print(f"fastbag: {exc}", file=sys.stderr)
         return 2
-    except (KeyError, ImportError, ValueError) as exc:
+    except (FastbagError, OSError) as exc:  # this bag cannot be read, or OUT not written (either named): the
+        print(f"fastbag: {exc}", file=sys.stderr)  # next bags are exported all the same
+        return 1
+    except (KeyError, ImportError, ValueError, TypeError) as exc:
         print(f"fastbag: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 1
     for topic, path in result.files.items():
@@ -379,9 +410,20 @@ def _cmd_export(args: argparse.Namespace) -> int:
     for topic, reason in result.skipped.items():
         print(f"fastbag: skipped {topic}: {reason}", file=sys.stderr)
     print(f"{result.messages} messages of {len(result.files)} topic{'' if len(result.files) == 1 else 's'} "
-          f"written to {args.out}"
+          f"written to {out}"
           + (f"; {len(result.skipped)} skipped" if result.skipped else ""), file=sys.stderr)
-    return 1 if result.skipped and not result.files else 0
+    return 1 if result.skipped else 0
+
+
+def _epoch_seconds(text: str) -> int:
+    """``--start``/``--end``: seconds since the epoch, as ``fastbag info`` prints them (decimals exact), in ns."""
+    try:
+        seconds = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        raise argparse.ArgumentTypeError(f"not a number of seconds since the epoch: {text!r}") from None
+    if not seconds.is_finite() or seconds < 0:
+        raise argparse.ArgumentTypeError(f"not a number of seconds since the epoch: {text!r}")
+    return int(seconds * 10**9)
 
 
 def _step(text: str) -> int | str:
@@ -525,8 +567,12 @@ def main(argv: list[str] | None = None) -> int:
     _add_open_options(timeline)
     timeline.set_defaults(run=_cmd_timeline)
     export = sub.add_parser("export", help="write topics to Parquet, CSV or NPZ files, one per topic")
-    export.add_argument("bag", metavar="BAG")
+    export.add_argument("bags", nargs="+", metavar="BAG", help="one or more bags (several: each into "
+                        "OUT/<its name>)")
     export.add_argument("out", metavar="OUT", help="output folder (created if needed)")
+    export.add_argument("--start", type=_epoch_seconds, metavar="SECONDS", help="only messages from this time on "
+                        "(seconds since the epoch, as info prints them)")
+    export.add_argument("--end", type=_epoch_seconds, metavar="SECONDS", help="only messages before this time")
     export.add_argument("--format", choices=("parquet", "csv", "npz"), default="parquet")
     export.add_argument("--topics", nargs="+", metavar="TOPIC", help="only these topics (default: all)")
     export.add_argument("--step", type=_step, default="256 MB",

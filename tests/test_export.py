@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -280,7 +281,8 @@ def test_progress_bar(tmp_path, capsys):
 def test_cli_export(tmp_path, capsys):
     path = write_bag_with_a_broken_topic(tmp_path / "demo.bag")
     out = tmp_path / "out"
-    assert main(["export", str(path), str(out), "--format", "npz", "--topics", "/imu", "/broken"]) == 0
+    # a topic skipped fails the command (a script must know), the others written all the same
+    assert main(["export", str(path), str(out), "--format", "npz", "--topics", "/imu", "/broken"]) == 1
     captured = capsys.readouterr()
     assert f"/imu -> {out / 'imu.npz'}" in captured.out
     assert re.search(r"skipped /broken: DecodeError", captured.err)
@@ -295,6 +297,92 @@ def test_cli_export(tmp_path, capsys):
     assert out.is_dir()  # (a folder that was there stays)
     assert main(["export", str(path), str(tmp_path / "new"), "--topics", "/broken"]) == 1
     assert not (tmp_path / "new").exists()  # one export made and left empty is taken away
+
+
+def test_cli_export_of_several_bags_each_into_its_folder_going_past_a_broken_one(tmp_path, capsys):
+    """A fleet's bags in one command: each into OUT/<its name> (two of one name apart), a bag that cannot be read
+    said and passed over, the exit status 1 when anything was not written."""
+    first, second = tmp_path / "a" / "run.bag", tmp_path / "b" / "run.bag"
+    for bag, seconds in ((first, 0.3), (second, 0.2)):
+        bag.parent.mkdir()
+        write_demo_bag(bag, seconds=seconds)
+    empty = tmp_path / "crashed.bag"
+    empty.write_bytes(b"")
+    out = tmp_path / "out"
+    assert main(["export", str(first), str(empty), str(second), str(out), "--topics", "/imu", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "crashed.bag" in err and "empty" in err
+    assert sorted(p.name for p in out.iterdir()) == ["run", "run~2"]
+    for folder, bag in ((out / "run", first), (out / "run~2", second)):
+        with fastbag.open(bag) as opened:
+            assert pq.read_table(folder / "imu.parquet").num_rows == opened.topics["/imu"].message_count
+    assert main(["export", str(first), str(second), str(tmp_path / "again"), "--no-progress"]) == 0
+
+
+def test_export_between_times(tmp_path, capsys):
+    """start and end bound what is written (as read() takes them); the command takes epoch seconds."""
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=1.0)
+    with fastbag.open(path) as bag:
+        times = bag.topic_times("/imu")
+        start, end = int(times[10]), int(times[30])
+        want = bag.read("/imu", start, end)["linear_acceleration"]["x"]
+
+    def written_x(table):
+        return table["linear_acceleration"].combine_chunks().field("x").to_numpy()
+
+    result = fastbag.export(path, tmp_path / "a", topics=["/imu"], start=start, end=end, step=7)
+    assert result.messages == 20 and np.array_equal(written_x(pq.read_table(tmp_path / "a" / "imu.parquet")), want)
+    with np.load(fastbag.export(path, tmp_path / "b", "npz", ["/imu"], start=start, end=end).files["/imu"]) as z:
+        assert np.array_equal(z["linear_acceleration.x"], want)
+    seconds, until = (f"{t // 10**9}.{t % 10**9:09d}" for t in (start, end))
+    assert main(["export", str(path), str(tmp_path / "c"), "--topics", "/imu", "--start", seconds, "--end", until,
+                 "--no-progress"]) == 0
+    assert np.array_equal(written_x(pq.read_table(tmp_path / "c" / "imu.parquet")), want)
+    with pytest.raises(TypeError):  # seconds as a float are refused, as read() refuses them, before writing
+        fastbag.export(path, tmp_path / "d", topics=["/imu"], start=start / 1e9)
+    assert not (tmp_path / "d").exists()
+    with pytest.raises(SystemExit):
+        main(["export", str(path), str(tmp_path / "e"), "--start", "soon"])
+    assert "not a number of seconds since the epoch: 'soon'" in capsys.readouterr().err
+
+
+def test_file_names_do_not_depend_on_the_topics_selected(tmp_path):
+    """Clashing names were numbered in the order of the topics exported, so exporting one of them alone wrote it
+    under another's name (replacing that one's file); ROS-style names keep the plain name."""
+    topics = ["/a b", "a/b", "/a/b", "/a_b"]
+    with fastbag.Writer(tmp_path / "names.bag") as w:
+        for k, topic in enumerate(topics):
+            c = w.add_connection(topic, "std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+            w.write(c, 10**9 + k, k.to_bytes(4, "little"))
+    everything = fastbag.export(tmp_path / "names.bag", tmp_path / "all").files
+    assert {t: Path(p).name for t, p in everything.items()} == {
+        "/a/b": "a.b.parquet", "/a_b": "a_b.parquet", "/a b": "a_b~2.parquet", "a/b": "a.b~2.parquet"}
+    for topic in topics:
+        alone = fastbag.export(tmp_path / "names.bag", tmp_path / "one", topics=[topic]).files[topic]
+        assert Path(alone).name == Path(everything[topic]).name
+        assert pq.read_table(alone)["data"].to_pylist() == [topics.index(topic)]
+
+
+def test_an_unwritable_folder_is_said_once_and_a_stale_file_is_named(tmp_path, capsys, monkeypatch):
+    path = write_bag_with_a_broken_topic(tmp_path / "demo.bag")
+    out = tmp_path / "out"
+    out.mkdir()
+    real_touch = Path.touch
+
+    def refused(self, *args, **kwargs):
+        if self.parent == out:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_touch(self, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "touch", refused)
+        assert main(["export", str(path), str(out), "--no-progress"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"fastbag: [Errno 13] cannot write into the export folder: Permission denied: '{out}'"]
+    (out / "broken.parquet").write_bytes(b"an earlier export's file")
+    result = fastbag.export(path, out, topics=["/broken"])
+    assert "broken.parquet is an earlier export's, left as it was" in result.skipped["/broken"]
 
 
 def test_parquet_ready_strips_field_less_structs_inside_lists(tmp_path):

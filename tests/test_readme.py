@@ -2247,6 +2247,9 @@ def test_command_line_block(tmp_path, synthetic, monkeypatch):
             run_bag if a == "run.bag" else str(site) if a == "site.bag" else key.hex() if a == "HEX" else a
             for a in args
         ]
+        if "fleet/*.bag" in args:  # (the shell's glob)
+            at = args.index("fleet/*.bag")
+            args[at:at + 1] = sorted(str(p) for p in synthetic["fleet"].glob("*.bag"))
         if args[0] == "bench":
             args[-1] = str(DATA / IMU_SMALL) if (DATA / IMU_SMALL).exists() else run_bag
         if args[0] == "plot" and "-o" not in args:
@@ -2259,6 +2262,7 @@ def test_command_line_block(tmp_path, synthetic, monkeypatch):
                 (tmp_path / "my_ws" / "src" / "test_msgs" / "msg").mkdir(parents=True)
                 text = twin.topics["b_basictypes"].connections[0].definition
                 (tmp_path / "my_ws" / "src" / "test_msgs" / "msg" / "BasicTypes.msg").write_text(text)
+                (tmp_path / "my_ws" / "src" / "test_msgs" / "msg" / "Empty.msg").write_text("")  # (no fields)
                 expect = twin.read("b_basictypes").int64_value
             args = [humble if a == "humble_run/" else "humble_out/" if a == "out/" else a for a in args]
         code, out, err = _cli(args)
@@ -2284,6 +2288,15 @@ def test_command_line_block(tmp_path, synthetic, monkeypatch):
         elif args[0] == "export" and "--definitions" in args:
             table = pq.read_table(tmp_path / "humble_out" / "b_basictypes.parquet")
             assert table.column("int64_value").to_pylist() == expect.tolist()
+        elif args[0] == "export" and "fleet_out/" in args:
+            assert sorted(os.listdir(tmp_path / "fleet_out")) == ["run1", "run2"]
+            start, end = 1_700_000_101_500_000_000, 1_700_000_204_000_000_000
+            for name in ("run1", "run2"):
+                with fastbag.open(synthetic[name]) as bag:
+                    for topic in bag.topics:
+                        file = tmp_path / "fleet_out" / name / f"{topic.strip('/').replace('/', '.')}.parquet"
+                        times = pq.read_table(file)["time"].cast("int64").to_numpy()
+                        assert np.array_equal(times, bag.times(topic, start, end)), (name, topic)
         elif args[0] == "export":
             assert sorted(os.listdir(tmp_path / "out")) == ["imu.parquet", "odom.parquet"]
     assert ran == {"info", "demo", "bench", "plot", "timeline", "export"}

@@ -40,6 +40,7 @@ from ..bag import Bag, parse_step
 from ..bag import open as open_bag
 from ..errors import FastbagError, NotFoundError
 from ..msg.arrays import Nested, Ragged, StructArray, field_kind
+from ..msg.messages import TimeLike
 from .arguments import check_open_options
 from .tables import nested_child, require, time_column
 
@@ -81,11 +82,18 @@ def topic_filename(topic: str, format: str) -> str:  # noqa: A002 - the user-fac
     return f"{stem}.{format}"
 
 
-def _unique_filenames(topics: list[str], format: str) -> dict[str, str]:  # noqa: A002
-    """A file name per topic; names that clash after sanitizing get ``~2``, ``~3``..."""
+def _unique_filenames(topics: Iterable[str], format: str) -> dict[str, str]:  # noqa: A002
+    """A file name per topic; names that clash after sanitizing get ``~2``, ``~3``...
+
+    Given all of a bag's topics, whatever an export selects, so that a topic's file is always the same. A topic
+    named as ROS names it (``/a/b``: letters, digits, ``_``, ``-``, a leading ``/``) keeps the plain name
+    before ones written otherwise (``a/b``, ``/a b``), then by name."""
+    def plain(topic: str) -> bool:
+        return topic.startswith("/") and re.fullmatch(r"[A-Za-z0-9_\-/]+", topic) is not None
+
     names: dict[str, str] = {}
     taken: set[str] = set()
-    for topic in topics:
+    for topic in sorted(topics, key=lambda t: (not plain(t), t)):
         name = topic_filename(topic, format)
         stem, k = name[:-len(format) - 1], 1
         while name in taken:
@@ -96,10 +104,45 @@ def _unique_filenames(topics: list[str], format: str) -> dict[str, str]:  # noqa
     return names
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """How an export reads each topic: parts of ``step``, the messages in ``[start, end)``."""
+
+    step: int | str
+    start: TimeLike | None = None
+    end: TimeLike | None = None
+
+    def parts(self, bag: Bag, topic: str) -> Iterator[Any]:
+        """The topic's parts; an empty one gives one empty part, so that its file still has the schema."""
+        empty = True
+        for part in bag.iter_read(topic, step=self.step, start=self.start, end=self.end):
+            empty = False
+            yield part
+        if empty:
+            yield bag.take(topic, slice(0, 0))
+
+    def whole(self, bag: Bag, topic: str) -> Any:
+        return bag.read(topic, self.start, self.end)
+
+    def count(self, bag: Bag, topic: str) -> int:
+        if self.start is None and self.end is None:
+            return bag.topics[topic].message_count
+        return len(bag.times(topic, self.start, self.end))
+
+
 def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], format: str = "parquet",  # noqa: A002
            topics: Iterable[str] | None = None, *, step: int | str = "256 MB", progress: bool | None = None,
-           compression: str | None = None, **open_options: Any) -> ExportResult:
+           compression: str | None = None, start: TimeLike | None = None, end: TimeLike | None = None,
+           **open_options: Any) -> ExportResult:
     """Write every topic (or ``topics``) of a bag into ``out_dir``, one file per topic.
+
+    ``start`` and ``end`` bound the messages written (``[start, end)``, as
+    :meth:`~fastbag.bag.Bag.read` takes them); a topic without messages
+    there still gets its file (no rows). A file name depends on the topic
+    and the bag's other topics only, whichever are exported (see
+    :func:`topic_filename`): an export into a folder holding an earlier
+    one's files replaces the files of the topics it writes, and a topic it
+    skips says when an earlier file of its name is there.
 
     ``format``: ``"parquet"`` (schema from :func:`~fastbag.convert.tables.to_arrow`,
     the ROS type, md5sum and definition in the schema's metadata), ``"csv"``
@@ -149,6 +192,7 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     parse_step(step)  # one clear error before any folder or file exists (NPZ does not use it)
+    reading = _Reading(step, start, end)
     check_open_options(open_options, "fastbag.export")
     if open_options and isinstance(bag, Bag):
         raise TypeError(f"fastbag.export got {', '.join(sorted(open_options))} for a bag already open: pass its "
@@ -178,22 +222,25 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
         if out.exists() and not out.is_dir():  # (mkdir would say only "File exists")
             raise NotADirectoryError(errno.ENOTDIR, "not a folder to export into: a file of that name exists",
                                      str(out))
+        total = sum(reading.count(opened, t) for t in wanted)  # (the time bounds checked before writing)
         created = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
+        _check_writable(out)
         result = ExportResult()
-        bar = _progress_bar(progress, sum(opened.topics[t].message_count for t in wanted), opened.path)
+        bar = _progress_bar(progress, total, opened.path)
         try:
-            filenames = _unique_filenames(wanted, suffix)
+            filenames = _unique_filenames(opened.topics, suffix)
             for topic in wanted:
                 final = out / filenames[topic]
                 temporary = out / f".{final.name}.{os.getpid()}.partial"
                 try:
-                    count = _WRITERS[format](opened, topic, temporary, step, bar, **options)
+                    count = _WRITERS[format](opened, topic, temporary, reading, bar, **options)
                     os.replace(temporary, final)
                 except (FastbagError, ValueError, OSError, MemoryError) as exc:  # this topic cannot be decoded
                     # or stored (memory: a part of ``step`` too large for this machine; its arrays are gone now)
                     result.skipped[topic] = f"{type(exc).__name__}: {exc}" + (
-                        " (a smaller step may fit)" if isinstance(exc, MemoryError) else "")
+                        " (a smaller step may fit)" if isinstance(exc, MemoryError) else "") + (
+                        f" ({final} is an earlier export's, left as it was)" if final.exists() else "")
                     if bar is not None:
                         bar.write(f"fastbag: skipped {topic}: {exc}")
                     continue
@@ -226,21 +273,21 @@ def _progress_bar(progress: bool | None, total: int, path: str) -> Any:
     return tqdm(total=total, unit="msg", unit_scale=True, desc=os.path.basename(path), file=sys.stderr)
 
 
-def _parts(bag: Bag, topic: str, step: int | str) -> Any:
-    """The topic's parts; an empty topic gives one empty part, so its file still has the schema."""
-    empty = True
-    for part in bag.iter_read(topic, step=step):
-        empty = False
-        yield part
-    if empty:
-        yield bag.take(topic, slice(0, 0))
+def _check_writable(out: Path) -> None:
+    """OSError, once, where nothing can be written into ``out`` (read-only, no permission): not one per topic."""
+    probe = out / f".fastbag-export.{os.getpid()}.probe"
+    try:
+        probe.touch()
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write into the export folder: {exc.strerror}", str(out)) from None
+    probe.unlink()
 
 
-def _write_parquet(bag: Bag, topic: str, path: Path, step: int | str, bar: Any, compression: str = "lz4") -> int:
+def _write_parquet(bag: Bag, topic: str, path: Path, reading: _Reading, bar: Any, compression: str = "lz4") -> int:
     pq = require("pyarrow.parquet", "arrow", "Parquet export")
     writer, count = None, 0
     try:
-        for part in _parts(bag, topic, step):
+        for part in reading.parts(bag, topic):
             table = bytes_as_binary(parquet_ready(part.to_arrow()))
             if writer is None:
                 metadata = dict(table.schema.metadata or {})
@@ -404,11 +451,11 @@ def bytes_as_binary(table: Any) -> Any:
     return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=metadata))
 
 
-def _write_csv(bag: Bag, topic: str, path: Path, step: int | str, bar: Any, compression: str = "none") -> int:
+def _write_csv(bag: Bag, topic: str, path: Path, reading: _Reading, bar: Any, compression: str = "none") -> int:
     pd = require("pandas", "pandas", "CSV export")
     count = 0
     with _csv_stream(path, compression) as f:
-        for k, part in enumerate(_parts(bag, topic, step)):
+        for k, part in enumerate(reading.parts(bag, topic)):
             frame = part.to_pandas()
             for name in frame.columns:  # lists (and lists of structs) as JSON text: [1.5,NaN,2]
                 if isinstance(frame[name].dtype, pd.ArrowDtype):
@@ -535,8 +582,8 @@ def _npz_leaf(name: str, value: Any, kind: str, out: dict[str, np.ndarray]) -> N
         out[name] = np.asarray(value)
 
 
-def _write_npz(bag: Bag, topic: str, path: Path, step: int | str, bar: Any, compression: str = "none") -> int:
-    arr = bag.read(topic)
+def _write_npz(bag: Bag, topic: str, path: Path, reading: _Reading, bar: Any, compression: str = "none") -> int:
+    arr = reading.whole(bag, topic)
     columns = {time_column(arr): arr.time, **npz_columns(arr)}
     method = zipfile.ZIP_STORED if compression == "none" else zipfile.ZIP_DEFLATED  # savez / savez_compressed
     # What np.savez writes, by hand: a field may be called "file", savez's own argument.
