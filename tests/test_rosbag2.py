@@ -233,7 +233,8 @@ def test_lone_db3_inside_a_directory_and_the_directory_agree():
 # -- generated recordings ---------------------------------------------------------------------------
 
 STORAGES = {"sqlite3": ("sqlite3", None), "sqlite3, zstd per message": ("sqlite3", "MESSAGE"),
-            "sqlite3, zstd per file": ("sqlite3", "FILE"), "mcap": ("mcap", None), "mcap, zstd per file": ("mcap", "FILE")}
+            "sqlite3, zstd per file": ("sqlite3", "FILE"), "mcap": ("mcap", None),
+            "mcap, zstd per file": ("mcap", "FILE")}
 
 
 def rosbags_recording(folder: Path, storage: str, mode: str | None, count: int = 20) -> None:

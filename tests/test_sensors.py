@@ -214,8 +214,9 @@ def test_uniform_image_topic_fast_path_equals_the_message_by_message_path(tmp_pa
     short = messages[:2] + [Image(header=_header(2), height=height, width=width, encoding=encoding,
                                   is_bigendian=bigendian, step=step, data=np.zeros(step, dtype=np.uint8))]
     bag, topic = _write(tmp_path / "short.bag", IMAGE, short)
-    with bag, pytest.raises(fastbag.DecodeError, match=rf"needs {(height - 1) * step + width * channels * dtype.itemsize} "
-                            rf"data bytes, more than its {step} \(topic /t, message 2\)"):
+    needs = (height - 1) * step + width * channels * dtype.itemsize
+    with bag, pytest.raises(fastbag.DecodeError, match=rf"needs {needs} data bytes, more than its {step} "
+                            r"\(topic /t, message 2\)"):
         fastbag.image(topic, stack=False)
 
 
@@ -256,7 +257,8 @@ def test_pointcloud_rows_may_not_overlap(tmp_path):
     bag, topic = _write(tmp_path / "pc.bag", POINTCLOUD2, [single, overlapping])
     with bag:
         assert fastbag.pointcloud(topic[0])["x"].tolist() == [0, 1, 2, 3]
-        with pytest.raises(fastbag.DecodeError, match=r"row_step 8, less than a row's 16 bytes \(topic /t, message 1\)"):
+        with pytest.raises(fastbag.DecodeError,
+                           match=r"row_step 8, less than a row's 16 bytes \(topic /t, message 1\)"):
             list(fastbag.pointcloud(topic))
 
 
