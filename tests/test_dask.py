@@ -328,3 +328,25 @@ def test_open_options_reach_every_open_of_a_bag(tmp_path, monkeypatch):
     assert all(kw["checksums"] is False for kw in opened[:4])  # read_topic's: planning and both tasks
     with pytest.raises(TypeError, match="threads="):
         fastbag.dask.read_topic(paths, "/point", workers=2)
+
+
+def test_strings_that_are_not_utf8_become_text_in_dask_strings(tmp_path):
+    """to_pandas keeps a string that is not UTF-8 as bytes (an object column); Dask's string conversion (its
+    default) then raised a bare UnicodeDecodeError in the task. They are text with \\xNN escapes there, said with
+    a FastbagWarning; without the conversion they stay bytes, as to_pandas gives them."""
+    import dask
+
+    texts = [b"plain", b"caf\xe9", b"\x88\x01ok"]
+    with fastbag.Writer(tmp_path / "text.bag") as w:
+        c = w.add_connection("/s", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+        for k, text in enumerate(texts):
+            w.write(c, 10**18 + k, len(text).to_bytes(4, "little") + text)
+    with dask.config.set({"dataframe.convert-string": True}):
+        frame = fastbag.dask.read_topic(tmp_path / "text.bag", "/s")
+        with pytest.warns(fastbag.FastbagWarning, match=r"text\.bag: topic /s: strings that are not UTF-8 in data"):
+            got = frame.compute(scheduler="sync")
+    assert got["data"].tolist() == ["plain", "caf\\xe9", "\\x88\x01ok"]
+    with dask.config.set({"dataframe.convert-string": False}):
+        kept = fastbag.dask.read_topic(tmp_path / "text.bag", "/s").compute(scheduler="sync")
+    with fastbag.open(tmp_path / "text.bag") as bag:
+        assert kept["data"].tolist() == bag.read("/s").to_pandas()["data"].tolist() == ["plain", *texts[1:]]

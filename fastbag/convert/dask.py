@@ -20,6 +20,7 @@ describe both.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ import numpy as np
 from ..bag import Bag
 from ..bag import open as open_bag
 from ..container import NO_MD5
-from ..errors import NotFoundError
+from ..errors import FastbagWarning, NotFoundError
 from ..msg.arrays import StructArray, field_kind
 from .arguments import check_open_options, expand_paths
 from .tables import require
@@ -117,10 +118,29 @@ def _frame_meta(bag: Bag, topic: str) -> tuple[Any, Any]:
 
 
 def _read_frame(part: tuple[str, int, int], topic: str, threads: int = DEFAULT_THREADS,
-                open_options: dict[str, Any] | None = None) -> Any:
+                open_options: dict[str, Any] | None = None, text: bool = False) -> Any:
     path, a, b = part
     with open_bag(path, workers=threads, **(open_options or {})) as bag:
-        return bag.take(topic, slice(a, b)).to_pandas()
+        frame = bag.take(topic, slice(a, b)).to_pandas()
+    return _as_text(frame, path, topic) if text else frame
+
+
+def _as_text(frame: Any, path: str, topic: str) -> Any:
+    """``frame`` with the strings that are not UTF-8 (``to_pandas`` keeps them as bytes, in object columns)
+    made text, each undecodable byte as ``\\xNN``: Dask's string columns (its default) hold text only, and
+    converting bytes there raised a bare UnicodeDecodeError. Said once per part, naming the columns."""
+    changed = []
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype == object and any(isinstance(v, bytes) for v in column):
+            frame[name] = [v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v for v in column]
+            changed.append(name)
+    if changed:
+        warnings.warn(f"{path}: topic {topic}: strings that are not UTF-8 in {', '.join(changed)} are text with "
+                      "\\xNN for each byte that is not (Dask's string columns hold text only; with "
+                      "dask.config.set({'dataframe.convert-string': False}) they stay bytes)", FastbagWarning,
+                      stacklevel=2)
+    return frame
 
 
 def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str, *,
@@ -136,6 +156,12 @@ def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     the workers too (``definitions=`` for bags that lack some,
     ``checksums=False``, ``cache_bytes=``). ValueError names two bags whose
     message types (or types' columns) differ.
+
+    Text columns are Dask's strings where it converts them (its default,
+    ``dataframe.convert-string``; ``to_pandas`` gives pandas' own ``str``):
+    a string that is not UTF-8, which ``to_pandas`` keeps as bytes, then
+    becomes text with ``\\xNN`` for each undecodable byte, with a
+    FastbagWarning.
     """
     dd = require("dask.dataframe", "dask", "fastbag.dask")
     pd = require("pandas", "pandas", "fastbag.dask")
@@ -147,9 +173,11 @@ def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     divisions = _known_divisions(first, last)
     if divisions is not None:
         divisions = [pd.Timestamp(t, unit="ns") for t in divisions]
-    return dd.from_map(_read_frame, parts, topic=topic, threads=threads, open_options=open_options, meta=meta,
-                       divisions=divisions, label=f"fastbag-{topic.strip('/').replace('/', '.')}",
-                       enforce_metadata=False)
+    from dask.dataframe.utils import pyarrow_strings_enabled
+
+    return dd.from_map(_read_frame, parts, topic=topic, threads=threads, open_options=open_options,
+                       text=pyarrow_strings_enabled(), meta=meta, divisions=divisions,
+                       label=f"fastbag-{topic.strip('/').replace('/', '.')}", enforce_metadata=False)
 
 
 def _check_options(open_options: dict[str, Any], caller: str) -> None:
