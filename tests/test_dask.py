@@ -350,3 +350,25 @@ def test_strings_that_are_not_utf8_become_text_in_dask_strings(tmp_path):
         kept = fastbag.dask.read_topic(tmp_path / "text.bag", "/s").compute(scheduler="sync")
     with fastbag.open(tmp_path / "text.bag") as bag:
         assert kept["data"].tolist() == bag.read("/s").to_pandas()["data"].tolist() == ["plain", *texts[1:]]
+
+
+def test_bags_that_cannot_be_opened_are_passed_over_when_asked(fleet, tmp_path):
+    """One empty bag (a crashed recorder's) among a fleet's failed the whole collection: errors="skip" passes
+    over it, naming it in a FastbagWarning; the default still raises its error."""
+    import shutil
+
+    good = sorted(fleet.glob("run*.bag"))
+    for path in good:
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "run1b.bag").write_bytes(b"")
+    pattern = str(tmp_path / "run*.bag")
+    with pytest.raises(fastbag.BagFormatError, match="empty"):
+        fastbag.dask.read_topic(pattern, "/imu")
+    with pytest.warns(fastbag.FastbagWarning, match=r"passed over a bag that cannot be opened: .*run1b\.bag"):
+        frame = fastbag.dask.read_topic(pattern, "/imu", errors="skip", step=1000)
+    same_frame(frame.compute(scheduler="sync"), expected(good))
+    with pytest.warns(fastbag.FastbagWarning, match="run1b.bag"):
+        x = fastbag.dask.read_array(pattern, "/imu", "linear_acceleration.x", errors="skip")
+    assert np.array_equal(x.compute(scheduler="sync"), expected(good)["linear_acceleration.x"].to_numpy())
+    with pytest.raises(ValueError, match="errors is 'raise' or 'skip'"):
+        fastbag.dask.read_topic(pattern, "/imu", errors="ignore")

@@ -29,7 +29,7 @@ import numpy as np
 from ..bag import Bag
 from ..bag import open as open_bag
 from ..container import NO_MD5
-from ..errors import FastbagWarning, NotFoundError
+from ..errors import FastbagError, FastbagWarning, NotFoundError
 from ..msg.arrays import StructArray, field_kind
 from .arguments import check_open_options, expand_paths
 from .tables import require
@@ -41,18 +41,29 @@ DEFAULT_THREADS = 1
 
 
 def _plan(paths: list[str], topic: str, step: int | str, describe: Callable[[Bag], Any],
-          open_options: dict[str, Any]) -> tuple[list[tuple[str, int, int]], list[int], list[int], Any]:
+          open_options: dict[str, Any], errors: str = "raise"
+          ) -> tuple[list[tuple[str, int, int]], list[int], list[int], Any]:
     """Parts ``(path, a, b)`` of the topic in every bag holding it, each part's first and last time, and
     the first bag's ``describe(bag)``: ``(signature, value)``, what a collection needs of the topic's type (its
     columns' names and dtypes, a field's dtype and shape) and the value it builds on.
 
     ``describe`` runs once per distinct type and definition; ValueError where two bags' types differ, or their
-    signatures do, since one collection cannot hold both.
+    signatures do, since one collection cannot hold both. ``errors="skip"`` passes over a bag that cannot be
+    opened (a FastbagWarning names it), ``"raise"`` raises its error.
     """
+    if errors not in ("raise", "skip"):
+        raise ValueError(f"errors is 'raise' or 'skip', not {errors!r}")
     parts, first, last = [], [], []
     formats: dict[tuple[str, str, str], tuple[str, Any]] = {}  # (type, md5sum, definition) -> (first bag, description)
     for path in paths:
-        with open_bag(path, workers=1, **open_options) as bag:  # the index only: no decoding threads
+        try:
+            bag = open_bag(path, workers=1, **open_options)  # the index only: no decoding threads
+        except (FastbagError, OSError) as exc:
+            if errors == "raise":
+                raise
+            warnings.warn(f"passed over a bag that cannot be opened: {exc}", FastbagWarning, stacklevel=3)
+            continue
+        with bag:
             if topic not in bag.topics:
                 continue  # a fleet's bags need not all record every topic
             times = bag.topic_times(topic)  # DecodeError for a topic in two formats within the bag
@@ -66,7 +77,8 @@ def _plan(paths: list[str], topic: str, step: int | str, describe: Callable[[Bag
                 first.append(int(times[a]))
                 last.append(int(times[b - 1]))
     if not formats:
-        raise NotFoundError(f"no bag among {len(paths)} holds topic {topic!r}")
+        raise NotFoundError(f"no bag among {len(paths)} holds topic {topic!r}" + (
+            " (or the bags that do cannot be opened)" if errors == "skip" else ""))
     return parts, first, last, next(iter(formats.values()))[1][1]  # (no parts: the topic has no messages)
 
 
@@ -144,7 +156,8 @@ def _as_text(frame: Any, path: str, topic: str) -> Any:
 
 
 def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str, *,
-               step: int | str = DEFAULT_STEP, threads: int = DEFAULT_THREADS, **open_options: Any) -> Any:
+               step: int | str = DEFAULT_STEP, threads: int = DEFAULT_THREADS, errors: str = "raise",
+               **open_options: Any) -> Any:
     """A Dask DataFrame of ``topic`` over many bags: the columns of ``TopicArray.to_pandas()``.
 
     One partition per chunk-aligned part of ``step`` (messages or bytes, as
@@ -155,7 +168,10 @@ def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     by side). ``open_options`` go to every :func:`fastbag.open` of a bag, on
     the workers too (``definitions=`` for bags that lack some,
     ``checksums=False``, ``cache_bytes=``). ValueError names two bags whose
-    message types (or types' columns) differ.
+    message types (or types' columns) differ. ``errors="skip"`` passes over
+    bags that cannot be opened (empty or damaged beyond reading, as a
+    crashed recorder leaves them; a FastbagWarning names each) instead of
+    raising their error.
 
     Text columns are Dask's strings where it converts them (its default,
     ``dataframe.convert-string``; ``to_pandas`` gives pandas' own ``str``):
@@ -167,7 +183,7 @@ def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     pd = require("pandas", "pandas", "fastbag.dask")
     paths = expand_paths(paths_or_glob)
     _check_options(open_options, "fastbag.dask.read_topic")
-    parts, first, last, meta = _plan(paths, topic, step, lambda bag: _frame_meta(bag, topic), open_options)
+    parts, first, last, meta = _plan(paths, topic, step, lambda bag: _frame_meta(bag, topic), open_options, errors)
     if not parts:  # the topic is there, without messages: its columns, no rows
         return dd.from_pandas(meta, npartitions=1)
     divisions = _known_divisions(first, last)
@@ -219,10 +235,12 @@ def _read_field(part: tuple[str, int, int], topic: str, field: str, threads: int
 
 
 def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str, field: str, *,
-               step: int | str = DEFAULT_STEP, threads: int = DEFAULT_THREADS, **open_options: Any) -> Any:
+               step: int | str = DEFAULT_STEP, threads: int = DEFAULT_THREADS, errors: str = "raise",
+               **open_options: Any) -> Any:
     """A Dask array of one fixed-size field (``"linear_acceleration"``, ``"pose.pose.position.x"``) over many bags.
 
-    One block per part, and ``threads`` and ``open_options`` per task, as :func:`read_topic`. Fixed structs give
+    One block per part, and ``threads``, ``errors`` and ``open_options`` per task, as :func:`read_topic`. Fixed
+    structs give
     structured arrays; fields whose size varies per message (``T[]``,
     strings) raise ValueError: use :func:`read_topic`. So do two bags whose
     message types differ, or whose field does (one type recorded in ROS1 and
@@ -232,7 +250,7 @@ def read_array(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     dask = require("dask", "dask", "fastbag.dask")
     paths = expand_paths(paths_or_glob)
     _check_options(open_options, "fastbag.dask.read_array")
-    parts, _, _, found = _plan(paths, topic, step, lambda bag: _field_meta(bag, topic, field), open_options)
+    parts, _, _, found = _plan(paths, topic, step, lambda bag: _field_meta(bag, topic, field), open_options, errors)
     if isinstance(found, KeyError):
         raise found
     kind, value = found
