@@ -24,6 +24,22 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 NO_DATA = f"real bags not found: {DATA} (../shared/data beside the repository) is absent"
 
 
+def _sqlite_side_files() -> set[Path]:
+    """The SQLite -wal/-shm files under DATA (a WAL-mode database opened without immutable=1 makes them)."""
+    return {p for pattern in ("**/*.db3-wal", "**/*.db3-shm") for p in DATA.glob(pattern)} if DATA.is_dir() else set()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_data_left_as_found() -> Iterator[None]:
+    """The suite reads ../shared/data and writes nothing there: an oracle that opened a WAL-mode .db3 with
+    mode=ro alone (SQLite makes its -wal and -shm beside it then, where it may write) left files there that
+    no recorder wrote. Checked once, at the end (an error of the last test)."""
+    before = _sqlite_side_files()
+    yield
+    made = sorted(str(p.relative_to(DATA)) for p in _sqlite_side_files() - before)
+    assert not made, f"the tests made files in {DATA}: {made}"
+
+
 def data_files(folder: str, pattern: str = "*.bag") -> list:
     """``pytest.param`` per file in ``DATA/folder``, id'd by name; one skipped param when absent."""
     files = sorted((DATA / folder).glob(pattern)) if (DATA / folder).is_dir() else []

@@ -87,7 +87,7 @@ def test_mcap_messages_equal_peers(path: Path) -> None:
 
 def _db3_topics(path: Path) -> dict:
     """{(type, definition encoding, definition): [raw messages]} of a rosbag2 sqlite3 file's CDR topics."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)  # (WAL files: none made)
     tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
     definitions = {}
     if "message_definitions" in tables:
@@ -145,7 +145,7 @@ def test_census_every_schema_parses() -> None:
                 seen += 1
     placeholders = []
     for path in sorted(DATA.glob("**/*.db3")):
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)  # (WAL files: none made)
         if "message_definitions" not in {r[0] for r in db.execute("select name from sqlite_master")}:
             continue
         for typ, encoding, text in db.execute(
