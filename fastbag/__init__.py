@@ -8,7 +8,7 @@
 ``import fastbag`` stays light: NumPy only; codecs and Numba load on first use.
 """
 
-from typing import Any
+from typing import Any as _Any
 
 from .bag import Bag, Message, TopicInfo, open
 from .convert.dataset import SyncedDataset, collate
@@ -29,7 +29,11 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __dir__() -> list[str]:
+    return sorted([*__all__, "__version__", "dask"])
+
+
+def __getattr__(name: str) -> _Any:
     """``fastbag.dask``: the Dask readers, imported on first use (dask itself loads only then)."""
     if name == "dask":
         import importlib  # (not `from . import dask`: that asks this __getattr__ again)

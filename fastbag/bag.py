@@ -29,7 +29,7 @@ import numpy as np
 
 from .container import NO_MD5, BagIndex, Connection, Container, Encryption
 from .errors import (DecodeError, DefinitionError, FastbagError, FastbagWarning, NoMessagesError, NotFoundError,
-                     UnsupportedError)
+                     UnsupportedError, close_matches)
 from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
 from .io.codecs import ZSTD_MAGIC
 from .msg.messages import Time, TimeLike, time_ns
@@ -400,6 +400,7 @@ class Bag:
                                 f"{len(path)}: open each in turn, or use fastbag.SyncedDataset or fastbag.dask "
                                 "for many")
             path = path[0]
+        _check_bag_options(cache_bytes, workers, checksums)
         self.path = os.fspath(path)
         if os.path.basename(self.path) == "metadata.yaml" and os.path.isfile(self.path):
             self.path = os.path.dirname(self.path) or "."  # a rosbag2 recording is its directory
@@ -622,7 +623,9 @@ class Bag:
             infos[topic] = TopicInfo(topic, first.msgtype, first.md5sum, first.definition,
                                      int(per_conn[ranks].sum()),
                                      tuple(index.connections[r] for r in ranks), frequency)
-        return dict(sorted(infos.items()))
+        topics = TopicInfos(sorted(infos.items()))
+        topics.path = self.path
+        return topics
 
     @functools.cached_property
     def _topic_ranks(self) -> dict[str, list[int]]:
@@ -717,8 +720,9 @@ class Bag:
                 raise TypeError(f"topics are names (str); got {type(odd[0]).__name__} {odd[0]!r}")
             unknown = wanted - set(self._topic_ranks)
             if unknown:
-                raise NotFoundError(f"no topic {sorted(unknown)[0]!r} in {self.path}; topics: "
-                                    f"{', '.join(self._topic_ranks)}")
+                missing = sorted(unknown)[0]
+                raise NotFoundError(f"no topic {missing!r} in {self.path}{close_matches(missing, self._topic_ranks)}"
+                                    f"; topics: {', '.join(self._topic_ranks)}")
         want = np.array([wanted is None or c.topic in wanted for c in index.connections], dtype=bool)  # by rank
         if connections is not None:
             given = list(connections)
@@ -1219,7 +1223,8 @@ class Bag:
             raise TypeError(f"a topic is one name (str), not {type(topic).__name__} {topic!r}: read one topic per "
                             "call, or iterate bag.messages(topics=[...]) over several")
         if topic not in self._topic_ranks:
-            raise NotFoundError(f"no topic {topic!r} in {self.path}; topics: {', '.join(self._topic_ranks)}")
+            raise NotFoundError(f"no topic {topic!r} in {self.path}{close_matches(topic, self._topic_ranks)}; "
+                                f"topics: {', '.join(self._topic_ranks)}")
         connections = self._topic_connections(topic)
         # Connections whose md5sums agree share a wire format, even under two
         # names (tf/tfMessage and tf2_msgs/TFMessage): they merge into one array.
@@ -1756,10 +1761,23 @@ class Bag:
         self._container.close()
 
     def __enter__(self) -> "Bag":
+        self._check_open()  # (a closed file refuses ``with`` too)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __contains__(self, topic: object) -> bool:
+        """``"/imu" in bag``: whether the bag records the topic."""
+        return topic in self._topic_ranks
+
+    def __iter__(self) -> Iterator[Any]:
+        """``for topic, msg, t in bag``, as a ``rosbag.Bag`` iterates: :meth:`read_messages`."""
+        return iter(self.read_messages())
+
+    def __getitem__(self, key: object) -> Any:
+        raise TypeError(f"a Bag is not indexed: bag.read({key!r}) decodes a topic into arrays, bag.topics[{key!r}] "
+                        "describes it, bag.messages(topics=[...]) iterates its messages")
 
     def __reduce__(self) -> tuple[Any, ...]:
         """A Bag pickles as its path and options (to multiprocessing workers, say): unpickling opens the
@@ -1773,6 +1791,33 @@ class Bag:
         state = "closed" if self.closed else f"{self.message_count} messages, {topics} topic{'s' * (topics != 1)}"
         version = f" v{self.version}" if self.version not in ("", "unknown") else ""
         return f"<fastbag.Bag {self.path!r} {self.format}{version}, {state}>"
+
+
+def _check_bag_options(cache_bytes: Any, workers: Any, checksums: Any) -> None:
+    """TypeError or ValueError naming an option of :func:`open` that is not what it takes (a string of a
+    number, a negative count, ``checksums="no"``, which is true), before anything is opened."""
+    def whole(value: Any) -> bool:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+    if not whole(cache_bytes) or cache_bytes < 0:
+        raise (ValueError if whole(cache_bytes) else TypeError)(
+            f"cache_bytes is a number of bytes (an int, 0 or more: 256 << 20), not {cache_bytes!r}")
+    if workers is not None and (not whole(workers) or workers < 1):
+        raise (ValueError if whole(workers) else TypeError)(
+            f"workers is a number of threads (an int, 1 or more; None: one per CPU), not {workers!r}")
+    if not isinstance(checksums, (bool, np.bool_)):
+        raise TypeError(f"checksums is True or False, not {checksums!r}")
+
+
+class TopicInfos(dict):  # type: ignore[type-arg]
+    """:attr:`Bag.topics`: a dict of :class:`TopicInfo` by name whose missing name is a NotFoundError (a
+    KeyError) naming the bag's topics, the closest first."""
+
+    path = ""
+
+    def __missing__(self, topic: str) -> TopicInfo:
+        raise NotFoundError(f"no topic {topic!r} in {self.path}{close_matches(str(topic), self)}; topics: "
+                            f"{', '.join(self)}")
 
 
 def _reopen_bag(path: str, options: dict[str, Any]) -> Bag:

@@ -254,10 +254,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .tooling.synth import write_demo_bag
 
     with tempfile.TemporaryDirectory(prefix="fastbag-demo-") as folder:
-        path = Path(folder) / f"demo-{args.compression}.bag"
+        path = Path(args.output) if args.output else Path(folder) / f"demo-{args.compression}.bag"
         started = time.perf_counter()
         write_demo_bag(path, seconds=args.seconds, compression=args.compression)
-        print(f"wrote {path} in {time.perf_counter() - started:.2f}s\n")
+        kept = "" if args.output else " (removed at the end: -o PATH keeps it)"
+        print(f"wrote {path} in {time.perf_counter() - started:.2f}s{kept}\n")
         with open_bag(path) as bag:
             print(format_info(bag))
             print(f"\n{'topic':<20} {'messages':>9} {'MB':>8} {'seconds':>9} {'msgs/s':>11} {'MB/s':>9}  fields")
@@ -478,7 +479,8 @@ def _check(args: argparse.Namespace) -> None:
             check_gap_factor(args.gap_factor)
         except ValueError:
             raise _UsageError(f"argument --gap-factor: must be a positive number, not {args.gap_factor}") from None
-    if getattr(args, "output", None) is not None:  # plot, timeline: a misspelt suffix fails now, not after drawing
+    if getattr(args, "output", None) is not None and args.run in (_cmd_plot, _cmd_timeline):  # a misspelt suffix
+        # fails now, not after drawing
         from .viz.plot import check_output
 
         try:
@@ -522,8 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fastbag", description="Read ROS bags into NumPy, fast.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    info = sub.add_parser("info", help="summarize bags, like rosbag info")
-    info.add_argument("bags", nargs="+", metavar="BAG")
+    info = sub.add_parser("info", help="summarize bags, like rosbag info", description="Summarize each bag as "
+                          "rosbag info does: format, times, size, compression, types and topics.")
+    info.add_argument("bags", nargs="+", metavar="BAG", help="ROS1 bags, MCAP files or rosbag2 directories")
     info.add_argument("--json", action="store_true", help="print JSON (each topic's frequency included)")
     info.add_argument("--freq", action="store_true", help="show each topic's median message rate, as "
                       "rosbag info --freq does")
@@ -531,7 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     info.set_defaults(run=_cmd_info)
     demo = sub.add_parser("demo", help="write a sample bag, read it back and print the speed")
     demo.add_argument("--seconds", type=float, default=3.0, help="recording length (default 3)")
-    demo.add_argument("--compression", choices=("none", "lz4", "bz2"), default="lz4")
+    demo.add_argument("--compression", choices=("none", "lz4", "bz2"), default="lz4",
+                      help="the sample bag's chunk compression (default lz4)")
+    demo.add_argument("-o", "--output", metavar="PATH", help="write the sample bag to PATH and keep it (default: "
+                      "a temporary file, removed at the end)")
     demo.set_defaults(run=_cmd_demo)
     bench = sub.add_parser("bench", help="time decoding side by side with rosbags (generated bags, or yours)")
     bench.add_argument("paths", nargs="*", metavar="PATH", help="bags to time topic by topic (default: the "

@@ -7,6 +7,9 @@ Messages are one sentence and name the file, the byte offset and the record.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class FastbagError(Exception):
     """Root of every error fastbag raises for bad input or unsupported data."""
@@ -121,3 +124,10 @@ class TooLarge(ValueError):
     An internal signal between a codec and its caller, who turns it into a
     :class:`BagFormatError` naming the file, offset and record.
     """
+
+
+def close_matches(name: str, names: Iterable[str]) -> str:
+    """`` (did you mean '/imu'?)`` for the names closest to a mistyped ``name``, else ``""``: said before a
+    bag's whole list of topics or a type's fields, which may run to hundreds."""
+    near = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DecodeError, NotFoundError, UnsupportedError
+from ..errors import DecodeError, NotFoundError, UnsupportedError, close_matches
 from .layout import REPRESENTATIONS, Layout, Node, Slot
 from .messages import MessageTypes, Record, Source, message_types, node_class
 
@@ -314,7 +314,8 @@ def _text(raw: bytes) -> str | bytes:
 class StructArray:
     """A table of N rows: fixed fields in ``rows`` (structured array), variable ones in columns.
 
-    ``s[name]`` is a field for every row, ``s.name`` too where no attribute
+    ``s[name]`` is a field for every row (``s["a.b"]`` a nested one by its
+    path, as ``to_pandas`` names columns), ``s.name`` too where no attribute
     of the array has that name (fixed structs then come as record arrays:
     ``imu.linear_acceleration.x``); ``s[i]`` is a message (see
     :mod:`fastbag.msg.messages`); ``s[a:b]`` or ``s[mask]`` a StructArray of
@@ -356,7 +357,13 @@ class StructArray:
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
-            return self._field(key)
+            return self._field(key) if key in self._node.fields or "." not in key else self._path(key)
+        if key is None or isinstance(key, (bool, np.bool_)):  # (NumPy adds an axis for these; rows have none)
+            raise IndexError(f"messages are selected by an integer, a slice, an integer array or a boolean mask "
+                             f"of {self._n} values, not {key!r}")
+        if isinstance(key, (list, tuple)) and key and all(isinstance(k, str) for k in key):
+            raise TypeError(f"fields are taken one at a time (arr[{key[0]!r}]); to_pandas() gives them as columns "
+                            "of one table")
         if isinstance(key, (int, np.integer)):
             if not -self._n <= key < self._n:
                 raise IndexError(f"index {key} out of range for {self._n} rows")
@@ -397,8 +404,8 @@ class StructArray:
         try:
             kind, what = self._node.fields[name]
         except KeyError:
-            raise NotFoundError(f"{self._node.msgtype} has no field {name!r}; fields: {', '.join(self._node.fields)}") \
-                from None
+            raise NotFoundError(f"{self._node.msgtype} has no field {name!r}{close_matches(name, self._node.fields)}; "
+                                f"fields: {', '.join(self._node.fields)}") from None
         if kind == "fixed":
             return self.rows[name]  # type: ignore[index]
         if kind == "slot":
@@ -406,6 +413,23 @@ class StructArray:
         sub: Node = what  # type: ignore[assignment]
         rows = self.rows[name] if sub.has_fixed else None  # type: ignore[index]
         return StructArray(self._n, rows, sub, self._columns, types=self.types)
+
+    def _path(self, path: str) -> Any:
+        """A nested field by its dotted path (``"pose.pose.position.x"``, as to_pandas names its columns):
+        ``arr["pose"]["pose"]["position"]["x"]``; NotFoundError names the part that is missing."""
+        value: Any = self
+        for depth, name in enumerate(path.split(".")):
+            if isinstance(value, StructArray):
+                value = value[name]
+                continue
+            names = value.dtype.names if isinstance(value, np.ndarray) else None
+            if not names or name not in names:
+                inside = ".".join(path.split(".")[:depth])
+                have = f"; fields: {', '.join(names)}" if names else " (it has no fields)"
+                raise NotFoundError(f"{self._node.msgtype} field {inside!r} has no field {name!r}"
+                                    f"{close_matches(name, names or ())}{have}")
+            value = value[name]
+        return value
 
     def _subset(self, key: Any) -> "StructArray":
         index = np.arange(self._n)[key]
@@ -560,7 +584,7 @@ class TopicArray(StructArray):
         return to_awkward(self)
 
     def __repr__(self) -> str:
-        return (f"<TopicArray {self.topic} ({self._node.msgtype}): {len(self)} messages; "
+        return (f"<TopicArray {self.topic} ({self._node.msgtype}): {len(self)} message{'s' * (len(self) != 1)}; "
                 f"fields {', '.join(self._node.fields)}>")
 
 

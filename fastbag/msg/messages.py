@@ -142,13 +142,22 @@ def time_ns(value: Any, name: str = "time") -> int | None:
                     f"got {type(value).__name__} {value!r}{hint}")
 
 
+def _datetime(ns: int) -> datetime.datetime:
+    """``ns`` since the epoch as an aware UTC datetime, to the microsecond."""
+    return _EPOCH + datetime.timedelta(microseconds=ns // 1000)
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
 class Time:
     """A ROS ``time``, with genpy's API: ``secs`` and ``nsecs`` (``sec`` and ``nanosec`` too, rosbags' names).
 
     As ``genpy.Time``: ``Time(secs, nsecs)`` and ``Time(float_secs)`` normalize
     ``nsecs`` into ``[0, 1e9)`` and refuse a negative time (TypeError);
     ``from_sec()``, ``to_sec()``, ``to_time()``, ``to_nsec()``, ``is_zero()``,
-    ``canon()``, ``set()``; ``Time - Time`` is a :class:`Duration`, ``Time +/- Duration``
+    ``canon()``, ``set()``; besides, ``to_datetime()`` (aware, UTC) and
+    ``to_datetime64()``; ``Time - Time`` is a :class:`Duration`, ``Time +/- Duration``
     a Time; ordered, equal and hashed by value; false when zero; ``str()`` is the
     nanoseconds. No ``float(t)``, as in genpy: use ``to_sec()``.
 
@@ -208,6 +217,14 @@ class Time:
     def to_nsec(self) -> int:
         """Nanoseconds as an int."""
         return int(self.secs) * _NS + int(self.nsecs)
+
+    def to_datetime(self) -> datetime.datetime:
+        """A time as an aware UTC ``datetime`` (to the microsecond: a datetime holds no finer)."""
+        return _datetime(self.to_nsec())
+
+    def to_datetime64(self) -> np.datetime64:
+        """A time as a ``numpy.datetime64`` in ns (what ``pd.Timestamp`` and ``to_pandas()``'s index take)."""
+        return np.datetime64(self.to_nsec(), "ns")
 
     def is_zero(self) -> bool:
         """``secs`` and ``nsecs`` both zero."""
@@ -319,6 +336,12 @@ class Duration(Time):
     def _check(self) -> None:
         pass
 
+    @property
+    def to_datetime(self) -> Any:
+        raise AttributeError("a Duration is a length of time, not a point in it: to_sec() or to_nsec()")
+
+    to_datetime64 = to_datetime
+
     def _make(self, ns: int) -> Duration:
         return Duration(*divmod(ns, _NS))
 
@@ -427,6 +450,14 @@ class _Ros2Time:
 
     def to_time(self) -> float:
         return self.to_sec()
+
+    def to_datetime(self) -> datetime.datetime:
+        """As :meth:`Time.to_datetime` (a Time only)."""
+        return self._value().to_datetime()  # type: ignore[no-any-return]
+
+    def to_datetime64(self) -> np.datetime64:
+        """As :meth:`Time.to_datetime64` (a Time only)."""
+        return self._value().to_datetime64()  # type: ignore[no-any-return]
 
     def is_zero(self) -> bool:
         return self.sec == 0 and self.nanosec == 0  # type: ignore[attr-defined,no-any-return]
@@ -645,6 +676,15 @@ def _restore(msgtype: str, fields: tuple[str, ...], constants: tuple[tuple[str, 
     return cls(dict(zip(fields, values)), None)  # type: ignore[no-any-return]
 
 
+def _read_only(msgtype: str, name: str) -> Callable[[Any, Any], None]:
+    """The setter of a message's field: an AttributeError saying that messages are read-only and what to do
+    instead (genpy's messages take assignments; Python's own error named a property without a setter)."""
+    def refuse(message: Any, value: Any) -> None:
+        raise AttributeError(f"{msgtype or 'a message'}.{name} cannot be set: decoded messages are read-only views "
+                             f"of the bag; m.to_dict() gives a dict of the values to change")
+    return refuse
+
+
 def _class_name(msgtype: str) -> str:
     return msgtype.replace("/", "__") or "message"
 
@@ -662,7 +702,8 @@ def _new_class(msgtype: str, fields: tuple[str, ...], constants: dict[str, Any],
         "_children": children, "_elements": elements, "_slot_types": slot_types,
         "__msgtype__": interface or (f"{pkg}/msg/{name}" if name else msgtype),
     })
-    namespace.update(properties)
+    namespace.update({name: property(getter.fget, _read_only(msgtype, name), doc=getter.__doc__)
+                      for name, getter in properties.items()})
     bases: tuple[type, ...] = (Record,)
     if msgtype in ROS2_TIME_TYPES and {"sec", "nanosec"} <= set(fields):
         bases = (_Ros2Time, Record)

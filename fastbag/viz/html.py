@@ -117,7 +117,7 @@ def bag_html(bag: "Bag") -> str:
     more = f"<p>... and {len(rows) - MAX_TOPICS} more topics</p>" if len(rows) > MAX_TOPICS else ""
     return (f'{_STYLE}<div class="fastbag-bag"><p><b>fastbag.Bag</b> {_e(os.path.basename(bag.path))}</p>'
             + _table(facts)
-            + _table(topics, ["topic", "type", "messages", "rate", "gaps", "timeline"]) + more
+            + _table(topics, ["topic", "type", "messages", "mean rate", "gaps", "timeline"]) + more
             + _first_messages(bag) + "</div>")
 
 
@@ -145,7 +145,7 @@ def topic_array_html(arr: "TopicArray") -> str:
     if n:
         start, end = int(times[0]), int(times[-1])
         facts += [["start", _e(_utc(start))], ["duration", f"{(end - start) / 1e9:.3f} s"],
-                  ["rate", _rate(rate_of(times))],
+                  ["mean rate", _rate(rate_of(times))],
                   ["timeline", timeline_svg(times, start, end, find_gaps(times))]]
     header: list[str] = []
     body: list[list[str]] = []
