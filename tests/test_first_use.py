@@ -34,8 +34,8 @@ def test_typos_are_answered_with_the_closest_names():
     with fastbag.open(data_file(ROS1)) as bag:
         for attempt in (lambda: bag.topics["groundtrut"], lambda: bag.read("groundtrut"),
                         lambda: list(bag.messages(topics=["groundtrut"]))):
-            with pytest.raises(fastbag.NotFoundError, match=r"no topic 'groundtrut' in .* \(did you mean "
-                                                            r"'groundtruth'\?\); topics: ORB-SLAM, S-PTAM, groundtruth"):
+            with pytest.raises(fastbag.NotFoundError, match=r"no topic 'groundtrut' in .* \(did you mean 'groundtruth'"
+                                                            r"\?\); topics: ORB-SLAM, S-PTAM, groundtruth"):
                 attempt()
         with pytest.raises(KeyError):  # (a NotFoundError is a KeyError: `except KeyError` code keeps working)
             bag.topics["nothing like it"]
