@@ -127,3 +127,42 @@ def test_plot_takes_a_list_of_fields(tmp_path):
         assert [line.get_label() for line in ax.get_lines()][-2:] == ["pose.position.x", "pose.position.y"]
         with pytest.raises(TypeError, match="fields are paths"):
             arr.plot(1)
+
+
+@pytest.mark.parametrize("name", ["cruise-automation__rosbag.js__fixtures__example.bag", ROS1.split("/")[1],
+                                  "CCNYRoboticsLab__imu_tools__imu_filter_madgwick__sample__ardrone_imu.bag",
+                                  "eric-wieser__ros_numpy__test__test.bag"])
+def test_print_of_a_message_is_genpys(name):
+    """print(m.msg) was one line of 600 characters, arrays of more than 8 values shown by their shape (every
+    covariance): it is genpy's YAML now, message for message (arrays of more than STR_VALUES numbers are cut
+    short, where genpy prints an image's every byte), and repr stays one line, every digit kept."""
+    from fastbag.msg.messages import STR_VALUES
+
+    path = data_file(f"ros1v2/{name}")
+    rosbag = pytest.importorskip("rosbag", reason="the classic rosbag module (genpy) is the oracle")
+    theirs = {}
+    for topic, msg, _ in rosbag.Bag(str(path)).read_messages():
+        theirs.setdefault(topic, (msg, str(msg)))
+    compared = 0
+    with fastbag.open(path) as bag:
+        for topic in bag.topics:
+            mine = next(bag.messages(topics=[topic])).msg
+            assert "\n" not in repr(mine)
+            if any(len(v) > STR_VALUES for v in _arrays(theirs[topic][0])):
+                assert "values, " in str(mine)  # (cut short)
+                continue
+            assert str(mine) == theirs[topic][1], topic
+            compared += 1
+    assert compared
+
+
+def _arrays(msg):
+    """Every list or bytes value in a genpy message (at any depth)."""
+    for name in getattr(msg, "__slots__", ()):
+        value = getattr(msg, name)
+        if isinstance(value, (list, tuple, bytes)):
+            yield value
+            for item in value if isinstance(value, (list, tuple)) else ():
+                yield from _arrays(item)
+        else:
+            yield from _arrays(value)

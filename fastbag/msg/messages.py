@@ -451,6 +451,9 @@ class _Ros2Time:
     def to_time(self) -> float:
         return self.to_sec()
 
+    def __str__(self) -> str:  # a stamp alone prints as rclpy's does, in one line; inside a message, as a field
+        return repr(self)
+
     def to_datetime(self) -> datetime.datetime:
         """As :meth:`Time.to_datetime` (a Time only)."""
         return self._value().to_datetime()  # type: ignore[no-any-return]
@@ -568,6 +571,12 @@ class Record:
         inner = ", ".join(f"{n}={_short_repr(getattr(self, n))}" for n in self._fields)
         return f"{self._type or 'message'}({inner})"
 
+    def __str__(self) -> str:
+        """The message as genpy prints one (``print(msg)``): a field per line, ``name: value``, nested messages
+        indented, arrays of messages as ``-`` items; arrays of more than :data:`STR_VALUES` numbers are cut
+        short (genpy prints an image's every byte)."""
+        return "\n".join(_field_lines(self, ""))
+
     def _repr_html_(self) -> str:
         from ..viz.html import record_html  # an accessor: viz is a higher layer, loaded only when called
 
@@ -582,12 +591,64 @@ class Record:
 
 
 def _short_repr(value: Any) -> str:
-    """A field in a message's repr: large arrays by their shape, long arrays of structs by their count."""
+    """A field in a message's repr (one line): large arrays by their shape, long arrays of structs by their
+    count, small arrays with every digit."""
     if isinstance(value, np.ndarray) and value.size > 8:
         return f"array({value.dtype}, shape={value.shape})"
     if isinstance(value, (MessageList, list)) and len(value) > 8 and isinstance(value[0], Record):
         return f"[{len(value)} x {value[0]._type or 'message'}]"
+    if isinstance(value, np.ndarray):
+        with np.printoptions(floatmode="unique", linewidth=1 << 30):  # (NumPy's default wraps at 75 columns)
+            return repr(value)
     return repr(value)
+
+
+#: Arrays of numbers ``str(message)`` prints whole (a 6x6 covariance, CameraInfo's matrices); longer ones
+#: (an image's bytes) print their first values and their count.
+STR_VALUES = 64
+
+
+def _field_lines(message: Any, indent: str) -> list[str]:
+    """``str(message)``'s lines, as genpy's ``strify_message`` lays them out (a ROS1 time's ``nsecs`` right-
+    aligned in 9 columns, strings through YAML as genpy quotes them)."""
+    if isinstance(message, Time):
+        return [f"{indent}secs: {message.secs}", f"{indent}nsecs: {message.nsecs:9d}"]
+    lines = []
+    for name in message._fields:
+        value = getattr(message, name)
+        if isinstance(value, (Record, Time)):
+            lines += [f"{indent}{name}: ", *_field_lines(value, indent + "  ")]
+        elif isinstance(value, (MessageList, list)) and len(value) and isinstance(value[0], (Record, Time)):
+            lines.append(f"{indent}{name}: ")
+            for element in value:
+                lines += [f"{indent}  - ", *_field_lines(element, indent + "    ")]
+        else:
+            lines.append(f"{indent}{name}: {_str_value(value)}")
+    return lines
+
+
+def _str_value(value: Any) -> str:
+    """A field that is no message, as genpy prints it: numbers and lists of them as Python does, strings and
+    lists of strings through YAML; arrays of more than STR_VALUES numbers cut short."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, str):
+        import yaml  # (a dependency already: rosbag2's metadata.yaml)
+
+        return yaml.dump(value, default_style='"').rstrip("\n") if value else "''"
+    if isinstance(value, np.ndarray):
+        if value.ndim == 1 and value.size > STR_VALUES:
+            head = ", ".join(str(v) for v in value[:8].tolist())
+            return f"[{head}, ... ({value.size} values, {value.dtype})]"
+        value = value.tolist()
+    if isinstance(value, (MessageList, list, tuple)):
+        items = [v.item() if isinstance(v, np.generic) else v for v in value]
+        if items and isinstance(items[0], str):
+            import yaml
+
+            return yaml.dump(items).rstrip("\n")
+        return str(items)
+    return str(value)
 
 
 def plain(value: Any) -> Any:
