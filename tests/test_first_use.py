@@ -166,3 +166,11 @@ def _arrays(msg):
                 yield from _arrays(item)
         else:
             yield from _arrays(value)
+
+
+def test_plot_names_the_topic_and_closest_field(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = data_file("ros1v2/cruise-automation__rosbag.js__fixtures__example.bag")
+    assert main(["plot", str(path), "/turtle1/pose", "thta", "-o", str(tmp_path / "p.png")]) == 2
+    assert capsys.readouterr().err.strip() == ("fastbag: no field 'thta' in turtlesim/Pose of /turtle1/pose (did you "
+                                               "mean 'theta'?); fields: x, y, theta, linear_velocity, angular_velocity")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NotFoundError
+from ..errors import NotFoundError, close_matches
 from ..msg.arrays import Nested, Ragged, StructArray, field_kind
 
 _SEGMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
@@ -55,7 +55,9 @@ def _field(value: Any, name: str, where: str, fixed: bool) -> tuple[Any, bool]:
                             f"{where}[0].{name}")
     if name not in names:
         what = f"fields: {', '.join(names)}" if names else "it has no fields"
-        raise NotFoundError(f"no field {name!r} in {where or 'the message'}; {what}")
+        topic = getattr(value, "topic", None) if not where else None  # (a topic's own fields: name it and its type)
+        whole = f"{value.msgtype} of {topic}" if topic else "the message"
+        raise NotFoundError(f"no field {name!r} in {where or whole}{close_matches(name, names)}; {what}")
     if isinstance(value, StructArray):
         return value[name], field_kind(value, name) == "fixed"
     # a field of a structured array: fixed, unless the array is itself a dense variable array of structs
