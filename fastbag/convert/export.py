@@ -225,7 +225,12 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
         total = sum(reading.count(opened, t) for t in wanted)  # (the time bounds checked before writing)
         created = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
-        _check_writable(out)
+        try:
+            _check_writable(out)
+        except OSError:
+            if created:  # (as when nothing could be written: no empty folder left behind)
+                out.rmdir()
+            raise
         result = ExportResult()
         bar = _progress_bar(progress, total, opened.path)
         try:
