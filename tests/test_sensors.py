@@ -308,3 +308,16 @@ def test_big_endian_views_keep_their_byte_order_and_stacks_are_native(tmp_path):
         with pytest.raises((ValueError, TypeError)):
             torch.from_numpy(view)
         assert torch.from_numpy(view.astype("=u2")).tolist() == pixels.tolist()
+
+
+def test_a_field_named_twice_is_said(tmp_path):
+    """Fields [x@0, x@4]: the second was dropped without a word (NumPy cannot hold two fields of one name)."""
+    fields = [PointField(name="x", offset=0, datatype=7, count=1), PointField(name="x", offset=4, datatype=7, count=1),
+              PointField(name="", offset=8, datatype=7, count=1)]
+    data = np.arange(6, dtype=np.float32).view(np.uint8)
+    msg = PointCloud2(header=_header(), height=1, width=2, fields=fields, is_bigendian=False, point_step=12,
+                      row_step=24, data=data, is_dense=True)
+    bag, topic = _write(tmp_path / "dup.bag", POINTCLOUD2, [msg])
+    with bag, pytest.warns(fastbag.FastbagWarning, match=r"field 'x' is named twice \(offsets 0 and 4\)"):
+        points = fastbag.pointcloud(topic[0])
+    assert points.dtype.names == ("x",) and points["x"].tolist() == [0.0, 3.0]

@@ -8,6 +8,7 @@ is stacked into one array.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .arrays import Ragged, Record, StructArray
-from ..errors import DecodeError, UnsupportedError
+from ..errors import DecodeError, FastbagWarning, UnsupportedError
 
 
 class _Where:
@@ -72,7 +73,8 @@ POINT_FIELD_TYPES = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f
 def point_dtype(names: Any, offsets: Any, datatypes: Any, counts: Any, point_step: int,
                 bigendian: bool = False) -> np.dtype:
     """The structured dtype of one point from PointCloud2 ``fields`` (padding kept by ``point_step``). A field
-    without a name (padding) is left out, and so is a repeat of a name (the first field of the name is kept)."""
+    without a name (padding) is left out, and so is a repeat of a name (the first field of the name is kept,
+    with a FastbagWarning)."""
     return _point_dtype(tuple(str(n) for n in names), tuple(int(o) for o in offsets),
                         tuple(int(d) for d in datatypes), tuple(int(c) for c in counts), int(point_step),
                         bool(bigendian))
@@ -86,8 +88,13 @@ def _point_dtype(names: tuple[str, ...], offsets: tuple[int, ...], datatypes: tu
     spec: dict[str, list[Any]] = {"names": [], "formats": [], "offsets": []}
     for name, offset, datatype, count in zip(names, offsets, datatypes, counts):
         name, offset, datatype, count = str(name), int(offset), int(datatype), int(count)
-        if not name or name in spec["names"]:
-            continue  # unnamed padding, or a repeated name: the first one wins
+        if not name:
+            continue  # unnamed padding
+        if name in spec["names"]:  # the first one wins; said once per layout (this function is cached)
+            first = spec["offsets"][spec["names"].index(name)]
+            warnings.warn(f"PointCloud2 field {name!r} is named twice (offsets {first} and {offset}): the points hold "
+                          "the first", FastbagWarning, stacklevel=2)
+            continue
         if datatype not in POINT_FIELD_TYPES:
             raise DecodeError(f"point field {name!r} has unknown datatype {datatype}")
         base = np.dtype(order + POINT_FIELD_TYPES[datatype])
