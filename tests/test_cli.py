@@ -132,6 +132,7 @@ def test_an_interrupted_export_leaves_no_partial_file(tmp_path, sig, code, said)
     while not (out.is_dir() and any(f.name.endswith(".partial") for f in out.iterdir())):
         assert process.poll() is None and time.monotonic() < deadline, "the export ended before it was interrupted"
         time.sleep(0.01)
+    assert process.poll() is None, "the export ended before it was interrupted"
     process.send_signal(sig)
     _, err = process.communicate(timeout=120)
     assert process.returncode == code, err

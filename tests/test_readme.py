@@ -2420,7 +2420,9 @@ def test_command_line_errors(tmp_path, synthetic):
     from fastbag.tooling import synth
 
     long = tmp_path / "long.bag"
-    synth.write_bag(long, (synth.Stream("/imu", synth.IMU, 2000, synth.imu),), seconds=10.0)
+    # long enough that the export is still running when this (loaded) process gets to send the signal: a
+    # signal sent to an export that ended in the meantime changes nothing (exit 0)
+    synth.write_bag(long, (synth.Stream("/imu", synth.IMU, 2000, synth.imu),), seconds=40.0)
     out = tmp_path / "sigterm"
     process = subprocess.Popen(
         [sys.executable, "-m", "fastbag", "export", str(long), str(out), "--step", "1", "--no-progress"],
@@ -2430,9 +2432,10 @@ def test_command_line_errors(tmp_path, synthetic):
         text=True,
     )
     deadline = time.monotonic() + 60
-    while not (out.is_dir() and any(out.iterdir())):
+    while not (out.is_dir() and any(f.name.endswith(".partial") for f in out.iterdir())):
         assert process.poll() is None and time.monotonic() < deadline, "the export ended before it was interrupted"
         time.sleep(0.01)
+    assert process.poll() is None, "the export ended before it was interrupted"
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 143 and not out.exists(), err

@@ -279,13 +279,13 @@ def _progress_bar(progress: bool | None, total: int, path: str) -> Any:
 
 
 def _check_writable(out: Path) -> None:
-    """OSError, once, where nothing can be written into ``out`` (read-only, no permission): not one per topic."""
-    probe = out / f".fastbag-export.{os.getpid()}.probe"
-    try:
-        probe.touch()
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot write into the export folder: {exc.strerror}", str(out)) from None
-    probe.unlink()
+    """OSError, once, where nothing can be written into ``out`` (a read-only file system, no permission): not one
+    per topic. Asked of the system (access(2)), with no file made: a file appearing in the folder is what a
+    watcher of an export takes for its start."""
+    if not os.access(out, os.W_OK | os.X_OK):
+        read_only = os.statvfs(out).f_flag & os.ST_RDONLY
+        code = errno.EROFS if read_only else errno.EACCES
+        raise OSError(code, f"cannot write into the export folder: {os.strerror(code)}", str(out))
 
 
 def _write_parquet(bag: Bag, topic: str, path: Path, reading: _Reading, bar: Any, compression: str = "lz4") -> int:
