@@ -720,9 +720,7 @@ class Bag:
                 raise TypeError(f"topics are names (str); got {type(odd[0]).__name__} {odd[0]!r}")
             unknown = wanted - set(self._topic_ranks)
             if unknown:
-                missing = sorted(unknown)[0]
-                raise NotFoundError(f"no topic {missing!r} in {self.path}{close_matches(missing, self._topic_ranks)}"
-                                    f"; topics: {', '.join(self._topic_ranks)}")
+                raise no_topic(sorted(unknown)[0], self.path, self._topic_ranks)
         want = np.array([wanted is None or c.topic in wanted for c in index.connections], dtype=bool)  # by rank
         if connections is not None:
             given = list(connections)
@@ -1223,8 +1221,7 @@ class Bag:
             raise TypeError(f"a topic is one name (str), not {type(topic).__name__} {topic!r}: read one topic per "
                             "call, or iterate bag.messages(topics=[...]) over several")
         if topic not in self._topic_ranks:
-            raise NotFoundError(f"no topic {topic!r} in {self.path}{close_matches(topic, self._topic_ranks)}; "
-                                f"topics: {', '.join(self._topic_ranks)}")
+            raise no_topic(topic, self.path, self._topic_ranks)
         connections = self._topic_connections(topic)
         # Connections whose md5sums agree share a wire format, even under two
         # names (tf/tfMessage and tf2_msgs/TFMessage): they merge into one array.
@@ -1816,8 +1813,13 @@ class TopicInfos(dict):  # type: ignore[type-arg]
     path = ""
 
     def __missing__(self, topic: str) -> TopicInfo:
-        raise NotFoundError(f"no topic {topic!r} in {self.path}{close_matches(str(topic), self)}; topics: "
-                            f"{', '.join(self)}")
+        raise no_topic(topic, self.path, self)
+
+
+def no_topic(topic: Any, path: str, topics: Iterable[str]) -> NotFoundError:
+    """The error for a topic the bag at ``path`` lacks: the closest of its ``topics``, then all of them."""
+    names = list(topics)
+    return NotFoundError(f"no topic {topic!r} in {path}{close_matches(str(topic), names)}; topics: {', '.join(names)}")
 
 
 def _reopen_bag(path: str, options: dict[str, Any]) -> Bag:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
-from .bag import Bag, parse_step
+from .bag import Bag, no_topic, parse_step
 from .bag import open as open_bag
 from .errors import EncryptionKeyError, FastbagError, NotFoundError
 from .viz.timeline import check_gap_factor  # numpy only: no matplotlib either
@@ -334,7 +334,7 @@ def plot_selections(bag: Bag, items: list[str]) -> list[tuple[str, list[str]]]:
         if item in bag.topics:
             selections.append((item, []))
         elif not selections:
-            raise NotFoundError(f"no topic {item!r} in {bag.path}; topics: {', '.join(bag.topics)}")
+            raise no_topic(item, bag.path, bag.topics)
         else:
             selections[-1][1].append(item)
     return selections

@@ -7,7 +7,6 @@ Messages are one sentence and name the file, the byte offset and the record.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -129,5 +128,7 @@ class TooLarge(ValueError):
 def close_matches(name: str, names: Iterable[str]) -> str:
     """`` (did you mean '/imu'?)`` for the names closest to a mistyped ``name``, else ``""``: said before a
     bag's whole list of topics or a type's fields, which may run to hundreds."""
+    import difflib  # (on first use: `import fastbag` stays light)
+
     near = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
     return f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""

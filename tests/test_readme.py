@@ -954,31 +954,23 @@ def test_ros2_cdr_layout_claims():
         decode_messages(
             "qa_pkg/msg/W", "wstring w\n", [b"\x00\x01\x00\x00" + bytes(8)], encoding="cdr", schema_encoding="ros2msg"
         )
+    def round_trip(msgtype: str, text: str, values: list, schema_encoding: str) -> None:
+        """``values`` serialized by rosbags decode (with ``text`` as the schema) to equal messages."""
+        arr = decode_messages(msgtype, text, [bytes(store.serialize_cdr(v, msgtype)) for v in values],
+                              encoding="cdr", schema_encoding=schema_encoding)
+        assert_same([arr[k] for k in range(len(values))], values)
+
     bounded = "string<=10 name\nint32[<=5] vals\n"
     store.register(typesys.get_types_from_msg(bounded, "qa_pkg/msg/Bounded"))
-    values = [store.types["qa_pkg/msg/Bounded"](name="ab" * i, vals=np.arange(i, dtype=np.int32)) for i in (1, 2, 3)]
-    arr = decode_messages(
-        "qa_pkg/msg/Bounded",
-        bounded,
-        [bytes(store.serialize_cdr(v, "qa_pkg/msg/Bounded")) for v in values],
-        encoding="cdr",
-        schema_encoding="ros2msg",
-    )
-    assert_same([arr[k] for k in range(3)], values)
+    round_trip("qa_pkg/msg/Bounded", bounded, [store.types["qa_pkg/msg/Bounded"](
+        name="ab" * i, vals=np.arange(i, dtype=np.int32)) for i in (1, 2, 3)], "ros2msg")
     store.register(typesys.get_types_from_msg("int32 a\nstring b\nfloat64[2] c\n", "qa_pkg/msg/Simple"))
-    simple = [store.types["qa_pkg/msg/Simple"](a=i, b="x" * i, c=np.array([i, -i], float)) for i in range(3)]
     idl = (
         "module qa_pkg {\n  module msg {\n    struct Simple {\n      int32 a;\n      string b;\n"
         "      double c[2];\n    };\n  };\n};\n"
     )
-    arr = decode_messages(
-        "qa_pkg/msg/Simple",
-        idl,
-        [bytes(store.serialize_cdr(v, "qa_pkg/msg/Simple")) for v in simple],
-        encoding="cdr",
-        schema_encoding="ros2idl",
-    )
-    assert_same([arr[k] for k in range(3)], simple)
+    round_trip("qa_pkg/msg/Simple", idl, [store.types["qa_pkg/msg/Simple"](
+        a=i, b="x" * i, c=np.array([i, -i], float)) for i in range(3)], "ros2idl")
 
 
 def test_ros2_byte_char_time_empty_struct_and_service_events():

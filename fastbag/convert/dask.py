@@ -141,10 +141,13 @@ def _as_text(frame: Any, path: str, topic: str) -> Any:
     """``frame`` with the strings that are not UTF-8 (``to_pandas`` keeps them as bytes, in object columns)
     made text, each undecodable byte as ``\\xNN``: Dask's string columns (its default) hold text only, and
     converting bytes there raised a bare UnicodeDecodeError. Said once per part, naming the columns."""
+    from pandas.api.types import infer_dtype
+
     changed = []
     for name in frame.columns:
-        column = frame[name]
-        if column.dtype == object and any(isinstance(v, bytes) for v in column):
+        column = frame[name]  # (which object columns hold bytes: asked in C, not per value in Python)
+        kind = infer_dtype(column, skipna=True) if column.dtype == object else ""
+        if kind == "bytes" or (kind == "mixed" and any(isinstance(v, bytes) for v in column)):
             frame[name] = [v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v for v in column]
             changed.append(name)
     if changed:

@@ -292,14 +292,10 @@ def header_stamps(arr: Any) -> np.ndarray:
 
 
 def present(arr: Any) -> Any:
-    """One message as a sample presents it (see :class:`SyncedDataset`)."""
-    msgtype = arr.msgtype
-    if msgtype in ("sensor_msgs/PointCloud2", "sensor_msgs/msg/PointCloud2"):
-        return pointcloud(arr[0])
-    if msgtype in ("sensor_msgs/Image", "sensor_msgs/msg/Image"):
-        return image(arr[0])
-    if msgtype in ("sensor_msgs/CompressedImage", "sensor_msgs/msg/CompressedImage"):
-        return np.asarray(arr["data"][0])
+    """One message (``arr`` holds one) as a sample presents it (see :class:`SyncedDataset`)."""
+    values = sensor_values(arr)
+    if values is not None:
+        return values[0]
     try:
         return arr.to_numpy()[0]
     except ValueError:
@@ -307,21 +303,29 @@ def present(arr: Any) -> Any:
 
 
 def rows_of(arr: Any) -> Any:
-    """A window's messages as a sample presents them (see :class:`SyncedDataset`): a PointCloud2 topic's as a
-    list of structured points, an Image topic's as a list of pixel arrays, a CompressedImage topic's as a list
-    of uint8 arrays of bytes (lists whatever the messages' sizes: one type for every sample); others as
-    structured rows (``to_numpy()``), or the TopicArray where fields vary."""
-    msgtype = arr.msgtype
-    if msgtype in ("sensor_msgs/PointCloud2", "sensor_msgs/msg/PointCloud2"):
-        return list(pointcloud(arr))
-    if msgtype in ("sensor_msgs/Image", "sensor_msgs/msg/Image"):
-        return image(arr, stack=False)
-    if msgtype in ("sensor_msgs/CompressedImage", "sensor_msgs/msg/CompressedImage"):
-        return [np.asarray(data) for data in arr["data"]]
+    """A window's messages as a sample presents them (see :class:`SyncedDataset`): a sensor topic's as
+    :func:`sensor_values` gives them (a list whatever the messages' sizes: one type for every sample); others
+    as structured rows (``to_numpy()``), or the TopicArray where fields vary."""
+    values = sensor_values(arr)
+    if values is not None:
+        return values
     try:
         return arr.to_numpy()
     except ValueError:
         return arr
+
+
+def sensor_values(arr: Any) -> list[np.ndarray] | None:
+    """Each message's value where the topic is a sensor's: a PointCloud2's structured points, an Image's
+    pixels, a CompressedImage's bytes as uint8; None for other types."""
+    kind = arr.msgtype.replace("/msg/", "/")
+    if kind == "sensor_msgs/PointCloud2":
+        return list(pointcloud(arr))
+    if kind == "sensor_msgs/Image":
+        return image(arr, stack=False)  # type: ignore[no-any-return]
+    if kind == "sensor_msgs/CompressedImage":
+        return [np.asarray(data) for data in arr["data"]]
+    return None
 
 
 def collate(samples: Sequence[Any], *, tensors: bool | None = None) -> Any:

@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from ..bag import Bag, parse_step
+from ..bag import Bag, no_topic, parse_step
 from ..bag import open as open_bag
-from ..errors import FastbagError, NotFoundError
+from ..errors import FastbagError
 from ..msg.arrays import Nested, Ragged, StructArray, field_kind
 from ..msg.messages import TimeLike
 from .arguments import check_open_options
@@ -217,7 +217,7 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
                                                                                 else topics))
         unknown = [t for t in wanted if t not in opened.topics]
         if unknown:
-            raise NotFoundError(f"no topic {unknown[0]!r} in {opened.path}; topics: {', '.join(opened.topics)}")
+            raise no_topic(unknown[0], opened.path, opened.topics)
         out = Path(out_dir)
         if out.exists() and not out.is_dir():  # (mkdir would say only "File exists")
             raise NotADirectoryError(errno.ENOTDIR, "not a folder to export into: a file of that name exists",

@@ -84,9 +84,8 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
     ``t0`` (int ns) is the origin of the x axis; by default the first time.
     ``line_options`` go to ``Axes.plot``.
     """
-    fields = tuple(f for field in fields for f in ([field] if isinstance(field, str) else field)) \
-        if all(isinstance(f, (str, list, tuple)) for f in fields) else fields  # plot(["x", "y"]), as pandas
-    odd = [f for f in fields if not isinstance(f, str)]
+    fields = tuple(f for field in fields for f in (field if isinstance(field, (list, tuple)) else [field]))
+    odd = [f for f in fields if not isinstance(f, str)]  # (a list of them is taken too, as pandas' plot takes it)
     if odd:
         raise TypeError(f"fields are paths (str) such as 'linear_acceleration.x', not {odd[0]!r}")
     if stamp not in STAMPS:
