@@ -107,12 +107,14 @@ def test_an_uncompressed_topic_read_touches_only_its_chunks(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("compression", ["none", "lz4"])
-def test_index_entries_make_the_table_numpy_makes_of_them(tmp_path, compression) -> None:
-    """The message table the entries kernel writes in one pass equals the one NumPy builds from the same
-    index-data entries (gathered per record, converted, repeated per record), and reads back what was
-    written."""
+def test_index_entries_make_the_table_numpy_makes_of_them(tmp_path, monkeypatch, compression) -> None:
+    """The message table the entries kernel writes in one pass (as for a bag of more messages than
+    ``NUMPY_UP_TO``) equals the one NumPy builds from the same index-data entries (gathered per record,
+    converted, repeated per record), and reads back what was written."""
     from fastbag.container import build_index
+    from fastbag.ros1 import index as ros1_index
 
+    monkeypatch.setattr(ros1_index, "NUMPY_UP_TO", 0)
     path = tmp_path / "two.bag"
     write_two_topics(path, compression)
     with fastbag.open(path) as bag:

@@ -44,6 +44,13 @@ class ChunkInfo:
 # chunk; entries are handled as (count, 3) uint32 arrays.
 INDEX_ENTRY_SIZE = 12
 
+#: Indexes of at most this many messages (and record headers) are read by NumPy, larger ones by Numba
+#: kernels: in a fresh process the first kernel costs 0.5 s (importing Numba, loading the cached kernels),
+#: far more than such an index takes to read, and ``fastbag info`` or ``bag.topics`` need no other kernel.
+NUMPY_UP_TO = 100_000
+#: The index section's records are found by a Python loop up to this many (0.4 us each), else a kernel.
+RECORD_LOOP_UP_TO = 2_000
+
 
 def _index_from_pieces(version: str, connections: list[Connection], chunks: Sequence[Chunk],
                        pieces: list[tuple[int, int, np.ndarray]], recovered: bool) -> BagIndex:
@@ -147,10 +154,15 @@ class _Template:
             self.mask[at:at + n] = False
 
     def match(self, buf: np.ndarray, at: np.ndarray) -> bool:
-        """Whether every header at ``at`` in ``buf`` equals the template outside the varying fields."""
-        from .kernels import headers_match
+        """Whether every header at ``at`` in ``buf`` equals the template outside the varying fields (and is
+        followed by a u32 data length)."""
+        if at.size * self.raw.size > NUMPY_UP_TO * INDEX_ENTRY_SIZE:  # as many bytes as the largest index
+            from .kernels import headers_match
 
-        return bool(headers_match(buf, at, self.raw, self.mask))
+            return bool(headers_match(buf, at, self.raw, self.mask))
+        if at.size and (at.min() < 0 or at.max() > buf.size - self.raw.size - 4):
+            return False
+        return bool((rows(buf, at, self.raw.size)[:, self.mask] == self.raw[self.mask]).all())
 
     def value(self, buf: np.ndarray, at: np.ndarray, name: str) -> np.ndarray:
         """A varying u32 or u64 field of the headers at ``at`` (matched first), as int64."""
@@ -262,12 +274,25 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
 def _record_starts(buf: np.ndarray, pos: int, count: int) -> tuple[np.ndarray, int]:
     """Where ``count`` records follow one another in ``buf`` from ``pos``; where the next would start.
     (IndexError when they run past the end.)"""
-    from .kernels import record_starts
-
     if count > (buf.size - pos) // 8:  # a record takes 8 bytes at least: a count from a damaged header
         raise IndexError(f"{count} records cannot fit in {buf.size - pos} bytes")
     starts = np.empty(count, dtype=np.int64)
-    end = record_starts(buf, pos, starts)
+    if count > RECORD_LOOP_UP_TO:
+        from .kernels import record_starts
+
+        end = record_starts(buf, pos, starts)
+    else:  # a Python loop over the record lengths (each record's start depends on the one before)
+        view, end = memoryview(buf), pos
+        for k in range(count):
+            if end > buf.size - 8:
+                end = -1
+                break
+            starts[k] = end
+            header_len = int.from_bytes(view[end:end + 4], "little")
+            if header_len > buf.size - end - 8:
+                end = -1
+                break
+            end += 8 + header_len + int.from_bytes(view[end + 4 + header_len:end + 8 + header_len], "little")
     if end < 0:
         raise IndexError("records run past the end of the index section")
     return starts, int(end)
@@ -335,8 +360,6 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
 def _check_entries(source: Source, chunks: ChunkTable, records: np.ndarray, buf: np.ndarray) -> None:
     """Raise BagFormatError naming the record unless every index-data entry of ``records`` lies inside
     ``buf`` and points inside its chunk (``records`` rows as :func:`_gather_entries` takes them)."""
-    from .kernels import entry_past_chunk
-
     # Entries of a sound index lie side by side in the file: more of them than the bytes can hold
     # means records claim the same bytes (or counts are damaged), and would be allocated regardless.
     claimed = np.cumsum(records[:, 4]) * INDEX_ENTRY_SIZE
@@ -350,7 +373,14 @@ def _check_entries(source: Source, chunks: ChunkTable, records: np.ndarray, buf:
     if outside.any():
         raise BagFormatError("index data entries run past the end of the file", path=source.path,
                              offset=int(records[np.argmax(outside), 0]), record="index data")
-    bad = entry_past_chunk(buf, data_at, counts, chunks.size[records[:, 2]])
+    limit = chunks.size[records[:, 2]]
+    if claimed.size and claimed[-1] > NUMPY_UP_TO * INDEX_ENTRY_SIZE:
+        from .kernels import entry_past_chunk
+
+        bad = entry_past_chunk(buf, data_at, counts, limit)
+    else:  # every entry's offset (its third u32) against its record's chunk size
+        past = gather_u32(buf, item_positions(data_at + 8, counts, INDEX_ENTRY_SIZE)) >= np.repeat(limit, counts)
+        bad = int(np.searchsorted(np.cumsum(counts), np.argmax(past), side="right")) if past.any() else -1
     if bad >= 0:
         raise BagFormatError(f"index data points past the end of its {int(chunks.size[records[bad, 2]])}-byte chunk",
                              path=source.path, offset=int(records[bad, 0]), record="index data")
@@ -374,13 +404,19 @@ def _gather_entries(source: Source, connections: list[Connection], chunks: Chunk
 def _entries_index(connections: list[Connection], chunks: ChunkTable, records: np.ndarray,
                    buf: np.ndarray) -> BagIndex:
     """The index of the entries of ``records``, checked before (see :func:`_gather_entries`)."""
-    from .kernels import entries_table
+    counts, data_at = records[:, 4], records[:, 3]
+    ranks, chunk_of = connection_ranks(connections, records[:, 1]), records[:, 2].astype(np.int32)
+    n = int(counts.sum())
+    if n > NUMPY_UP_TO:
+        from .kernels import entries_table
 
-    n = int(records[:, 4].sum())
-    time, offset = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    conn, chunk = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
-    entries_table(buf, records[:, 3], records[:, 4], connection_ranks(connections, records[:, 1]),
-                  records[:, 2].astype(np.int32), time, conn, chunk, offset)
+        time, offset = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        conn, chunk = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+        entries_table(buf, data_at, counts, ranks, chunk_of, time, conn, chunk, offset)
+    else:  # the entries gathered, then converted (three times the bytes written, but no kernel to load)
+        entries = rows(buf, item_positions(data_at, counts, INDEX_ENTRY_SIZE), INDEX_ENTRY_SIZE).view("<u4")
+        time = entries[:, 0].astype(np.int64) * 1_000_000_000 + entries[:, 1]
+        conn, chunk, offset = np.repeat(ranks, counts), np.repeat(chunk_of, counts), entries[:, 2].astype(np.int64)
     return in_read_order("2.0", connections, chunks, time, conn, chunk, offset)
 
 
