@@ -1,13 +1,14 @@
-"""A ROS1 index is read by NumPy (small bags) or by Numba kernels (large ones): both give the same.
+"""A ROS1 index is read by NumPy (a small bag, Numba not loaded) or by Numba kernels: both give the same.
 
 Below ``NUMPY_UP_TO`` messages the index section's records, templates and
 entries are read with NumPy and Python, so that ``fastbag info``, ``bag.topics``
 and the like on a small bag never start Numba (0.5 s in a fresh process, more
-than the rest of ``fastbag info``). Each test here reads the same file twice,
-once with the thresholds as shipped and once with them at zero (every step by
-its kernel), and compares everything the index gives, on every real ROS1 bag
-and on seeded damage to the index section of generated ones (the same
-outcome: the same index and problems, or the same error).
+than the rest of ``fastbag info``); once Numba is loaded, every index is read
+by the kernels. Each test here reads the same file twice, once as this process
+(Numba loaded: kernels) and once as a process without Numba would (NumPy), and
+compares everything the index gives, on every real ROS1 bag and on seeded
+damage to the index section of generated ones (the same outcome: the same
+index and problems, or the same error).
 """
 
 from __future__ import annotations
@@ -46,20 +47,20 @@ def index_facts(path: Path) -> object:
     return facts
 
 
-def by_kernels(monkeypatch: pytest.MonkeyPatch, path: Path) -> object:
-    """:func:`index_facts` with every step of the index read by its Numba kernel."""
+def by_numpy(monkeypatch: pytest.MonkeyPatch, path: Path) -> object:
+    """:func:`index_facts` as a process that has not loaded Numba reads the index: by NumPy (for a small
+    bag; this process has loaded Numba, which makes every step a kernel's)."""
     with monkeypatch.context() as patch:
-        patch.setattr(ros1_index, "NUMPY_UP_TO", 0)
-        patch.setattr(ros1_index, "RECORD_LOOP_UP_TO", 0)
+        patch.setattr(ros1_index, "_numba_loaded", lambda: False)
         return index_facts(path)
 
 
 @pytest.mark.parametrize("path", data_files("ros1v2") + data_files("broken"))
 def test_real_bags_index_the_same_either_way(monkeypatch, path) -> None:
-    shipped = index_facts(path)
-    assert by_kernels(monkeypatch, path) == shipped
-    if "error" not in shipped and path.parent.name == "ros1v2":
-        assert len(shipped["time"]) == sum(n for _, _, n in shipped["connections"])
+    with_numpy = by_numpy(monkeypatch, path)
+    assert index_facts(path) == with_numpy
+    if "error" not in with_numpy and path.parent.name == "ros1v2":
+        assert len(with_numpy["time"]) == sum(n for _, _, n in with_numpy["connections"])
 
 
 def small_bag(path: Path, compression: str) -> None:
@@ -97,9 +98,9 @@ def test_damaged_index_sections_end_the_same_either_way(tmp_path, monkeypatch, c
                 damaged[at + k] = rng.choice([0, 0xFF, rng.randrange(256), damaged[at + k] ^ 1])
         path = tmp_path / f"damaged{case}.bag"
         path.write_bytes(bytes(damaged))
-        shipped = index_facts(path)
-        assert by_kernels(monkeypatch, path) == shipped, f"case {case}: byte {at}"
-        differing += shipped != index_facts(intact)
+        with_numpy = by_numpy(monkeypatch, path)
+        assert index_facts(path) == with_numpy, f"case {case}: byte {at}"
+        differing += with_numpy != index_facts(intact)
         path.unlink()
     assert differing > 60  # the damage mattered in most cases (else the comparison proves little)
 
