@@ -17,7 +17,6 @@ import heapq
 import io
 import operator
 import os
-import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -32,6 +31,7 @@ from .errors import (DecodeError, DefinitionError, FastbagError, FastbagWarning,
                      UnsupportedError, close_matches)
 from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
 from .io.codecs import ZSTD_MAGIC
+from .io.startup import by_kernel
 from .msg.messages import Time, TimeLike, time_ns
 from .msg.msgdef import EMPTY_MD5
 from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
@@ -81,7 +81,7 @@ WINDOW_PROBE = 32
 
 def _raw_kernel(messages: int) -> bool:
     """Whether raw iteration over ``messages`` messages locates their records with the Numba kernel."""
-    return messages >= RAW_KERNEL_FROM or "numba" in sys.modules
+    return by_kernel(messages, RAW_KERNEL_FROM - 1)
 
 
 def _run_bounds(key: np.ndarray) -> tuple[list[int], list[int]]:

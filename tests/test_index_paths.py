@@ -1,14 +1,16 @@
-"""A ROS1 index is read by NumPy (a small bag, Numba not loaded) or by Numba kernels: both give the same.
+"""An index is read by NumPy (a small recording, Numba not loaded) or by Numba kernels: both give the same.
 
-Below ``NUMPY_UP_TO`` messages the index section's records, templates and
-entries are read with NumPy and Python, so that ``fastbag info``, ``bag.topics``
-and the like on a small bag never start Numba (0.5 s in a fresh process, more
-than the rest of ``fastbag info``); once Numba is loaded, every index is read
-by the kernels. Each test here reads the same file twice, once as this process
-(Numba loaded: kernels) and once as a process without Numba would (NumPy), and
-compares everything the index gives, on every real ROS1 bag and on seeded
-damage to the index section of generated ones (the same outcome: the same
-index and problems, or the same error).
+While Numba is not loaded, a small ROS1 bag's index section, templates and
+entries are read with NumPy and Python, and a small sqlite3 file's rows by
+SQLite's scan (numbers parsed by Python, rows cut into chunks by NumPy), not
+from its pages by the kernels; so ``fastbag info``, ``bag.topics`` and the like
+never start Numba (0.5 s in a fresh process, more than the rest of ``fastbag
+info``). Once Numba is loaded, every index is read by the kernels. Each test
+here reads the same recording twice, once as this process (Numba loaded:
+kernels) and once as a process without Numba would (NumPy), and compares
+everything the index gives, on every real ROS1 bag and ROS2 recording and on
+seeded damage to the index section of generated ROS1 bags (the same outcome:
+the same index and problems, or the same error).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ import numpy as np
 import pytest
 
 import fastbag
-from conftest import data_file, data_files
-from fastbag.ros1 import index as ros1_index
+from conftest import data_file, data_files, ros2_bags
+from fastbag.io import startup
 from rosbags_fixtures import Layout, conn_spec, payload_for, scan_file, write_with_fastbag
 
 
@@ -51,11 +53,11 @@ def by_numpy(monkeypatch: pytest.MonkeyPatch, path: Path) -> object:
     """:func:`index_facts` as a process that has not loaded Numba reads the index: by NumPy (for a small
     bag; this process has loaded Numba, which makes every step a kernel's)."""
     with monkeypatch.context() as patch:
-        patch.setattr(ros1_index, "_numba_loaded", lambda: False)
+        patch.setattr(startup, "numba_loaded", lambda: False)
         return index_facts(path)
 
 
-@pytest.mark.parametrize("path", data_files("ros1v2") + data_files("broken"))
+@pytest.mark.parametrize("path", data_files("ros1v2") + data_files("broken") + ros2_bags())
 def test_real_bags_index_the_same_either_way(monkeypatch, path) -> None:
     with_numpy = by_numpy(monkeypatch, path)
     assert index_facts(path) == with_numpy
@@ -105,17 +107,23 @@ def test_damaged_index_sections_end_the_same_either_way(tmp_path, monkeypatch, c
     assert differing > 60  # the damage mattered in most cases (else the comparison proves little)
 
 
-def test_small_bag_info_never_starts_numba() -> None:
-    """``fastbag info``, ``bag.topics`` and the connections' counts of a small bag, in a fresh process,
-    leave Numba unimported."""
-    path = data_file("ros1v2/MichaelGrupp__evo__test__data__ROS_example.bag")
+@pytest.mark.parametrize("relative, counts, line", [
+    ("ros1v2/MichaelGrupp__evo__test__data__ROS_example.bag", [8362, 5439, 12765], "groundtruth   12765 msgs"),
+    ("db3/peterheim1__ros_bags__first_2", [7020, 1257, 1407, 1407, 2344],
+     "/joint_states                                      2344 msgs    : sensor_msgs/msg/JointState"),
+    ("mcap/Tiryoh__rosbag-analyzer-web__e2e__fixtures__test_sample.mcap", [4, 10],
+     "/rosout            10 msgs    : rcl_interfaces/msg/Log")], ids=["ros1", "db3", "mcap"])
+def test_small_bag_info_never_starts_numba(relative, counts, line) -> None:
+    """``fastbag info``, ``bag.topics`` and the connections' counts of a small recording, in a fresh
+    process, leave Numba unimported."""
+    path = data_file(relative)
     code = ("import contextlib, io, sys\n"
             "import fastbag, fastbag.cli\n"
             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
             f"    fastbag.cli.main(['info', {str(path)!r}])\n"
             f"bag = fastbag.open({str(path)!r})\n"
-            "assert [t.message_count for t in bag.topics.values()] == [8362, 5439, 12765], bag.topics\n"
-            "assert 'groundtruth   12765 msgs' in out.getvalue(), out.getvalue()\n"
+            f"assert [t.message_count for t in bag.topics.values()] == {counts!r}, bag.topics\n"
+            f"assert {line!r} in out.getvalue(), out.getvalue()\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite')))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

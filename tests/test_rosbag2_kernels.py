@@ -3,13 +3,15 @@
 ``parse_integers`` turns SQLite's ``group_concat`` of an integer column into int64: it must give exactly
 the numbers SQLite wrote, and refuse (-1) anything else a hostile file's column could hold, so that the
 reader falls back to reading rows one by one. ``chunk_rows`` cuts rows into chunks: it must give what
-the NumPy formulation it replaced gives (kept here as the reference).
+the NumPy formulation gives. (A process that has not loaded Numba parses and cuts a small file's rows
+with Python and NumPy: both ways are compared here.)
 """
 
 from __future__ import annotations
 
 import sqlite3
 import warnings
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -19,15 +21,33 @@ from test_rosbag2 import sample_rows, write_db3, write_metadata
 
 import fastbag
 from fastbag.errors import FastbagWarning
+from fastbag.io import startup
+from fastbag.rosbag2 import reader
 from fastbag.rosbag2.kernels import chunk_rows, parse_integers
+from fastbag.rosbag2.sqlite import _numbers
 
 INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
 
 def parse(text: bytes, room: int | None = None) -> list[int] | int:
+    """The kernel's parse of ``text`` (-1: refused), checked against the reader's two ways of reading a
+    column: by the kernel, and by the Python parse of a process without Numba (the same numbers, or both
+    refuse)."""
     out = np.zeros(room if room is not None else text.count(b",") + 1, dtype=np.int64)
     got = parse_integers(np.frombuffer(text, dtype=np.uint8), out)
+    assert numbers(text, room, numba=True) == numbers(text, room, numba=False) == \
+        (out.tolist() if got == out.size else -1)
     return got if got < 0 else out[:got].tolist()
+
+
+def numbers(text: bytes, count: int | None, *, numba: bool) -> list[int] | int:
+    """What the sqlite3 reader makes of a ``group_concat`` of ``count`` numbers (-1: refused), in a process
+    with Numba loaded or without."""
+    with mock.patch.object(startup, "numba_loaded", lambda: numba):
+        try:
+            return _numbers(text, "test", count).tolist()
+        except ValueError:
+            return -1
 
 
 @settings(max_examples=300, deadline=None)
@@ -58,30 +78,11 @@ def test_parse_integers_refuses_more_numbers_than_expected():
     assert parse(b"1,2,3", room=4) == [1, 2, 3]  # fewer: the caller compares the count
 
 
-def chunks_by_numpy(rank, length, segment, chunk_bytes):
-    """The NumPy formulation chunk_rows replaced (fastbag 2026-11-23)."""
-    order = np.argsort(rank, kind="stable")
-    r, ln = rank[order], length[order]
-    before = np.cumsum(ln) - ln
-    new_topic = np.ones(r.size, dtype=bool)
-    new_topic[1:] = r[1:] != r[:-1]
-    topic_start = np.maximum.accumulate(np.where(new_topic, np.arange(r.size), 0)) if r.size else r
-    part = (before - before[topic_start]) // chunk_bytes
-    new_chunk = new_topic.copy()
-    seg = segment[order] if segment.size else np.zeros(r.size, dtype=np.int64)
-    new_chunk[1:] |= (part[1:] != part[:-1]) | (seg[1:] != seg[:-1])
-    starts = np.flatnonzero(new_chunk)
-    ends = np.append(starts[1:], r.size)
-    local = np.cumsum(new_chunk) - 1
-    inverse = np.empty_like(order)
-    inverse[order] = np.arange(order.size)
-    sizes = np.array([ln[a:b].sum() for a, b in zip(starts, ends)], dtype=np.int64)
-    return order, local[inverse], (np.arange(r.size) - starts[local])[inverse], starts, ends - starts, sizes
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_chunk_rows_equals_the_numpy_formulation(data):
+    """The kernel's chunks (numbered from ``base``) are the NumPy formulation's, which a process without
+    Numba uses for small files."""
     ranks = data.draw(st.integers(1, 5))
     n = data.draw(st.integers(0, 60))
     rank = np.array(data.draw(st.lists(st.integers(0, ranks - 1), min_size=n, max_size=n)), dtype=np.int32)
@@ -92,11 +93,12 @@ def test_chunk_rows_equals_the_numpy_formulation(data):
     chunk_bytes = data.draw(st.integers(1, 500))
     base = data.draw(st.integers(0, 1000))
     order, chunk, number, first, count, size = chunk_rows(rank, length, segment, ranks, chunk_bytes, base)
-    want = chunks_by_numpy(rank, length, segment, chunk_bytes)
+    with mock.patch.object(startup, "numba_loaded", lambda: False):
+        want = reader.chunk_rows(rank, length, segment, ranks, chunk_bytes)
     assert order.tolist() == want[0].tolist()
-    assert chunk.dtype == np.int32 and (chunk - base).tolist() == want[1].tolist()
+    assert chunk.dtype == want[1].dtype == np.int32 and (chunk - base).tolist() == want[1].tolist()
     for got, expected in zip((number, first, count, size), want[2:]):
-        assert got.tolist() == expected.tolist()
+        assert got.tolist() == expected.tolist() and got.dtype == expected.dtype
 
 
 @pytest.mark.parametrize("stray", [9, 0], ids=["beyond-the-ids", "among-the-ids"])

@@ -13,7 +13,6 @@ import contextlib
 import mmap
 import os
 import struct
-import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import numpy as np
 
 from ..errors import BagFormatError
 from .forks import in_children
+from .startup import numba_loaded
 
 #: Reads of this many spans or more go through one compiled loop of pread(2) once Numba is loaded anyway
 #: (bytekernels.pread_spans); fewer, or before Numba is needed, one os.preadv each.
@@ -177,7 +177,7 @@ class Source:
     def _pread(self, offsets: list[int], lengths: list[int], out: np.ndarray) -> np.ndarray:
         view = memoryview(out)
         with self.descriptor() as fd:
-            if len(offsets) >= KERNEL_SPANS and "numba" in sys.modules:  # loaded anyway: spare the Python per read
+            if len(offsets) >= KERNEL_SPANS and numba_loaded():  # loaded anyway: spare the Python per read
                 from .bytekernels import pread_spans
 
                 short = pread_spans(fd, out, np.asarray(offsets, dtype=np.int64), np.asarray(lengths, dtype=np.int64))

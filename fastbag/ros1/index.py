@@ -14,7 +14,6 @@ what was lost.
 from __future__ import annotations
 
 import struct
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +23,7 @@ from ..container import BagIndex, Connection, build_index, connection_ranks, in_
 from ..errors import BagFormatError, DecryptionError, EncryptionKeyError, FastbagError, UnsupportedError
 from ..io.chunks import Chunk, ChunkTable, decompress, decompress_truncated
 from ..io.gather import item_positions, rows
+from ..io.startup import by_kernel
 from ..io.source import BufferSource, Source
 from .encryption import AesCbcDecryptor, EncryptionHeader, read_encrypted_connection, verify_key
 from .records import (MAGIC_V11, MAGIC_V12, MAGIC_V20, Header, Op, connection_from_headers, gather_u32, read_record,
@@ -45,22 +45,11 @@ class ChunkInfo:
 # chunk; entries are handled as (count, 3) uint32 arrays.
 INDEX_ENTRY_SIZE = 12
 
-#: Until Numba is loaded, indexes of at most this many messages (and record headers) are read by NumPy:
-#: in a fresh process the first kernel costs 0.5 s (importing Numba, loading the cached kernels), far more
-#: than such an index takes to read, and ``fastbag info`` or ``bag.topics`` need no other kernel. Larger
-#: indexes, and every index once Numba is loaded (a read started it), are read by the kernels.
+#: Until Numba is loaded (see fastbag.io.startup), indexes of at most this many messages (and record headers)
+#: are read by NumPy: ``fastbag info`` or ``bag.topics`` of a small bag need no other kernel.
 NUMPY_UP_TO = 100_000
 #: Likewise the index section's records are found by a Python loop (0.4 us a record) up to this many.
 RECORD_LOOP_UP_TO = 2_000
-
-
-def _by_kernel(size: int, up_to: int) -> bool:
-    """Whether a step over ``size`` items of the index runs as its Numba kernel (see NUMPY_UP_TO)."""
-    return size > up_to or _numba_loaded()
-
-
-def _numba_loaded() -> bool:
-    return "numba" in sys.modules
 
 
 def _index_from_pieces(version: str, connections: list[Connection], chunks: Sequence[Chunk],
@@ -167,7 +156,7 @@ class _Template:
     def match(self, buf: np.ndarray, at: np.ndarray) -> bool:
         """Whether every header at ``at`` in ``buf`` equals the template outside the varying fields (and is
         followed by a u32 data length)."""
-        if _by_kernel(at.size * self.raw.size, NUMPY_UP_TO * INDEX_ENTRY_SIZE):  # bytes, as of the entries
+        if by_kernel(at.size * self.raw.size, NUMPY_UP_TO * INDEX_ENTRY_SIZE):  # bytes, as of the entries
             from .kernels import headers_match
 
             return bool(headers_match(buf, at, self.raw, self.mask))
@@ -288,7 +277,7 @@ def _record_starts(buf: np.ndarray, pos: int, count: int) -> tuple[np.ndarray, i
     if count > (buf.size - pos) // 8:  # a record takes 8 bytes at least: a count from a damaged header
         raise IndexError(f"{count} records cannot fit in {buf.size - pos} bytes")
     starts = np.empty(count, dtype=np.int64)
-    if _by_kernel(count, RECORD_LOOP_UP_TO):
+    if by_kernel(count, RECORD_LOOP_UP_TO):
         from .kernels import record_starts
 
         end = record_starts(buf, pos, starts)
@@ -385,7 +374,7 @@ def _check_entries(source: Source, chunks: ChunkTable, records: np.ndarray, buf:
         raise BagFormatError("index data entries run past the end of the file", path=source.path,
                              offset=int(records[np.argmax(outside), 0]), record="index data")
     limit = chunks.size[records[:, 2]]
-    if _by_kernel(int(claimed[-1]) if claimed.size else 0, NUMPY_UP_TO * INDEX_ENTRY_SIZE):
+    if by_kernel(int(claimed[-1]) if claimed.size else 0, NUMPY_UP_TO * INDEX_ENTRY_SIZE):
         from .kernels import entry_past_chunk
 
         bad = entry_past_chunk(buf, data_at, counts, limit)
@@ -418,7 +407,7 @@ def _entries_index(connections: list[Connection], chunks: ChunkTable, records: n
     counts, data_at = records[:, 4], records[:, 3]
     ranks, chunk_of = connection_ranks(connections, records[:, 1]), records[:, 2].astype(np.int32)
     n = int(counts.sum())
-    if _by_kernel(n, NUMPY_UP_TO):
+    if by_kernel(n, NUMPY_UP_TO):
         from .kernels import entries_table
 
         time, offset = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)

@@ -59,17 +59,47 @@ from ..io.codecs import ZSTD_MAGIC
 from ..io.gather import item_positions
 from ..io.prefix import Reach
 from ..io.source import Source
+from ..io.startup import by_kernel
 from ..msg.msgdef import EMPTY_MD5
 from .compression import FrameError, decompress_frames, file_compression
 from .definitions import resolve_definition
 from .metadata import BagMetadata, parse_metadata, read_metadata
-from .sqlite import Db3
+from .sqlite import NUMPY_UP_TO, Db3
 
 #: Blob bytes per chunk: large enough that a query's fixed cost vanishes, small enough that chunks
 #: fetch in parallel and the cache holds several.
 CHUNK_BYTES = 4 << 20
 #: The chunk compression names rosbag2 chunks report (Bag.compression counts them).
 PLAIN, ZSTD_MESSAGES = "sqlite3", "sqlite3+zstd"
+
+
+def chunk_rows(rank: np.ndarray, length: np.ndarray, segment: np.ndarray, ranks: int, chunk_bytes: int
+               ) -> tuple[np.ndarray, ...]:
+    """One file's rows cut into chunks, as :func:`fastbag.rosbag2.kernels.chunk_rows` (numbered from 0) cuts
+    them: by that kernel, or, while Numba is not loaded and the rows are few (see NUMPY_UP_TO), by NumPy."""
+    if by_kernel(rank.size, NUMPY_UP_TO):
+        from .kernels import chunk_rows as by_counting_sort
+
+        return by_counting_sort(rank, length, segment, ranks, chunk_bytes, 0)
+    n = rank.size
+    order = np.argsort(rank, kind="stable")
+    r, ln = rank[order], length[order]
+    before = np.cumsum(ln) - ln  # blob bytes before each row, all connections'
+    new_connection = np.ones(n, dtype=bool)
+    new_connection[1:] = r[1:] != r[:-1]
+    first_of_connection = np.maximum.accumulate(np.where(new_connection, np.arange(n), 0)) if n else order
+    part = (before - before[first_of_connection]) // chunk_bytes
+    new_chunk = new_connection.copy()
+    new_chunk[1:] |= part[1:] != part[:-1]
+    if segment.size:
+        new_chunk[1:] |= segment[order][1:] != segment[order][:-1]
+    starts = np.flatnonzero(new_chunk)
+    local = np.cumsum(new_chunk) - 1  # each row's chunk, rows in order
+    chunk_of, number = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int64)
+    chunk_of[order] = local
+    number[order] = np.arange(n) - starts[local]
+    size = np.add.reduceat(ln, starts) if n else np.zeros(0, dtype=np.int64)
+    return order, chunk_of, number, starts, np.diff(np.append(starts, n)), size.astype(np.int64)
 
 
 class StorageSource(Source):
@@ -481,8 +511,6 @@ class Rosbag2Reader(LazyIndexContainer):
                     ) -> BagIndex:
         """Chunks and the read-order table from every file's rows (see the module docstring): every file's,
         or some topics' alone (:meth:`topic_index`)."""
-        from .kernels import chunk_rows
-
         times, conns, chunk_of, ordinal = [], [], [], []
         for k, topics, ranks, rows in per_file:
             rank, known = self._ranks(topics, ranks, rows.topic_id)
@@ -500,7 +528,7 @@ class Rosbag2Reader(LazyIndexContainer):
             # Chunks: each topic's rows in id order, cut every CHUNK_BYTES of blobs, never across damaged
             # pages (segments).
             order, chunk, number, starts, count, size = chunk_rows(rank, length, segment, len(connections),
-                                                                   CHUNK_BYTES, 0)
+                                                                   CHUNK_BYTES)
             sorted_ids = ids[order]
             found = _Chunks(np.full(starts.size, k, dtype=np.int64), topic[order[starts]], sorted_ids[starts],
                             sorted_ids[starts + count - 1], starts, count, size, sorted_ids, length[order])

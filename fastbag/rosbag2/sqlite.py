@@ -24,6 +24,7 @@ sparse; the count and bytes that come back are checked against the index.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -38,6 +39,7 @@ import numpy as np
 from ..errors import BagFormatError
 from ..io.forks import reset_in_children
 from ..io.source import Source
+from ..io.startup import by_kernel
 from .compression import decompress_file
 from .pages import SQLITE_MAGIC, TablePages, column_places, read_table
 
@@ -51,6 +53,12 @@ SPARSE, MAX_LISTED = 4, 20_000
 LARGE_ROW = 4096
 #: The index scan of a table of at least 2 x SCAN_PART_ROWS rows runs in SCAN_WORKERS parts at once.
 SCAN_PART_ROWS, SCAN_WORKERS = 1 << 17, 2
+#: Until Numba is loaded (see fastbag.io.startup), a table of at most this many rows is read by SQLite's
+#: scan and its numbers parsed by Python, not from its pages by the kernels: ``fastbag info`` of a small
+#: recording needs no kernel.
+NUMPY_UP_TO = 100_000
+#: What SQLite's group_concat makes of an integer column: decimal int64s, comma-separated.
+_INTEGERS = re.compile(rb"-?[0-9]{1,19}(?:,-?[0-9]{1,19})*")
 
 
 @dataclass(frozen=True)
@@ -82,11 +90,20 @@ def _numbers(text: bytes | None, what: str, count: int | None = None) -> np.ndar
         if count:
             raise ValueError(f"the {what} column holds something other than integers")
         return np.zeros(0, dtype=np.int64)
-    from .kernels import parse_integers
-
     out = np.empty(count if count is not None else text.count(b",") + 1, dtype=np.int64)
-    if parse_integers(np.frombuffer(text, dtype=np.uint8), out) != out.size:
+    if by_kernel(out.size, NUMPY_UP_TO):
+        from .kernels import parse_integers
+
+        if parse_integers(np.frombuffer(text, dtype=np.uint8), out) != out.size:
+            raise ValueError(f"the {what} column holds something other than integers")
+        return out
+    items = text.split(b",") if _INTEGERS.fullmatch(text) else []
+    if len(items) != out.size:
         raise ValueError(f"the {what} column holds something other than integers")
+    try:
+        out[:] = [int(item) for item in items]
+    except OverflowError:  # 19 digits beyond int64
+        raise ValueError(f"the {what} column holds something other than integers") from None
     return out
 
 
@@ -347,6 +364,8 @@ class Db3:
         except (BagFormatError, sqlite3.Error):
             return None
         if len(found) != 1 or type(found[0][0]) is not int or type(count) is not int:
+            return None
+        if not by_kernel(count, NUMPY_UP_TO):  # SQLite's scan: no kernel to load
             return None
         places = column_places(self._text(found[0][1] or b""), columns, self.id_is_rowid())
         if places is None:
