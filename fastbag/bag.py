@@ -248,9 +248,11 @@ class Message:
         return f"Message(topic={self.topic!r}, time={self.time}, {len(self.data)} bytes)"
 
     def __iter__(self) -> Iterator[Any]:
-        """``connection, timestamp, rawdata = m``: unpacks as rosbags' readers yield a message. The
-        decoded message is kept (one per thread) for :meth:`Bag.deserialize` of this ``rawdata``."""
-        data = self.data
+        """``connection, timestamp, rawdata = m``: unpacks as rosbags' readers yield a message, ``rawdata``
+        a copy of the bytes as theirs is (``bytes``: it pickles to a worker, concatenates, decodes as
+        text; ``m.data`` is the view). The decoded message is kept (one per thread) for
+        :meth:`Bag.deserialize` of this ``rawdata``."""
+        data = bytes(self.data)
         if self.msg is not None and not isinstance(self.msg, Undecodable):
             _UNPACKED.last = (data, self.connection.msgtype, self.msg)
         return iter((self.connection, self.time, data))
@@ -709,6 +711,12 @@ class Bag:
         hi = index.message_count if end is None else int(np.searchsorted(index.time, end, side="left"))
         hi = max(lo, hi)
         wanted: set[str] | None = None
+        if topics is not None and not isinstance(topics, (str, bytes, bytearray)):
+            topics = list(topics)
+            if topics and all(isinstance(t, Connection) for t in topics):  # rosbags' reader.messages(connections)
+                if connections is not None:
+                    raise TypeError("connections given twice: as the first argument and as connections=")
+                topics, connections = None, topics
         if topics is not None:
             if isinstance(topics, str):
                 topics = [topics]
@@ -722,8 +730,8 @@ class Bag:
             if unknown:
                 raise no_topic(sorted(unknown)[0], self.path, self._topic_ranks)
         want = np.array([wanted is None or c.topic in wanted for c in index.connections], dtype=bool)  # by rank
-        if connections is not None:
-            given = list(connections)
+        given = list(connections) if connections is not None else []
+        if given:  # (none: every connection, as rosbags reads an empty iterable)
             foreign = [c for c in given if not isinstance(c, Connection)]
             if foreign:
                 raise TypeError(f"connections are the bag's Connection objects (bag.connections); got "
@@ -745,9 +753,10 @@ class Bag:
         otherwise ``msg`` is the decoded message as well (decoded a chunk at
         a time through the same kernels as :meth:`read`). ``connections``
         (of :attr:`connections`) selects by connection, as rosbags' readers
-        do, and ``stop`` is their name of ``end``; a message unpacks as
-        theirs yield it: ``for connection, timestamp, rawdata in
-        bag.messages(connections=...)``.
+        do (also as the first argument, as rosbags takes them; an empty list
+        selects every connection, as in rosbags), and ``stop`` is their name of
+        ``end``; a message unpacks as theirs yield it, ``rawdata`` as ``bytes``:
+        ``for connection, timestamp, rawdata in bag.messages(connections=...)``.
         """
         if stop is not None:
             if end is not None:
@@ -1690,7 +1699,7 @@ class Bag:
         """``rosbag.Bag.get_message_count``: messages in the bag, or on the topics named."""
         if topic_filters is None:
             return self.message_count
-        names = [topic_filters] if isinstance(topic_filters, str) else list(topic_filters)
+        names = [topic_filters] if isinstance(topic_filters, str) else dict.fromkeys(topic_filters)  # a name once
         return sum(self.topics[name].message_count for name in names if name in self.topics)
 
     def get_start_time(self) -> float:

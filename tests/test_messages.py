@@ -112,7 +112,17 @@ def test_arrays_of_structs_on_a_real_tf_bag():
         msgs = [m.msg for m in bag.messages(topics=["/tf"])]
     assert len(msgs) == len(theirs) > 100
     for ours, t in zip(msgs, theirs):
-        assert isinstance(ours.transforms, MessageList) and len(ours.transforms) == len(t.transforms)
+        # a list, as genpy's and rosbags' (code written for them tells arrays from messages so)
+        assert isinstance(ours.transforms, list) and isinstance(ours.transforms, MessageList)
+        assert not hasattr(ours.transforms, "__slots__") and len(ours.transforms) == len(t.transforms)
+        assert ours.transforms + [] == list(ours.transforms) == ours.transforms == tuple(ours.transforms)
+        assert json.loads(json.dumps([tr.child_frame_id for tr in ours.transforms])) == \
+            [tr.child_frame_id for tr in t.transforms]
+        assert ours.transforms is ours.transforms  # built once per message while it is the last one asked
+        with pytest.raises(TypeError, match="read-only: list"):
+            ours.transforms.append(ours.transforms[0])
+        with pytest.raises(TypeError, match="read-only"):
+            ours.transforms[0] = ours.transforms[-1]
         first = ours.transforms[0]
         assert first.transform.translation.x == t.transforms[0].transform.translation.x
         assert first.header.frame_id == t.transforms[0].header.frame_id

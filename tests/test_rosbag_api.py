@@ -19,6 +19,7 @@ import pytest
 from conftest import classic_rosbag, data_file, data_files, open_quietly, real_bags
 
 import fastbag
+from fastbag.msg.messages import Duration
 
 genpy = pytest.importorskip("genpy", reason="the classic rosbag module (py3rosmsgs) is the oracle here")
 try:
@@ -55,6 +56,9 @@ def assert_same_genpy(ours, theirs, path: str = "msg") -> None:
     """fastbag's message object equals genpy's message, field by field (floats by their bits)."""
     if isinstance(theirs, genpy.Message):
         assert list(ours.__slots__) == list(theirs.__slots__), path
+        # (genpy names the Header of 2010 bags std_msgs/Header; fastbag as the bag's definition does)
+        assert ours._has_header == theirs._has_header and \
+            [t.replace("roslib/Header", "std_msgs/Header") for t in ours._get_types()] == list(theirs._get_types()), path
         for name in theirs.__slots__:
             assert_same_genpy(getattr(ours, name), getattr(theirs, name), f"{path}.{name}")
     elif isinstance(theirs, (genpy.Time, genpy.Duration)):
@@ -63,6 +67,8 @@ def assert_same_genpy(ours, theirs, path: str = "msg") -> None:
         assert np.asarray(ours).tobytes() == theirs, path
     elif isinstance(theirs, (list, tuple)):
         assert len(ours) == len(theirs), path
+        if theirs and isinstance(theirs[0], genpy.Message):  # messages, in a list as genpy's (numbers: NumPy)
+            assert isinstance(ours, list), path
         for k, (a, b) in enumerate(zip(ours, theirs)):
             assert_same_genpy(a, b, f"{path}[{k}]")
     elif isinstance(theirs, float):
@@ -168,6 +174,17 @@ def test_topic_and_time_filters_as_rosbag_applies_them():
         assert last == end.to_nsec()  # the end itself is read
         with pytest.raises(TypeError, match="seconds"):  # said when called, not at the first message
             bag.read_messages(start_time=start.to_sec())
+        # a Duration is no time: rosbag refuses it too (deep in its loop), where reading it as a time since
+        # 1970 would read every message, or none
+        for duration in (genpy.Duration(5), Duration(5)):
+            with pytest.raises(TypeError, match=r"start_time is a point in time; got a Duration .* For a time "
+                                                r"5000000000 ns into the bag: bag.start_time \+ 5000000000"):
+                bag.read_messages(start_time=duration)
+            with pytest.raises(TypeError):
+                list(theirs_bag.read_messages(start_time=duration))
+        # a topic named twice counts once, as rosbag counts it (and as read_messages yields it)
+        assert bag.get_message_count([topic, topic]) == theirs_bag.get_message_count([topic, topic]) == \
+            len(list(bag.read_messages(topics=[topic, topic]))) > 0
         with pytest.raises(TypeError, match=r"messages\(raw=True\)"):
             bag.read_messages(raw=True)
         # rosbag passes over a topic the bag lacks: nothing of it, no error
@@ -246,6 +263,8 @@ def test_the_rosbags_loop_runs_unchanged(relative):
         theirs = [(c.topic, t, peer.deserialize(raw, c.msgtype))
                   for c, t, raw in peer.messages(connections=[c for c in peer.connections if c.topic == topic])]
         their_counts = sorted((c.topic, c.msgcount) for c in peer.connections)
+        # an empty iterable disables rosbags' filter: every message
+        their_unfiltered = [(c.topic, t) for c, t, _ in peer.messages(connections=[])]
         their_digests = sorted((c.topic, c.digest) for c in peer.connections)
     with open_quietly([path]) as reader:  # AnyReader's list of one recording
         # rosbags' Connection fields: msgcount per connection, digest (ROS 1's md5sum)
@@ -258,6 +277,11 @@ def test_the_rosbags_loop_runs_unchanged(relative):
             ours.append((connection.topic, timestamp, reader.deserialize(rawdata, connection.msgtype),
                          connection.encoding))
             assert connection.msgcount == next(c.msgcount for c in connections if c == connection) > 0
+            assert type(rawdata) is bytes  # as rosbags' (it pickles to a worker pool, concatenates, ...)
+        # rosbags' positional form, reader.messages(connections), reads the same
+        assert [(c.topic, t, raw) for c, t, raw in itertools.islice(reader.messages(connections), 20)] == \
+            [(c.topic, t, raw) for c, t, raw in itertools.islice(reader.messages(connections=connections), 20)]
+        assert [(c.topic, t) for c, t, _ in reader.messages(connections=[])] == their_unfiltered
         # bytes that are no unpacked message's view decode on their own (one at a time), to the same values
         copies = [reader.deserialize(bytes(m.data), m.connection.msgtype)
                   for m in itertools.islice(reader.messages(connections=connections, raw=True), 50)]
@@ -390,3 +414,43 @@ def test_info_text_is_rosbag_info(path):
             assert rates[0] == pytest.approx(rates[1], rel=0.01), key
         else:
             assert mine == expected, key
+
+
+def genpy_walk(msg, prefix: str = "", out: dict | None = None) -> dict:
+    """A rospy-era generic flattener, as bag-to-table scripts write them: a message is what has
+    ``__slots__``, an array what is a list or tuple, a time what has ``to_sec``."""
+    out = {} if out is None else out
+    for slot in msg.__slots__:
+        value, key = getattr(msg, slot), prefix + slot
+        if hasattr(value, "to_sec"):
+            out[key] = value.to_sec()
+        elif hasattr(value, "__slots__"):
+            genpy_walk(value, key + ".", out)
+        elif isinstance(value, (list, tuple)):
+            for k, item in enumerate(value):
+                if hasattr(item, "__slots__"):
+                    genpy_walk(item, f"{key}[{k}].", out)
+                else:
+                    out[f"{key}[{k}]"] = item
+        else:
+            out[key] = value
+    return out
+
+
+def test_code_written_for_genpy_messages_walks_ours_alike():
+    """A generic walk over genpy's message API (``__slots__``, lists, ``to_sec``) gives the same columns and
+    values on fastbag's messages of /tf (arrays of messages) as on rosbag's; a message's genpy-only
+    serialization API is missing with a hint at fastbag.Writer (rosbag's writer asks for it)."""
+    path = data_file("ros1v2/zaki0929__bagfiles__2018__feb13__col.bag")
+    theirs_bag = classic(path)
+    with theirs_bag, open_quietly(path) as bag:
+        theirs = oracle(lambda: [genpy_walk(msg) for _, msg, _ in theirs_bag.read_messages(topics=["/tf"])])
+        ours = [genpy_walk(msg) for _, msg, _ in bag.read_messages(topics=["/tf"])]
+        assert ours == theirs and len(theirs) > 100 and any("transforms[0].header.seq" in row for row in ours)
+        msg = next(iter(bag.read_messages(topics=["/tf"]))).message
+        for name in ("_md5sum", "serialize", "_full_text"):
+            with pytest.raises(AttributeError, match=r"no .*: fastbag's messages are read-only views .* "
+                                                     r"fastbag.Writer takes each one's bytes \(m.data\)"):
+                getattr(msg, name)
+        with pytest.raises(AttributeError, match=r"has no attribute 'transform' \(did you mean 'transforms'\?\)"):
+            msg.transform

@@ -106,6 +106,8 @@ def test_genpy_and_fastbag_values_mix_as_genpy_values_do():
             _same(_outcome(op, gx, y), want, f"genpy {gx!r} {name} {y!r}")
         for name, op in [("==", operator.eq), ("!=", operator.ne)]:
             _same(_outcome(op, x, gy), _outcome(op, gx, gy), f"{x!r} {name} genpy {gy!r}")
+        if x == gy:  # equal values hash equal (Python's rule): a genpy time finds a fastbag key in a dict
+            assert hash(x) == hash(gy) and {x: 1}.get(gy) == 1 and gy in {x}, f"{x!r} hash genpy {gy!r}"
     stamp, later = Time(5, 10), genpy.Time(6, 0)
     assert max([stamp, later]) is later and sorted([later, stamp]) == [stamp, later]
     assert fastbag.to_ns(later) == 6_000_000_000 and fastbag.to_ns([stamp, later]).tolist() == [5_000_000_010,

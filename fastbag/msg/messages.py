@@ -41,13 +41,13 @@ from __future__ import annotations
 import base64
 import datetime
 import numbers
-from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from itertools import repeat
 from typing import Any, Callable, Union
 
 import numpy as np
 
-from ..errors import NotFoundError
+from ..errors import NotFoundError, close_matches
 
 #: The packed dtypes of ROS1 ``time`` and ``duration`` (as :mod:`fastbag.msg.layout` builds them).
 TIME_DTYPE = np.dtype([("secs", "<u4"), ("nsecs", "<u4")])
@@ -125,6 +125,10 @@ def time_ns(value: Any, name: str = "time") -> int | None:
         return None
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return int(value)
+    if _time_kind_of(value) == "duration":  # "5 s into the bag" would select from 1970
+        ns = _nsec_of(value, "duration")
+        raise TypeError(f"{name} is a point in time; got a Duration ({type(value).__name__} of {ns} ns). For a "
+                        f"time {ns} ns into the bag: bag.start_time + {ns}")
     if hasattr(value, "to_datetime64"):  # pandas Timestamp (a datetime too): keep its nanoseconds
         value = value.to_datetime64()
     if isinstance(value, np.datetime64):
@@ -260,14 +264,15 @@ class Time:
 
     _asdict = to_dict
 
-    # Equal, ordered and hashed by value (nanoseconds), with values of the same kind only: a Time, or a
-    # ROS2 builtin_interfaces/Time message (whose methods then answer); never a Duration.
+    # Equal and ordered by value (nanoseconds), with values of the same kind only: a Time (fastbag's or
+    # genpy's), or a ROS2 builtin_interfaces/Time message (whose methods then answer); never a Duration.
     def __eq__(self, other: object) -> bool:
         ns = _nsec_of(other, self._time_kind)
         return NotImplemented if ns is None else self.to_nsec() == ns
 
     def __hash__(self) -> int:
-        return hash((self._time_kind, self.to_nsec()))
+        # genpy's hash, of the canonical fields: a Time equal to a genpy Time hashes equal (dict keys, sets)
+        return hash(divmod(self.to_nsec(), _NS))
 
     def __lt__(self, other: Any) -> bool:
         ns = _nsec_of(other, self._time_kind)
@@ -559,6 +564,20 @@ class Record:
 
     _asdict = to_dict
 
+    def _get_types(self) -> tuple[str, ...]:
+        """genpy's: the fields' types (``_slot_types``)."""
+        return self._slot_types  # type: ignore[attr-defined,no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names no field, constant or method has: genpy's serialization API gets a hint, a
+        # mistyped field the closest (not for _names: libraries probe objects for those by the dozen).
+        if name in _GENPY_ONLY:
+            raise AttributeError(f"{self._type or 'a message'} has no {name}: fastbag's messages are read-only "
+                                 "views of the bag, not genpy messages. To write messages, fastbag.Writer "
+                                 "takes each one's bytes (m.data); see README, Writing bags", name=name)
+        near = "" if name.startswith("_") else close_matches(name, self._fields)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}{near}", name=name)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Record):
             return NotImplemented
@@ -588,6 +607,12 @@ class Record:
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self._fields) | set(self._constants))
+
+
+#: genpy's message API for serializing, which read-only messages have not (see Record.__getattr__); rosbag's
+#: writer asks for them.
+_GENPY_ONLY = frozenset({"_md5sum", "_full_text", "serialize", "serialize_numpy", "deserialize",
+                         "deserialize_numpy", "_check_types", "_connection_header"})
 
 
 def _short_repr(value: Any) -> str:
@@ -762,6 +787,8 @@ def _new_class(msgtype: str, fields: tuple[str, ...], constants: dict[str, Any],
         "_type": msgtype, "_fields": fields, "_field_set": frozenset(fields), "_constants": dict(constants),
         "_children": children, "_elements": elements, "_slot_types": slot_types,
         "__msgtype__": interface or (f"{pkg}/msg/{name}" if name else msgtype),
+        # genpy's: whether the first field is a std_msgs Header (unpickled classes know names alone)
+        "_has_header": fields[:1] == ("header",) and (slot_types or ("Header",))[0].split("/")[-1] == "Header",
     })
     namespace.update({name: property(getter.fget, _read_only(msgtype, name), doc=getter.__doc__)
                       for name, getter in properties.items()})
@@ -777,15 +804,24 @@ def _new_class(msgtype: str, fields: tuple[str, ...], constants: dict[str, Any],
 # -- where instances read their fields ---------------------------------------------------
 
 class _PerRow:
-    """A column whose row ``i`` is built on access (message lists, string lists)."""
+    """A column whose row ``i`` is built on access (message lists, string lists). The last message list
+    built is kept (read-only, it can be handed out again): ``msg.markers[k]`` in a loop over ``k`` builds
+    the list once, not once a turn."""
 
-    __slots__ = ("make",)
+    __slots__ = ("make", "last")
 
     def __init__(self, make: Callable[[int], Any]) -> None:
         self.make = make
+        self.last: tuple[int, MessageList] | None = None
 
     def __getitem__(self, i: int) -> Any:
-        return self.make(i)
+        last = self.last
+        if last is not None and last[0] == i:
+            return last[1]
+        value = self.make(i)
+        if isinstance(value, MessageList):
+            self.last = (i, value)
+        return value
 
 
 class Source:
@@ -867,54 +903,45 @@ def elements_of(array: np.ndarray, element: type | None) -> Any:
     return MessageList(Source(element, array=array), 0, len(array))
 
 
-class MessageList(Sequence):  # type: ignore[type-arg]
-    """One message's array of structs: ``len``, ``[i]`` (a message), iteration, ``==`` with lists.
+class MessageList(list):  # type: ignore[type-arg]
+    """One message's array of structs, as genpy and rosbags give it: a ``list`` of messages (read-only, as
+    the messages are: ``list(lst)`` is a copy to change). ``==`` with lists and tuples.
 
     ``lst["name"]`` is that field of every element (an array); ``np.asarray(lst)``
     the structured array of fixed-size elements.
     """
 
-    __slots__ = ("_src", "_first", "_count")
-
+    # No __slots__: code written for genpy takes anything with a __slots__ attribute for a message.
     def __init__(self, src: Source, first: int, count: int) -> None:
+        list.__init__(self, map(src.cls, repeat(src, count), range(first, first + count)))
         self._src = src
         self._first = first
-        self._count = count
-
-    def __len__(self) -> int:
-        return self._count
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, str):
-            return self._src.raw(i)[self._first:self._first + self._count]
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(self._count))]
-        i = int(i)
-        if not -self._count <= i < self._count:
-            raise IndexError(f"index {i} out of range for {self._count} elements")
-        return self._src.cls(self._src, self._first + i % self._count)
-
-    def __iter__(self) -> Iterator[Any]:
-        cls, src = self._src.cls, self._src
-        for i in range(self._first, self._first + self._count):
-            yield cls(src, i)
+            return self._src.raw(i)[self._first:self._first + len(self)]
+        return super().__getitem__(i)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, (MessageList, list, tuple)):
-            return same_value(self, other)
-        return NotImplemented
+        return list.__eq__(self, list(other) if isinstance(other, tuple) else other)
+
+    def __ne__(self, other: object) -> bool:
+        return list.__ne__(self, list(other) if isinstance(other, tuple) else other)
 
     __hash__ = None  # type: ignore[assignment]
 
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("arrays of a decoded message are read-only: list(...) gives a copy to change")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if self._src.array is not None:
-            out = self._src.array[self._first:self._first + self._count]
+            out = self._src.array[self._first:self._first + len(self)]
         else:
-            out = self._src.struct[self._first:self._first + self._count].to_numpy()
+            out = self._src.struct[self._first:self._first + len(self)].to_numpy()
         return out if dtype is None else out.astype(dtype)
-
-    def __repr__(self) -> str:
-        return repr(list(self))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return list, (list(self),)
