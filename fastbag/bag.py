@@ -1792,6 +1792,15 @@ class Bag:
             raise TypeError(f"bag {self.path} is closed: pickle an open bag (the other process opens it again)")
         return _reopen_bag, (self.path, self._reopen)
 
+    def __str__(self) -> str:
+        """What ``fastbag info`` prints (``print(bag)`` prints a rosbag.Bag's ``rosbag info`` text, which
+        scripts print to log what they read); ``repr`` is one line."""
+        if self.closed:
+            return repr(self)
+        from .viz.info import format_info  # an accessor: viz is a higher layer, loaded only when called
+
+        return format_info(self)
+
     def __repr__(self) -> str:
         topics = len(self.topics) if not self.closed else 0
         state = "closed" if self.closed else f"{self.message_count} messages, {topics} topic{'s' * (topics != 1)}"

@@ -81,7 +81,7 @@ def test_info_start_and_end_show_one_instant(tmp_path, capsys):
     # both forms truncated to the hundredth: .79 beside .79 (the epoch seconds were rounded to .80)
     assert "start:       May 03 2024 12:59:15.67 (1714741155.67)" in lines
     assert "end:         May 03 2024 13:00:15.79 (1714741215.79)" in lines
-    from fastbag.cli import _stamp
+    from fastbag.viz.info import _stamp
 
     assert _stamp(LATE // 10_000_000 * 10_000_000) == "May 03 2024 13:00:15.79 (1714741215.79)"  # exact
     assert _stamp(-1) == "Dec 31 1969 23:59:59.99 (-0.01)"  # before 1970: both floored the same way

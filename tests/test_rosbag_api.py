@@ -367,11 +367,12 @@ SIZE_RATE = re.compile(r"^ *([\d.]+ [KMGT]B) @ +([\d.]+) ([KMGT])B/s")
 @pytest.mark.parametrize("path", data_files("ros1v2") + data_files("ros1legacy"))
 def test_info_text_is_rosbag_info(path):
     """``fastbag info --freq`` prints what ``rosbag info --freq`` prints (its rows, their layout, the
-    compression ratios and rates), plus a ``format`` row."""
+    compression ratios and rates), plus a ``format`` row; ``print(bag)`` prints it, as for a rosbag.Bag."""
     from fastbag.cli import format_info
 
     theirs_bag = classic(path)
     with theirs_bag, open_quietly(path) as bag:
+        assert str(bag) == format_info(bag) and f"{bag}" == format_info(bag)
         if bag.recovered or bag.problems:
             pytest.skip("fastbag reports a rebuilt index or problems, rows rosbag info has not")
         with warnings.catch_warnings():
