@@ -80,8 +80,10 @@ class Connection:
     @property
     def digest(self) -> str:
         """rosbags' name of the type's digest: the stored ROS 2 type hash where there is one, else
-        :attr:`md5sum`."""
-        return self.type_description_hash or self.md5sum
+        :attr:`md5sum` (ROS 1), else ``""`` (a ROS 2 type without a stored hash, as rosbags gives it)."""
+        if self.type_description_hash:
+            return self.type_description_hash
+        return "" if self.md5sum == NO_MD5 and self.encoding != "ros1" else self.md5sum
 
     @property
     def qos(self) -> list[dict[str, Any]]:
