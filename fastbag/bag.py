@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import heapq
+import inspect
 import io
 import operator
 import os
@@ -224,6 +225,45 @@ def _forgetting_unpacked(messages: Iterator[Message]) -> Iterator[Message]:
         yield from messages
     finally:
         _UNPACKED.__dict__.pop("last", None)
+
+
+def _closed_meanwhile(bag: "Bag", exc: BaseException) -> ValueError | None:
+    """The ValueError to raise instead of ``exc`` where another thread closed ``bag`` during the read (its
+    mapping emptied, what the read met next looked like damage: an IndexError, a BagFormatError); None
+    where it did not, or ``exc`` says so already."""
+    if not bag._source.closed or (isinstance(exc, ValueError) and "closed" in str(exc)):
+        return None
+    return ValueError(f"bag {bag.path} was closed during the read")
+
+
+_READ_ERRORS = (FastbagError, IndexError, ValueError)
+
+
+def _says_if_closed(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A public read (a function or a generator function) whose failure, where another thread closed the bag
+    meanwhile, is that ValueError (see :func:`_closed_meanwhile`)."""
+    if inspect.isgeneratorfunction(method):
+        @functools.wraps(method)
+        def generator(self: "Bag", *args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from method(self, *args, **kwargs)
+            except _READ_ERRORS as exc:
+                closed = _closed_meanwhile(self, exc)
+                if closed is None:
+                    raise
+                raise closed from exc
+        return generator
+
+    @functools.wraps(method)
+    def function(self: "Bag", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except _READ_ERRORS as exc:
+            closed = _closed_meanwhile(self, exc)
+            if closed is None:
+                raise
+            raise closed from exc
+    return function
 
 
 class Message:
@@ -644,6 +684,7 @@ class Bag:
         connections = self._container.connections
         return tuple(connections[r] for r in self._topic_ranks[topic])
 
+    @_says_if_closed
     def times(self, topic: str, start: TimeLike | None = None, end: TimeLike | None = None) -> np.ndarray:
         """Receive times (int64 ns, ascending) of ``topic``'s messages in ``[start, end)``, from the
         index alone: nothing is read or decoded, so a topic that cannot be decoded has times too.
@@ -767,7 +808,17 @@ class Bag:
         iterate = self._iter_raw if raw else self._iter_decoded
         found = self._iter_merged(selected, iterate) if self._container.chunks_of_one_connection else \
             iterate(selected)
-        return found if raw else _forgetting_unpacked(found)
+        return self._said_if_closed(found if raw else _forgetting_unpacked(found))
+
+    def _said_if_closed(self, messages: Iterator[Message]) -> Iterator[Message]:
+        """:meth:`messages`' iterator, failing as :func:`_says_if_closed` says."""
+        try:
+            yield from messages
+        except _READ_ERRORS as exc:
+            closed = _closed_meanwhile(self, exc)
+            if closed is None:
+                raise
+            raise closed from exc
 
     def _iter_merged(self, selected: np.ndarray, iterate: Callable[[np.ndarray], Iterator[Message]]
                      ) -> Iterator[Message]:
@@ -1040,6 +1091,7 @@ class Bag:
                 try:
                     decoded[rank] = decode(mine)
                 except (DecodeError, DefinitionError, UnsupportedError) as exc:
+                    self._check_open()  # (closed by another thread meanwhile: no damage to pass over)
                     # A topic that cannot be decoded must not stop the others (a user iterating the whole
                     # bag): its messages come with a msg that raises the error when used, said once.
                     decoded[rank] = (operator.getitem, self._undecodable(decode, mine, exc, connections[rank].topic,
@@ -1119,6 +1171,7 @@ class Bag:
         return self._layouts[key]
 
     # -- arrays ----------------------------------------------------------------------
+    @_says_if_closed
     def read(self, topic: str, start: TimeLike | None = None, end: TimeLike | None = None) -> "TopicArray":
         """Every message of ``topic`` in ``[start, end)`` (int ns), decoded into arrays.
 
@@ -1138,6 +1191,7 @@ class Bag:
         first = self._first_position(topic, scope.index, selected)
         return self._read_rows(topic, scope, selected, positions=np.arange(first, first + selected.size))
 
+    @_says_if_closed
     def iter_read(self, topic: str, step: int | str = 10_000, start: TimeLike | None = None,
                   end: TimeLike | None = None) -> Iterator["TopicArray"]:
         """``topic`` in ``[start, end)`` as consecutive TopicArrays, in time order, a part at a time.
@@ -1259,6 +1313,7 @@ class Bag:
         rows = self.topic_rows(topic)
         return self._scope(topic).index.time[rows]
 
+    @_says_if_closed
     def take(self, topic: str, positions: Any) -> "TopicArray":
         """Messages of ``topic`` by position (0-based, in read order; an int array, a boolean mask over the
         topic's messages or a slice), decoded.

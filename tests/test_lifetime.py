@@ -95,3 +95,107 @@ def test_closing_a_bag_under_its_readers_is_a_value_error(tmp_path):
         assert not any(thread.is_alive() for thread in threads)
     assert set(seen) <= {"done", "ValueError"}, sorted(set(seen))
     assert "ValueError" in seen  # some reads were cut short (else the test proves nothing)
+
+
+def _uncompressed_bag(path) -> None:
+    """Two topics over many uncompressed chunks (messages read in place, from the file's mapping)."""
+    import struct
+
+    import fastbag
+
+    with fastbag.Writer(path, chunk_size=16 * 1024) as writer:
+        text = writer.add_connection("/s", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+        number = writer.add_connection("/n", "std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+        for k in range(4000):
+            body = (f"message {k} " * (k % 9)).encode()
+            writer.write(text, 10**18 + k * 1000, struct.pack("<I", len(body)) + body)
+            writer.write(number, 10**18 + k * 1000 + 1, struct.pack("<i", k))
+
+
+@pytest.mark.parametrize("kind", ["messages", "raw", "take", "read"])
+def test_closing_an_uncompressed_bag_under_a_read_is_a_value_error_or_a_whole_read(tmp_path, kind):
+    """The close lands between a read's check that the bag is open and its use of the mapping (made certain
+    by closing from inside the container's locator): the read is a ValueError, or it completes with the
+    values of an undisturbed read (the windowed reads of take and read use pread, not the mapping). Never
+    an IndexError, a BagFormatError taking the emptied mapping for damage, nor messages passed over as
+    undecodable with a warning (audit: concurrency pass)."""
+    import warnings
+
+    import fastbag
+
+    path = tmp_path / "plain.bag"
+    _uncompressed_bag(path)
+    with fastbag.open(path) as bag:
+        want = {"messages": [m.msg.data for m in bag.messages(topics=["/s"])],
+                "raw": [bytes(m.data) for m in bag.messages(raw=True)],
+                "take": bag.take("/n", [3, 5])["data"].tolist(), "read": bag.read("/n")["data"].tolist()}
+    bag = fastbag.open(path)
+    locate = bag._container.file_spans
+
+    def closing(*args, **kwargs):
+        bag.close()  # what another thread's close() does at this moment
+        return locate(*args, **kwargs)
+
+    bag._container.file_spans = closing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no "cannot be decoded" warning)
+        try:
+            if kind == "messages":
+                got = [m.msg.data for m in bag.messages(topics=["/s"])]
+            elif kind == "raw":
+                got = [bytes(m.data) for m in bag.messages(raw=True)]
+            else:
+                got = (bag.take("/n", [3, 5]) if kind == "take" else bag.read("/n"))["data"].tolist()
+        except ValueError as exc:
+            assert f"bag {path} was closed during the read" in str(exc) or "is closed" in str(exc)
+        else:
+            assert got == want[kind]
+    assert bag.closed
+
+
+@pytest.mark.parametrize("name", ["ros1-lz4", "mcap-zstd", "rosbag2-sqlite"])
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "decoded"])
+def test_an_iteration_the_parent_started_finishes_in_a_forked_child(tmp_path, name, raw):
+    """A messages() loop started in the parent, its chunks read ahead on the worker threads, continued in a
+    child made by fork: the child yields the rest (its pending chunks read itself: the parent's threads are
+    not in the child), as the parent does, instead of waiting forever on them."""
+    import hashlib
+    import os
+    import signal
+    import struct
+
+    import fastbag
+
+    if name == "ros1-lz4":
+        path = tmp_path / "lz4.bag"
+        with fastbag.Writer(path, compression="lz4", chunk_size=32 * 1024) as writer:
+            connection = writer.add_connection("/s", "std_msgs/String", "string data\n",
+                                               "992ce8a1687cec8c8bd883ec73ca41d1")
+            for k in range(6000):
+                body = (f"message {k} " * 6).encode()
+                writer.write(connection, 10**18 + k * 1000, struct.pack("<I", len(body)) + body)
+    else:
+        path = data_file(BAGS[name][0])
+    bag = open_quietly(path, workers=2)
+    messages = bag.messages(raw=raw)
+    first = next(messages)
+    rest = [bytes(m.data) for m in open_quietly(path).messages(raw=True)][1:]
+    assert len(rest) > 10
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: finish the loop, send the digest of what it yields
+        os.close(read)
+        signal.alarm(60)
+        try:
+            digest = hashlib.sha256(b"".join(bytes(m.data) for m in messages)).hexdigest()
+            os.write(write, digest.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    ours = hashlib.sha256(b"".join(bytes(m.data) for m in messages)).hexdigest()
+    _, status = os.waitpid(child, 0)
+    with os.fdopen(read) as pipe:
+        theirs = pipe.read()
+    bag.close()
+    assert os.WIFEXITED(status), f"the child was killed (signal {os.WTERMSIG(status)}): it hung"
+    assert theirs == ours == hashlib.sha256(b"".join(rest)).hexdigest()

@@ -232,6 +232,7 @@ def decompress_truncated(source: Source, chunk: Chunk) -> np.ndarray:
 
 T = TypeVar("T")
 R = TypeVar("R")
+_END = object()  # (ordered_map: no more items)
 
 
 def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: ThreadPoolExecutor | None,
@@ -242,24 +243,35 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: ThreadPoolExecut
     holds only a bounded number at a time. Without a pool it is plain map.
     A pool shut down under the map (its bag closed by another thread) is a
     ValueError, as any use of a closed bag is, not the executor's own errors.
+    A map continued in a forked child (a generator the parent started) maps
+    the rest itself: the parent's threads, which held its pending items, are
+    not in the child, and waiting for them would hang.
     """
     if pool is None or ahead < 2:
         yield from map(fn, items)
         return
-    pending: deque[Future[R]] = deque()
+    pending: deque[tuple[T, Future[R]]] = deque()
     source = iter(items)
+    parent = os.getpid()
     try:
-        for item in source:
+        while os.getpid() == parent:  # (asked before an item is drawn: a child maps it below)
+            item = next(source, _END)
+            if item is _END:
+                break
             try:
-                pending.append(pool.submit(fn, item))
+                pending.append((item, pool.submit(fn, item)))  # type: ignore[arg-type]
             except RuntimeError as exc:  # "cannot schedule new futures after shutdown"
                 raise ValueError("the bag was closed during the read") from exc
             if len(pending) >= ahead:
-                yield _result(pending.popleft())
-        while pending:
-            yield _result(pending.popleft())
+                yield _result(pending.popleft()[1])
+        while pending and os.getpid() == parent:
+            yield _result(pending.popleft()[1])
+        if os.getpid() != parent:  # forked: what the parent's threads held, then the rest, here
+            while pending:
+                yield fn(pending.popleft()[0])
+            yield from map(fn, source)
     finally:
-        for future in pending:
+        for _, future in pending:
             future.cancel()
 
 
