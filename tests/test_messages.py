@@ -349,6 +349,34 @@ def test_messages_are_values(demo):
         assert stamp(back[0]).to_sec() == stamp(array[0]).to_sec()
 
 
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_arrays_pickle_as_their_own_values_and_parts_keep_their_own_elements(tmp_path, compression):
+    """A read's ragged columns are views of the file's mapping or of whole decompressed chunks: pickled (to
+    a worker process) they carry their own elements only, not those buffers (an uncompressed bag's clouds
+    pickled the whole file). A part of a read (``arr[5:8]``) gives its own elements as ``values``, at its
+    ``offsets``, and pickles them alone (audit: concurrency pass)."""
+    path = tmp_path / f"demo-{compression}.bag"
+    write_demo_bag(path, seconds=2, compression=compression, points=2000)
+    with fastbag.open(path) as bag:
+        points, tf = bag.read("/points"), bag.read("/tf")
+        size = path.stat().st_size
+        own = sum(len(m.data) for m in bag.messages(topics=["/points"], raw=True))
+    assert own < size / 2  # (else the bound below proves nothing)
+    assert len(pickle.dumps(points)) < own * 1.05 + 10_000
+    back = pickle.loads(pickle.dumps(points))
+    assert all(np.array_equal(back["data"][i], points["data"][i]) for i in range(len(points)))
+    assert len(pickle.dumps(points[:2])) < 2 * points["data"][0].nbytes + 10_000
+    part = tf[5:8]
+    transforms = part["transforms"]
+    assert int(transforms.offsets[-1]) == len(transforms.values) == sum(len(tf[k].transforms) for k in (5, 6, 7))
+    assert transforms.values["child_frame_id"].tolist() == \
+        [t.child_frame_id for k in (5, 6, 7) for t in tf[k].transforms]
+    assert len(pickle.dumps(part)) < len(pickle.dumps(tf)) / 10
+    back = pickle.loads(pickle.dumps(part))
+    assert [[t.transform.translation.x for t in back[k].transforms] for k in range(3)] == \
+        [[t.transform.translation.x for t in tf[k].transforms] for k in (5, 6, 7)]
+
+
 def test_messages_cross_process_boundaries(demo):
     with fastbag.open(demo) as bag:
         imu = [m.msg for m in bag.messages(topics=["/imu"])][:20]

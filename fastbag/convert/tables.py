@@ -87,14 +87,7 @@ def arrow_array(value: Any, kind: str = "fixed") -> "pyarrow.Array":
 
 def nested_child(value: Nested) -> tuple[Any, np.ndarray]:
     """A Nested column's elements, message after message, and their int64 offsets (the list layout)."""
-    offsets = offsets_of(value.counts)
-    total = int(offsets[-1])
-    # Rows of the child table, message after message: one contiguous stretch unless the column is a subset.
-    take = np.repeat(value.first - offsets[:-1], value.counts) + np.arange(total)
-    first = int(take[0]) if total else 0
-    child = value.child
-    child = child[first:first + total] if np.array_equal(take, np.arange(first, first + total)) else child[take]
-    return child, offsets
+    return value.values, value.offsets
 
 
 def required(name: str, kind: "pyarrow.DataType") -> "pyarrow.Field":

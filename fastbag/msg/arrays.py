@@ -178,6 +178,16 @@ class Ragged(_PerMessage):
     def __repr__(self) -> str:
         return f"Ragged({len(self)} messages of {self.dtype}, {int(self.counts.sum())} elements)"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickles as its elements packed (what a worker process needs), not the buffers they are views of:
+        # the file's whole mapping or every decompressed chunk, several times the topic's bytes.
+        if self.dtype.itemsize == 0:
+            packed = np.zeros(0, dtype=np.uint8)
+        else:
+            packed = np.ascontiguousarray(self.values).view(np.uint8).reshape(-1)
+        return Ragged, ([packed], np.zeros(len(self), dtype=np.int64), self.offsets[:-1] * self.dtype.itemsize,
+                        self.counts, self.dtype)
+
 
 def _gather(buffers: list[np.ndarray], buf: np.ndarray, pos: np.ndarray, nbytes: np.ndarray,
             out_offsets: np.ndarray, zeroed: bool = False) -> np.ndarray:
@@ -240,8 +250,28 @@ class Nested(_PerMessage):
 
     @property
     def values(self) -> "StructArray | np.ndarray":
-        """Every element of every message, in message order."""
-        return self.child
+        """Every element of every message, message after message (at :attr:`offsets`): the child table
+        itself, or, for a part of the messages (``arr[5:8]``, a time range), the rows of theirs (made once)."""
+        cached = self.__dict__.get("_values")
+        if cached is None:
+            offsets = self.offsets
+            total = int(offsets[-1])
+            # The child's rows, message after message: one stretch unless the column is a part of another.
+            take = np.repeat(self.first - offsets[:-1], self.counts) + np.arange(total)
+            start = int(take[0]) if total else 0
+            child = self.child
+            if start == 0 and total == len(child) and np.array_equal(take, np.arange(total)):
+                cached = child
+            elif np.array_equal(take, np.arange(start, start + total)):
+                cached = child[start:start + total]
+            else:
+                cached = child[take]
+            self.__dict__["_values"] = cached
+        return cached
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickles as its own elements, not the whole child table of the read it is a part of.
+        return Nested, (self.values, self.offsets[:-1].copy(), self.counts)
 
     def __repr__(self) -> str:
         return f"Nested({len(self)} messages, {int(self.counts.sum())} elements)"
