@@ -71,6 +71,9 @@ WINDOW_HEAD = 1024
 WINDOW_TAIL = 512
 #: Bytes between two windows read as one range (see Bag._read_windows): about what one pread costs in copying.
 WINDOW_GAP = 1024
+#: Threads a bag may be given (fastbag.open's workers): a read keeps twice as many chunks in flight, so the
+#: count bounds its memory too (a million was taken, and a read started a thread per chunk).
+MAX_WORKERS = 256
 #: Messages of a topic bag.messages() finds undecodable one by one before it stops looking for the good ones
 #: among them (Bag._undecodable): a wrong definition spoils every message, a damaged one only itself.
 SALVAGE_LIMIT = 16
@@ -1872,9 +1875,9 @@ def _check_bag_options(cache_bytes: Any, workers: Any, checksums: Any) -> None:
     if not whole(cache_bytes) or cache_bytes < 0:
         raise (ValueError if whole(cache_bytes) else TypeError)(
             f"cache_bytes is a number of bytes (an int, 0 or more: 256 << 20), not {cache_bytes!r}")
-    if workers is not None and (not whole(workers) or workers < 1):
+    if workers is not None and (not whole(workers) or not 1 <= workers <= MAX_WORKERS):
         raise (ValueError if whole(workers) else TypeError)(
-            f"workers is a number of threads (an int, 1 or more; None: one per CPU), not {workers!r}")
+            f"workers is a number of threads (an int, 1 to {MAX_WORKERS}; None: one per CPU), not {workers!r}")
     if not isinstance(checksums, (bool, np.bool_)):
         raise TypeError(f"checksums is True or False, not {checksums!r}")
 

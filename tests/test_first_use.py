@@ -117,6 +117,7 @@ def test_stamps_as_datetimes():
 @pytest.mark.parametrize("options, error, said", [
     ({"workers": "2"}, TypeError, "workers is a number of threads"),
     ({"workers": 0}, ValueError, "workers is a number of threads"),
+    ({"workers": 10**6}, ValueError, r"workers is a number of threads \(an int, 1 to 256"),
     ({"cache_bytes": "256MB"}, TypeError, "cache_bytes is a number of bytes"),
     ({"cache_bytes": -5}, ValueError, "cache_bytes is a number of bytes"),
     ({"checksums": "no"}, TypeError, "checksums is True or False, not 'no'"),

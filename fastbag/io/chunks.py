@@ -387,12 +387,16 @@ class ChunkStore:
         self._cached = 0
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        # Whole payloads being decompressed, by chunk: a thread that misses the cache waits for one of
+        # these rather than decompressing the chunk again (threads reading one bag meet on its chunks).
+        self._decoding: dict[int, Future[np.ndarray]] = {}
         reset_in_children(self)
 
     def _after_fork(self) -> None:
         # The parent's pool believes its workers idle, but none came along: a new one on first use.
         self._pool = None
         self._lock = threading.Lock()
+        self._decoding = {}
 
     def get(self, index: int, remember: bool = True, reach: Reach | None = None) -> np.ndarray:
         """The uncompressed payload of chunk ``index`` (kept in the cache when ``remember``); given
@@ -402,26 +406,58 @@ class ChunkStore:
             return self.salvaged[index]
         if chunk.in_place:
             return decompress(self.source, chunk)
-        with self._lock:
-            hit = self._cache.get(index)
-            if hit is not None and (hit.size == chunk.size or (reach is not None and reach(hit) <= hit.size)):
-                self._cache.move_to_end(index)
-                return hit
         if reach is not None and self.checksums and self.checksummed is not None and self.checksummed(index):
             reach = None
-        # A reach marked ``whole`` asks for all of the payload (cheaper than stopping early: see Bag._reach),
-        # yet needs only its prefix: where the rest turns out damaged, the prefix is decoded by itself, so that
-        # a read gets what is intact whichever way it asked (as one asking for the prefix alone does).
-        whole_first = reach is not None and getattr(reach, "whole", False)
-        try:
-            payload = self._decompress(index, None if whole_first else reach)
-        except BagFormatError:
-            if not whole_first:
+        with self._lock:
+            hit = self._cache.get(index)
+            if hit is not None and self._serves(hit, chunk, reach):
+                self._cache.move_to_end(index)
+                return hit
+            decoding = self._decoding.get(index)
+            if decoding is None:
+                self._decoding[index] = mine = Future()
+        if decoding is not None:  # another thread is decompressing it: its payload serves if it reaches as far
+            try:
+                theirs = decoding.result()
+                if self._serves(theirs, chunk, reach):
+                    return theirs
+            except BagFormatError:
+                if reach is None:
+                    raise
+            payload = self._decoded(index, reach)
+        else:
+            try:
+                payload = self._decoded(index, reach)
+                if remember:  # (cached before it stops being in flight: no thread then misses both)
+                    self._remember(index, payload)
+                mine.set_result(payload)
+            except BaseException as exc:
+                mine.set_exception(exc)
                 raise
-            payload = self._decompress(index, reach)
+            finally:
+                with self._lock:
+                    self._decoding.pop(index, None)
+            return payload
         if remember:
             self._remember(index, payload)
         return payload
+
+    @staticmethod
+    def _serves(payload: np.ndarray, chunk: Chunk, reach: Reach | None) -> bool:
+        """Whether ``payload`` (all of ``chunk``'s, or a prefix) holds what ``reach`` asks for (all: None)."""
+        return payload.size == chunk.size or (reach is not None and reach(payload) <= payload.size)
+
+    def _decoded(self, index: int, reach: Reach | None) -> np.ndarray:
+        """Chunk ``index``'s payload, as far as ``reach`` asks. A reach marked ``whole`` asks for all of it
+        (cheaper than stopping early: see Bag._reach), yet needs only its prefix: where the rest turns out
+        damaged, the prefix is decoded by itself, so that a read gets what is intact whichever way it
+        asked (as one asking for the prefix alone does)."""
+        if reach is None or not getattr(reach, "whole", False):
+            return self._decompress(index, reach)
+        try:
+            return self._decompress(index, None)
+        except BagFormatError:
+            return self._decompress(index, reach)
 
     def _decompress(self, index: int, reach: Reach | None) -> np.ndarray:
         """Chunk ``index``'s payload, decoded (as far as ``reach`` asks) and verified. Where it fails, a prefix
