@@ -163,6 +163,17 @@ class BagIndex:
     def message_count(self) -> int:
         return int(self.time.size)
 
+    @property
+    def connection_ids(self) -> np.ndarray:
+        """Each connection's id (int64), by position; made once per list of connections (a new list replaces
+        it when connections gain their counts, never a change in place): reads ask at every call, and
+        a bag of thousands of topics read topic after topic built it thousands of times."""
+        made = self.__dict__.get("_connection_ids")
+        if made is None or made[0] is not self.connections:
+            made = self.__dict__["_connection_ids"] = (
+                self.connections, np.array([c.id for c in self.connections], dtype=np.int64))
+        return made[1]  # type: ignore[no-any-return]
+
 
 def build_index(version: str, connections: list[Connection], chunks: Sequence[Chunk], conn_ids: np.ndarray,
                 chunk_ids: np.ndarray, time: np.ndarray, offset: np.ndarray, *, recovered: bool = False,
@@ -400,7 +411,7 @@ class Container(ABC):
         kernel = self._window_kernel()
         if kernel is None:
             return 0
-        conn_ids = np.array([c.id for c in index.connections], dtype=np.int64)[index.conn[selected]]
+        conn_ids = index.connection_ids[index.conn[selected]]
         return kernel(heads, head_at, seen, at, chunk_end, conn_ids, index.time[selected], starts, lengths)
 
     def close(self) -> None:

@@ -486,3 +486,19 @@ def test_a_db3_read_through_sqlite_indexes_every_row(tmp_path):
             assert arr.data.tolist() == [text for _, text in written["/rare"]] + [written["/rare"][0][1]]
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("path", data_files("ros1v2") + ros2_bags())
+def test_every_topics_rows_at_once_equal_each_topics_own(path):
+    """Once the whole index is built (``bag.topics`` builds it), every topic's rows come from one sort of it
+    by topic (a pass over it per topic made reading thousands of topics quadratic); they equal a fresh
+    handle's, which reads each topic through its own index or a pass of its own."""
+    with open_quietly(path) as whole:
+        assert whole.topics is not None  # builds the whole index
+        got = {topic: (whole.topic_times(topic), whole.topic_rows(topic)) for topic in whole.topics}
+        rows = np.concatenate([r for _, r in got.values()]) if got else np.zeros(0, dtype=np.int64)
+        assert np.array_equal(np.sort(rows), np.arange(whole.message_count))  # each message once
+    for topic, (times, topic_rows) in got.items():
+        assert np.all(np.diff(topic_rows) > 0), topic  # in read order
+        with open_quietly(path) as fresh:
+            assert np.array_equal(fresh.topic_times(topic), times), topic

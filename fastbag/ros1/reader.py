@@ -136,6 +136,6 @@ class Ros1Reader(Container):
         from .kernels import file_spans
 
         table = index.chunks
-        conn_ids = np.array([c.id for c in index.connections], dtype=np.int64)
-        return file_spans(self.source.array, selected, index.chunk, index.offset, index.time, index.conn, conn_ids,
-                          table.data_offset, table.size, table.data_len, starts, lengths, verified)
+        return file_spans(self.source.array, selected, index.chunk, index.offset, index.time, index.conn,
+                          index.connection_ids, table.data_offset, table.size, table.data_len, starts, lengths,
+                          verified)
