@@ -478,6 +478,7 @@ class Bag:
         self._scoping = threading.Lock()
         self._in_file_of: tuple[ChunkTable, np.ndarray] | None = None  # see _in_file
         self._connection_ids = np.array([c.id for c in container.connections], dtype=np.int64)
+        self._kinds: tuple[list[Connection], np.ndarray] | None = None  # see _decoding_kinds
 
     @property
     def _chunks(self) -> ChunkTable:
@@ -1057,13 +1058,16 @@ class Bag:
         # elements a message would otherwise cost a Python object each, batch after batch.
         unbacked: dict[int, int] = {}
         failed: dict[str, int] = {}  # topics that had messages it could not decode: how many
+        kind_of = self._decoding_kinds(connections)
         for payload, offset, a, b, starts, lengths in self._batches(selected):
             conns = conn_of[a:b]
-            # Per connection of the batch: its message class and where its messages read their fields; per
-            # message its row among its connection's (a batch decodes all of a connection at once). Grouped
-            # with one sort: a batch of a thousand topics interleaved cost a pass over the batch per topic.
-            order = np.argsort(conns, kind="stable")
-            grouped = conns[order]
+            # Per kind of the batch (connections of one type and definition: topics of one type decode
+            # together): its message class and where its messages read their fields; per message its row
+            # among its kind's. Grouped with one sort: a batch of a thousand topics interleaved cost a pass
+            # over the batch per topic, and a decode per topic (of a message or two each).
+            kinds = kind_of[conns]
+            order = np.argsort(kinds, kind="stable")
+            grouped = kinds[order]
             edges = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
             group_start = np.concatenate(([0], edges))
             group_end = np.concatenate((edges, [b - a]))
@@ -1072,11 +1076,11 @@ class Bag:
             rows = row_of.tolist()
             decoded: dict[int, tuple[Any, Any]] = {}
             for start, stop in zip(group_start.tolist(), group_end.tolist()):
-                rank = int(grouped[start])
+                kind = int(grouped[start])
                 mine = order[start:stop]  # (ascending: the sort is stable)
 
-                def decode(which: np.ndarray, rank: int = rank) -> tuple[Any, Any]:
-                    """(class, source) of messages ``a + which`` of connection ``rank``: message k is
+                def decode(which: np.ndarray, rank: int, kind: int = kind) -> tuple[Any, Any]:
+                    """(class, source) of messages ``a + which``, of connection ``rank``'s kind: message k is
                     ``class(source, k)``. (Called within this iteration only: the batch's variables are its.)"""
                     connection = connections[rank]
                     if connection.encoding not in ARRAY_ENCODINGS:  # JSON, protobuf: one object each
@@ -1089,25 +1093,42 @@ class Bag:
                                    which=which)
                     builder = TopicBuilder(layout, self._source.array, which.size, topic=connection.topic,
                                            msgtype=connection.msgtype, types=self._message_types(connection))
-                    builder.unbacked = unbacked.get(rank, 0)
+                    builder.unbacked = unbacked.get(kind, 0)
                     builder.add_run(payload, offset, starts[which], lengths[which], a + int(which[0]))
-                    unbacked[rank] = builder.unbacked
+                    unbacked[kind] = builder.unbacked
                     source = builder.finish().record_source()
                     return source.cls, source
 
+                ranks = conns[mine]
+                first = int(ranks[0])
                 try:
-                    decoded[rank] = decode(mine)
+                    decoded[kind] = decode(mine, first)
                 except (DecodeError, DefinitionError, UnsupportedError) as exc:
                     self._check_open()  # (closed by another thread meanwhile: no damage to pass over)
                     # A topic that cannot be decoded must not stop the others (a user iterating the whole
-                    # bag): its messages come with a msg that raises the error when used, said once.
-                    decoded[rank] = (operator.getitem, self._undecodable(decode, mine, exc, connections[rank].topic,
-                                                                         failed))
+                    # bag): its messages come with a msg that raises the error when used, said once. A
+                    # kind of several topics: each decoded on its own, named in what it says.
+                    if bool((ranks == first).all()):
+                        decoded[kind] = (operator.getitem, self._undecodable(
+                            functools.partial(decode, rank=first), mine, exc, connections[first].topic, failed))
+                        continue
+                    out: list[Any] = [None] * mine.size
+                    for rank in np.unique(ranks).tolist():
+                        at = np.flatnonzero(ranks == rank)
+                        try:
+                            cls, source = decode(mine[at], rank)
+                            found = list(map(cls, repeat(source), range(at.size)))
+                        except (DecodeError, DefinitionError, UnsupportedError) as error:
+                            found = self._undecodable(functools.partial(decode, rank=rank), mine[at], error,
+                                                      connections[rank].topic, failed)
+                        for k, message in zip(at.tolist(), found):
+                            out[k] = message
+                    decoded[kind] = (operator.getitem, out)
             view = memoryview(payload)
             headers = self._container.message_headers(payload, starts)  # MCAP: publish_time and sequence
-            if len(decoded) == 1:  # one connection (the usual case): message k is row k
-                (rank, (cls, source)), = decoded.items()
-                connection = connections[rank]
+            if len(decoded) == 1 and bool((conns == conns[0]).all()):  # one connection (the usual case): message
+                (cls, source), = decoded.values()  # k is row k
+                connection = connections[int(conns[0])]
                 # Built by map (a C loop), not by a Python loop: most of the per-message cost here.
                 spans = (view, starts.tolist(), (starts + lengths).tolist())
                 messages = map(cls, repeat(source), range(b - a))
@@ -1120,15 +1141,28 @@ class Bag:
                                    headers[1].tolist())
                 continue
             published, sequence = (headers[0].tolist(), headers[1].tolist()) if headers is not None else (None, None)
-            for k, rank, s, n in zip(range(b - a), conns.tolist(), starts.tolist(), lengths.tolist()):
+            for k, rank, kind, s, n in zip(range(b - a), conns.tolist(), kinds.tolist(), starts.tolist(),
+                                           lengths.tolist()):
                 connection = connections[rank]
-                cls, source = decoded[rank]
+                cls, source = decoded[kind]
                 msg = cls(source, rows[k])
                 if published is None:
                     yield Message(connection.topic, time_of[a + k], view[s:s + n], connection, msg)
                 else:
                     yield _StampedMessage(connection.topic, time_of[a + k], view[s:s + n], connection, msg,
                                           published[k], sequence[k])
+
+    def _decoding_kinds(self, connections: list[Connection]) -> np.ndarray:
+        """Each connection's kind (int, by rank): connections of one type, definition and encoding share one
+        (what their layout and message classes are made from), so that iteration decodes them together.
+        Made once per list of connections (a loop per topic of a bag of thousands asks thousands of times)."""
+        made = self._kinds
+        if made is None or made[0] is not connections:
+            kinds: dict[tuple[str, str, str, str], int] = {}
+            made = self._kinds = (connections, np.array([
+                kinds.setdefault((c.msgtype, c.definition, c.encoding, c.schema_encoding), len(kinds))
+                for c in connections], dtype=np.int64))
+        return made[1]
 
     @staticmethod
     def _undecodable(decode: Any, mine: np.ndarray, error: FastbagError, topic: str, failed: dict[str, int]

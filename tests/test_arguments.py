@@ -4,6 +4,7 @@ iteration over topics that cannot all be decoded."""
 from __future__ import annotations
 
 import datetime
+import warnings
 
 import numpy as np
 import pytest
@@ -235,3 +236,48 @@ def test_a_bag_pickles_as_its_path_and_opens_again(strings_bag):
 
 def _good_texts(bag):
     return list(bag.read("/good")["data"])
+
+
+def test_topics_of_one_type_decode_together_and_a_damaged_one_is_named_alone(tmp_path, monkeypatch):
+    """Iteration decodes the messages of a batch by kind (type and definition), not by topic: 60 String
+    topics taking turns are one decode a batch (a decode per topic cost a builder per message or two, and
+    made a loop over thousands of topics slower than rosbags'). A damaged message of one of them leaves the
+    others whole, spoils only itself, and the warning names its topic alone."""
+    import struct
+
+    from fastbag.msg import arrays
+
+    def write(path, damaged):
+        with fastbag.Writer(path, chunk_size=64 * 1024) as writer:
+            topics = [writer.add_connection(f"/t{k}", "std_msgs/String", "string data\n",
+                                            "992ce8a1687cec8c8bd883ec73ca41d1") for k in range(60)]
+            for i in range(50):
+                for k, connection in enumerate(topics):
+                    body = f"{k}:{i}".encode()
+                    length = 999 if (k, i) == damaged else len(body)  # a length past the message's end
+                    writer.write(connection, T0 + i * 100 + k, struct.pack("<I", length) + body)
+
+    builders = []
+    original = arrays.TopicBuilder.__init__
+
+    def counting(self, *args, **kwargs):
+        builders.append(kwargs.get("topic"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(arrays.TopicBuilder, "__init__", counting)
+    for damaged in (None, (7, 20)):
+        path = tmp_path / f"many-{damaged is None}.bag"
+        write(path, damaged)
+        builders.clear()
+        with fastbag.open(path) as bag, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = [(m.topic, m.msg) for m in bag.messages()]
+            batches = -(-bag.message_count // fastbag.bag.PARALLEL_MIN)
+        said = [str(w.message) for w in caught if issubclass(w.category, fastbag.FastbagWarning)]
+        for k in range(60):
+            values = [msg.data if msg else None for topic, msg in got if topic == f"/t{k}"]
+            assert values == [None if (k, i) == damaged else f"{k}:{i}" for i in range(50)], k
+        if damaged is None:
+            assert not said and len(builders) == batches, (len(builders), batches)  # one decode a batch
+        else:
+            assert len(said) == 1 and said[0].startswith("messages of /t7 cannot be decoded"), said

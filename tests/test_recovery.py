@@ -402,3 +402,27 @@ def test_damaged_record_inside_uncompressed_chunk_keeps_what_precedes_it(tmp_pat
     lost = {(m.time, m.data) for m in victim.messages[3:]}
     with bag:
         assert fastbag_read(bag) == [r for r in expected if (r[1], r[2]) not in lost]
+
+
+def test_messages_of_a_connection_without_its_record_are_said_with_their_chunk(tmp_path):
+    """An unindexed bag whose message records in one chunk name a connection that has no record (a damaged
+    id): those messages are lost, and the warning names the connection and the chunk they lie in (found by
+    hypothesis in tests/test_fuzz.py: the warning named the connection alone)."""
+    path = tmp_path / "orphans.bag"
+    with fastbag.Writer(path, chunk_size=4096) as writer:
+        imu = writer.add_connection("/n", "std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+        for k in range(2000):
+            writer.write(imu, 10**18 + k * 1000, struct.pack("<i", k))
+    layout = scan_file(path)
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<Q", data, data.index(b"index_pos=") + len(b"index_pos="), 0)  # unindexed
+    victim = layout.chunks[3]
+    first = data.index(b"op=\x02", victim.data_start)
+    conn = data.index(b"conn=", first - 40) + len(b"conn=")
+    struct.pack_into("<I", data, conn, 258)  # the first message of the fourth chunk: connection 258
+    path.write_bytes(bytes(data))
+    bag, text = open_warned(path, "rebuilt the index by scanning")
+    with bag:
+        assert bag.message_count == 1999
+    assert f"lost messages of connection 258 in the chunk at offset {victim.position}, whose connection record is " \
+           f"missing" in text

@@ -631,8 +631,10 @@ def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecr
             f"the AES key decrypts none of the bag's {len(undecrypted)} encrypted chunks: it is not this bag's key "
             f"(or every chunk is damaged)", path=source.path, offset=undecrypted[0].offset, record="chunk",
             encryption=encryption.public if encryption is not None else None) from undecrypted[0]
-    for conn_id in sorted({c for c, _, _ in pieces} - set(connections)):
-        lost.append(f"messages of connection {conn_id}, whose connection record is missing")
+    for conn_id in sorted({c for c, _, _ in pieces} - set(connections)):  # (a damaged id, or a lost record)
+        at = sorted({chunks[k].position for c, k, _ in pieces if c == conn_id})
+        where = f"the chunk at offset {at[0]}" if len(at) == 1 else f"the chunks at offsets {', '.join(map(str, at))}"
+        lost.append(f"messages of connection {conn_id} in {where}, whose connection record is missing")
     pieces = [p for p in pieces if p[0] in connections]
     conn_list = sorted(connections.values(), key=lambda c: c.id)
     index = _index_from_pieces("2.0", conn_list, chunks, pieces, recovered=True)
