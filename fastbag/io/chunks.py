@@ -283,6 +283,8 @@ def _result(future: Future[R]) -> R:
 
 
 DEFAULT_CACHE_BYTES = 256 << 20
+#: Chunks smaller than this on average are decompressed on the reading thread (see ChunkStore.iter_chunks).
+SMALL_CHUNK = 16 << 10
 
 
 class BufferPool:
@@ -504,8 +506,10 @@ class ChunkStore:
         each chunk's ``reach`` (see :meth:`get`).
         """
         order = list(indices)
-        compressed = sum(1 for i in order if not self.chunks[i].in_place)
-        workers = self.workers if compressed >= 2 else 1
+        compressed = [self.chunks[i].size for i in order if not self.chunks[i].in_place]
+        # Chunks of a few KiB (a recorder told to cut a chunk per message) decompress in microseconds,
+        # less than handing each to a worker costs (~40 us): those are decompressed on this thread.
+        workers = self.workers if len(compressed) >= 2 and sum(compressed) >= SMALL_CHUNK * len(compressed) else 1
         # A read larger than the cache would only evict what it caches before reusing it, and keep
         # cache_bytes of freshly allocated payloads alive: it bypasses the cache.
         remember = sum(self.chunks[i].size for i in order) <= self.cache_bytes
