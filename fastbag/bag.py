@@ -11,6 +11,7 @@ on a thread pool.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import heapq
@@ -230,42 +231,34 @@ def _forgetting_unpacked(messages: Iterator[Message]) -> Iterator[Message]:
         _UNPACKED.__dict__.pop("last", None)
 
 
-def _closed_meanwhile(bag: "Bag", exc: BaseException) -> ValueError | None:
-    """The ValueError to raise instead of ``exc`` where another thread closed ``bag`` during the read (its
-    mapping emptied, what the read met next looked like damage: an IndexError, a BagFormatError); None
-    where it did not, or ``exc`` says so already."""
-    if not bag._source.closed or (isinstance(exc, ValueError) and "closed" in str(exc)):
-        return None
-    return ValueError(f"bag {bag.path} was closed during the read")
-
-
 _READ_ERRORS = (FastbagError, IndexError, ValueError)
 
 
+@contextlib.contextmanager
+def _closing_said(bag: "Bag") -> Iterator[None]:
+    """A read's failure, where another thread closed ``bag`` during it (its mapping emptied, what the read met
+    next looked like damage: an IndexError, a BagFormatError), as the ValueError any use of a closed bag is."""
+    try:
+        yield
+    except _READ_ERRORS as exc:
+        if not bag._source.closed or (isinstance(exc, ValueError) and "closed" in str(exc)):
+            raise
+        raise ValueError(f"bag {bag.path} was closed during the read") from exc
+
+
 def _says_if_closed(method: Callable[..., Any]) -> Callable[..., Any]:
-    """A public read (a function or a generator function) whose failure, where another thread closed the bag
-    meanwhile, is that ValueError (see :func:`_closed_meanwhile`)."""
+    """A public read (a function or a generator function) failing as :func:`_closing_said` says."""
     if inspect.isgeneratorfunction(method):
         @functools.wraps(method)
         def generator(self: "Bag", *args: Any, **kwargs: Any) -> Any:
-            try:
+            with _closing_said(self):
                 yield from method(self, *args, **kwargs)
-            except _READ_ERRORS as exc:
-                closed = _closed_meanwhile(self, exc)
-                if closed is None:
-                    raise
-                raise closed from exc
         return generator
 
     @functools.wraps(method)
     def function(self: "Bag", *args: Any, **kwargs: Any) -> Any:
-        try:
+        with _closing_said(self):
             return method(self, *args, **kwargs)
-        except _READ_ERRORS as exc:
-            closed = _closed_meanwhile(self, exc)
-            if closed is None:
-                raise
-            raise closed from exc
     return function
 
 
@@ -819,14 +812,9 @@ class Bag:
         return self._said_if_closed(found if raw else _forgetting_unpacked(found))
 
     def _said_if_closed(self, messages: Iterator[Message]) -> Iterator[Message]:
-        """:meth:`messages`' iterator, failing as :func:`_says_if_closed` says."""
-        try:
+        """:meth:`messages`' iterator, failing as :func:`_closing_said` says."""
+        with _closing_said(self):
             yield from messages
-        except _READ_ERRORS as exc:
-            closed = _closed_meanwhile(self, exc)
-            if closed is None:
-                raise
-            raise closed from exc
 
     def _iter_merged(self, selected: np.ndarray, iterate: Callable[[np.ndarray], Iterator[Message]]
                      ) -> Iterator[Message]:

@@ -186,13 +186,27 @@ def test_field_names_are_in_a_topic_array_and_stamps_widen_to_ns():
         fastbag.to_ns(np.zeros(3))
 
 
+def counted_builders(monkeypatch) -> list:
+    """The topic of every TopicBuilder made from now on (one per decode of a batch of messages)."""
+    from fastbag.msg import arrays
+
+    builders: list = []
+    original = arrays.TopicBuilder.__init__
+
+    def counting(self, *args, **kwargs):
+        builders.append(kwargs.get("topic"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(arrays.TopicBuilder, "__init__", counting)
+    return builders
+
+
 def test_a_topic_that_never_decodes_costs_a_few_decodes_a_batch(tmp_path, monkeypatch):
     """Every message of /x is 4 bytes where its definition says 8: after SALVAGE_LIMIT of them are found one by
     one, its failing batches are not split again, so iterating stays a few decode attempts a batch."""
     import struct
 
     from fastbag.bag import SALVAGE_LIMIT
-    from fastbag.msg import arrays
 
     path = tmp_path / "bad.bag"
     with fastbag.Writer(path, chunk_size=16 * 1024) as writer:
@@ -201,14 +215,7 @@ def test_a_topic_that_never_decodes_costs_a_few_decodes_a_batch(tmp_path, monkey
         for k in range(20_000):
             writer.write(bad, T0 + 2 * k, struct.pack("<i", k))
             writer.write(good, T0 + 2 * k + 1, struct.pack("<i", k))
-    builders = []
-    original = arrays.TopicBuilder.__init__
-
-    def counting(self, *args, **kwargs):
-        builders.append(kwargs.get("topic"))
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(arrays.TopicBuilder, "__init__", counting)
+    builders = counted_builders(monkeypatch)
     with fastbag.open(path) as bag, pytest.warns(fastbag.FastbagWarning, match="/x cannot be decoded"):
         got = [(m.topic, m.msg) for m in bag.messages()]
         batches = len({int(c) for c in bag._index.chunk})
@@ -245,7 +252,6 @@ def test_topics_of_one_type_decode_together_and_a_damaged_one_is_named_alone(tmp
     others whole, spoils only itself, and the warning names its topic alone."""
     import struct
 
-    from fastbag.msg import arrays
 
     def write(path, damaged):
         with fastbag.Writer(path, chunk_size=64 * 1024) as writer:
@@ -257,14 +263,7 @@ def test_topics_of_one_type_decode_together_and_a_damaged_one_is_named_alone(tmp
                     length = 999 if (k, i) == damaged else len(body)  # a length past the message's end
                     writer.write(connection, T0 + i * 100 + k, struct.pack("<I", length) + body)
 
-    builders = []
-    original = arrays.TopicBuilder.__init__
-
-    def counting(self, *args, **kwargs):
-        builders.append(kwargs.get("topic"))
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(arrays.TopicBuilder, "__init__", counting)
+    builders = counted_builders(monkeypatch)
     for damaged in (None, (7, 20)):
         path = tmp_path / f"many-{damaged is None}.bag"
         write(path, damaged)
