@@ -162,6 +162,9 @@ def _classic_iter(path: Path, topics: list[str] | None, start: int | None, end: 
     rosbag = classic_rosbag()
 
     lo, hi = _classic_window(start, end)
+    # Its classes from this bag's own definitions: the module caches them by md5sum, and a class another
+    # bag made for the same md5sum names another type (rosgraph_msgs/Log for roslib/Log)
+    rosbag.bag._message_types.clear()
     bag = rosbag.Bag(str(path))
     try:
         for m in bag._reader.read_messages(topics, lo, hi, None, raw):
