@@ -389,8 +389,9 @@ class ChunkStore:
         self._cached = 0
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        # Whole payloads being decompressed, by chunk: a thread that misses the cache waits for one of
-        # these rather than decompressing the chunk again (threads reading one bag meet on its chunks).
+        # Payloads being decompressed (whole or a prefix), by chunk: a thread that misses the cache waits for
+        # the one in flight and takes it where it reaches far enough, rather than decompressing the chunk
+        # again (threads reading one bag meet on its chunks).
         self._decoding: dict[int, Future[np.ndarray]] = {}
         reset_in_children(self)
 
