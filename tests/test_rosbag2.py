@@ -714,8 +714,10 @@ def test_zstd_bombs_are_refused(tmp_path):
 
 @pytest.mark.parametrize("pages", [True, False], ids=["from pages", "through SQLite"])
 def test_rows_changed_after_opening_are_detected(tmp_path, monkeypatch, pages):
-    """A row deleted after the index was built: read from the pages, the header's change counter says the
-    file changed; through SQLite, the rows fetched differ from the index's."""
+    """A row deleted after the index was built: the header's change counter says the file changed, whether
+    the rows were read from the pages or through SQLite (which, reading a file opened immutable, answers
+    from the pages a connection cached: the rows it fetched on the thread that indexed them were the old
+    ones, and only a worker thread's new connection saw the change)."""
     if not pages:
         monkeypatch.setattr(Db3, "_read_pages", lambda self, *args: None)
     write_db3(tmp_path / "r.db3", sample_rows(20))
@@ -725,9 +727,7 @@ def test_rows_changed_after_opening_are_detected(tmp_path, monkeypatch, pages):
     con.execute("DELETE FROM messages WHERE id = 3")
     con.commit()
     con.close()
-    said = (r"changed after it was opened.*open it again" if pages else
-            r"holds 9 rows where 10 were indexed.*changed after it was opened") + r".*r\.db3"
-    with bag, pytest.raises(BagFormatError, match=said):
+    with bag, pytest.raises(BagFormatError, match=r"changed after it was opened.*open it again.*r\.db3"):
         list(bag.messages(raw=True))
 
 

@@ -131,6 +131,7 @@ class Db3:
         self._pages: TablePages | None = None  # where each row and blob lies, when the pages were read
         self._topic_pages: dict[int, TablePages] = {}  # where some topics' rows lie (topic_rows), by topic id
         self._id_is_rowid: bool | None = None  # see id_is_rowid
+        self._indexed_counter: bytes | None = None  # the header's change counter when SQLite's scan read the rows
         reset_in_children(self)
         self.size = os.path.getsize(path)
         self.decompressed_size = self.size  # (a .db3.zstd's database, once decompressed below)
@@ -312,6 +313,7 @@ class Db3:
         pages = self._pages = self._read_pages()
         if pages is not None:
             return Rows(pages.id, pages.topic_id, pages.timestamp, pages.length)
+        self._indexed_counter = self._change_counter()
         try:
             if not self.utf8:
                 raise ValueError("a database in UTF-16 is read row by row")
@@ -386,6 +388,20 @@ class Db3:
             except (OSError, ValueError):  # replaced since it was mapped: SQLite reads what it opened
                 return None
         return read_table(buf, found[0][0], places, count, run, topic_ids=topic_ids)
+
+    def _change_counter(self) -> bytes | None:
+        """The file's header change counter (bytes 24-27, which a writer's commit increments) where SQLite
+        reads it immutable (it then never looks for changes itself); None for other files."""
+        if self._memory is not None or "immutable=1" not in (self._uri or ""):
+            return None
+        try:
+            fd = os.open(self._database, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            return os.pread(fd, 4, 24)
+        finally:
+            os.close(fd)
 
     def id_is_rowid(self) -> bool:
         """Whether the ``id`` column is the table's rowid (as rosbag2 declares it: ``INTEGER PRIMARY KEY``), so
@@ -539,6 +555,11 @@ class Db3:
             if data is not None:
                 return data
             # An overflow chain leaves the file: SQLite reads these rows and names the damage.
+        elif self._indexed_counter is not None and self._change_counter() != self._indexed_counter:
+            # Opened immutable, SQLite answers from the pages a connection cached before the change.
+            raise BagFormatError("sqlite3 storage changed after it was opened (its header's change counter "
+                                 f"moved; topic id {topic_id}, rows with ids {first_id} to {last_id}): the index "
+                                 "no longer describes it; open it again", path=self.path, record="sqlite3")
         where = {"topic id": topic_id, "rows with ids": f"{first_id} to {last_id}"}
         if ids.size * SPARSE < last_id - first_id + 1 and ids.size <= MAX_LISTED:
             rows_sql, params = f"id IN ({','.join(map(str, ids.tolist()))})", (topic_id,)  # our own int64s
