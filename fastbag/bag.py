@@ -463,7 +463,8 @@ class Bag:
         self._store = container.chunk_store(cache_bytes=cache_bytes, workers=workers, checksums=checksums)
         self._layouts: dict[tuple, Layout] = {}  # by (type, definition); object decoders, message types too
         self._sizes: np.ndarray | None = None            # bytes of each index row's record, on first use
-        self._topic_rows: dict[str, np.ndarray] = {}    # rows of each topic in its scope, on first use
+        # rows of each topic in the index of its scope, with that index, on first use
+        self._topic_rows: dict[str, tuple[BagIndex, np.ndarray]] = {}
         self._unwindowed: set[str | None] = set()        # topics whose fields lie outside windows
         self._tailed: set[str | None] = set()            # topics whose fields lie in their messages' tails too
         self._whole: _Scope | None = None                # the whole index, once built
@@ -1333,17 +1334,21 @@ class Bag:
         """Rows of every message of ``topic`` in the index its reads use, in read order (cached): what
         ``take``'s positions pick from."""
         self._check_topic(topic)
-        rows = self._topic_rows.get(topic)
-        if rows is None:
-            scope = self._scope(topic)
-            if scope is self._whole and len(self._topic_ranks) > 1:
-                # Every topic's rows at once, one stable sort of the whole index by topic (a topic at a time
-                # was a pass over the whole index each: 2,000 topics read one after another, 4 million rows).
-                for name, found in self._rows_by_topic(scope.index).items():
-                    self._topic_rows.setdefault(name, found)
-                rows = self._topic_rows[topic]
-            else:
-                rows = self._topic_rows[topic] = self._select([topic], None, None, index=scope.index)
+        scope = self._scope(topic)
+        known = self._topic_rows.get(topic)
+        # (rows of another index, where another thread built the whole one while this topic took its own)
+        if known is not None and known[0] is scope.index:
+            return known[1]
+        if scope is self._whole and len(self._topic_ranks) > 1:
+            # Every topic's rows at once, one stable sort of the whole index by topic (a topic at a time
+            # was a pass over the whole index each: 2,000 topics read one after another, 4 million rows).
+            for name, found in self._rows_by_topic(scope.index).items():
+                self._topic_rows.setdefault(name, (scope.index, found))
+            known = self._topic_rows[topic]
+            if known[0] is scope.index:
+                return known[1]
+        rows = self._select([topic], None, None, index=scope.index)
+        self._topic_rows[topic] = (scope.index, rows)
         return rows
 
     def _rows_by_topic(self, index: BagIndex) -> dict[str, np.ndarray]:
