@@ -471,7 +471,6 @@ class Bag:
         self._scopes: dict[str, _Scope] = {}             # the index each topic is read from, on first use
         self._scoping = threading.Lock()
         self._in_file_of: tuple[ChunkTable, np.ndarray] | None = None  # see _in_file
-        self._connection_ids = np.array([c.id for c in container.connections], dtype=np.int64)
         self._kinds: tuple[list[Connection], np.ndarray] | None = None  # see _decoding_kinds
 
     @property
@@ -857,7 +856,7 @@ class Bag:
             yield (self._source.array, 0, 0, n, *self._file_spans(index, selected))
             return
         chunk_of = index.chunk[selected]
-        conn_ids = self._connection_ids[index.conn[selected]]
+        conn_ids = index.connection_ids[index.conn[selected]]
         starts = np.zeros(n, dtype=np.int64)
         lengths = np.zeros(n, dtype=np.int64)
         table = index.chunks
@@ -961,7 +960,7 @@ class Bag:
         zero = np.zeros(rows.size, dtype=np.int64)
         return self._container.payload_spans(payload, index.offset[rows], zero, zero + payload.size,
                                              zero + int(index.chunks.position[chunk]),
-                                             self._connection_ids[index.conn[rows]], index.time[rows], kernel=True)
+                                             index.connection_ids[index.conn[rows]], index.time[rows], kernel=True)
 
     def _split(self, n: int, parallel: bool = True) -> tuple[ThreadPoolExecutor | None, list[slice]]:
         """Locating ``n`` messages: one part per worker for a large read (the kernels release the GIL),
@@ -1002,7 +1001,7 @@ class Bag:
             lo = table.data_offset[chunks]
             starts[rows], lengths[rows] = self._container.payload_spans(
                 self._source.array, lo + index.offset[selected[rows]], lo, lo + table.size[chunks],
-                table.position[chunks], self._connection_ids[index.conn[selected[rows]]], index.time[selected[rows]])
+                table.position[chunks], index.connection_ids[index.conn[selected[rows]]], index.time[selected[rows]])
         return starts, lengths
 
     def _iter_raw(self, selected: np.ndarray) -> Iterator[Message]:

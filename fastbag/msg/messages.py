@@ -620,7 +620,7 @@ def _short_repr(value: Any) -> str:
     count, small arrays with every digit."""
     if isinstance(value, np.ndarray) and value.size > 8:
         return f"array({value.dtype}, shape={value.shape})"
-    if isinstance(value, (MessageList, list)) and len(value) > 8 and isinstance(value[0], Record):
+    if isinstance(value, list) and len(value) > 8 and isinstance(value[0], Record):
         return f"[{len(value)} x {value[0]._type or 'message'}]"
     if isinstance(value, np.ndarray):
         with np.printoptions(floatmode="unique", linewidth=1 << 30):  # (NumPy's default wraps at 75 columns)
@@ -643,7 +643,7 @@ def _field_lines(message: Any, indent: str) -> list[str]:
         value = getattr(message, name)
         if isinstance(value, (Record, Time)):
             lines += [f"{indent}{name}: ", *_field_lines(value, indent + "  ")]
-        elif isinstance(value, (MessageList, list)) and len(value) and isinstance(value[0], (Record, Time)):
+        elif isinstance(value, list) and len(value) and isinstance(value[0], (Record, Time)):
             lines.append(f"{indent}{name}: ")
             for element in value:
                 lines += [f"{indent}  - ", *_field_lines(element, indent + "    ")]
@@ -666,7 +666,7 @@ def _str_value(value: Any) -> str:
             head = ", ".join(str(v) for v in value[:8].tolist())
             return f"[{head}, ... ({value.size} values, {value.dtype})]"
         value = value.tolist()
-    if isinstance(value, (MessageList, list, tuple)):
+    if isinstance(value, (list, tuple)):
         items = [v.item() if isinstance(v, np.generic) else v for v in value]
         if items and isinstance(items[0], str):
             import yaml
@@ -681,7 +681,7 @@ def plain(value: Any) -> Any:
     they are (NumPy arrays)."""
     if isinstance(value, (Record, Time)):
         return value._asdict()
-    if isinstance(value, (MessageList, list)):
+    if isinstance(value, list):
         return [plain(v) for v in value]
     if isinstance(value, np.generic):
         return value.item()
@@ -706,7 +706,7 @@ def json_value(value: Any) -> Any:
         return value.tolist()
     if isinstance(value, np.void) and value.dtype.names is not None:
         return {name: json_value(value[name]) for name in value.dtype.names}
-    if isinstance(value, (MessageList, list, tuple)):
+    if isinstance(value, (list, tuple)):
         return [json_value(v) for v in value]
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(value).decode("ascii")
@@ -729,7 +729,7 @@ def same_value(a: Any, b: Any) -> bool:
         if a.dtype.names is not None:
             return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
         return bool(np.array_equal(a, b))
-    if isinstance(a, (MessageList, list, tuple)) and isinstance(b, (MessageList, list, tuple)):
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
     if isinstance(a, float) and isinstance(b, float):
         return a == b or (a != a and b != b)
