@@ -31,7 +31,7 @@ import numpy as np
 from .container import NO_MD5, BagIndex, Connection, Container, Encryption
 from .errors import (DecodeError, DefinitionError, FastbagError, FastbagWarning, NoMessagesError, NotFoundError,
                      UnsupportedError, close_matches)
-from .io.chunks import DEFAULT_CACHE_BYTES, ChunkTable, ordered_map, size_mismatch
+from .io.chunks import DEFAULT_CACHE_BYTES, SMALL_CHUNK, ChunkTable, Together, ordered_map, size_mismatch
 from .io.codecs import ZSTD_MAGIC
 from .io.startup import by_kernel
 from .msg.messages import Time, TimeLike, time_ns
@@ -841,8 +841,9 @@ class Bag:
         For an uncompressed chunk ``buf`` is the whole file and ``base`` 0
         (positions are file offsets); spans of every such message are located
         in one vectorized pass. For a compressed chunk ``buf`` is its
-        decompressed payload and ``base`` None; chunks are decompressed ahead
-        in parallel and held only until their last run. ``kernel`` locates
+        decompressed payload, or the payloads of a batch of small chunks one
+        after another (ChunkStore.batches), and ``base`` None; chunks are
+        decompressed ahead in parallel and held only until their last run. ``kernel`` locates
         records in the file with the Numba kernel (decoding callers, which
         load Numba anyway); those of decompressed chunks always go through it.
         """
@@ -882,33 +883,50 @@ class Bag:
             pool, parts = self._split(rows.size, kernel)
             for part, (found_starts, found_lengths) in zip(parts, ordered_map(locate, parts, pool, len(parts))):
                 starts[rows[part]], lengths[rows[part]] = found_starts, found_lengths
-        # Runs break where the chunk changes, except between chunks that both
-        # lie in the file: those share one buffer, so one run serves them all.
+        # Runs break where the buffer changes: chunks that lie in the file share it, and small compressed
+        # chunks needed one after another decompress into one (ChunkStore.batches).
+        chunk_in_file = self._in_file(table)
         run_starts, run_ends = _run_bounds(np.where(in_file, -1, chunk_of))
         run_chunks = chunk_of[run_starts].tolist()
-        last_run = {c: k for k, c in enumerate(run_chunks)}
-        chunk_in_file = self._in_file(table)
-        groups: dict[int, list[tuple[int, int]]] = {}  # compressed chunk -> its runs
-        for a, b, c in zip(run_starts, run_ends, run_chunks):
-            if not chunk_in_file[c]:
-                groups.setdefault(c, []).append((a, b))
         reach = self._reach(index, selected, run_starts, run_chunks)
-        payloads = self._store.iter_chunks(list(groups), reach)  # dicts keep their first-need order
-        live: dict[int, np.ndarray] = {}
+        batches = self._store.batches(list(dict.fromkeys(c for c in run_chunks if not chunk_in_file[c])))
+        batch_of = np.full(len(table), -1, dtype=np.int64)
+        rank = np.zeros(len(table), dtype=np.int64)  # a chunk's place in its batch
+        for k, batch in enumerate(batches):
+            batch_of[batch] = k
+            rank[batch] = np.arange(len(batch))
+        if any(len(batch) > 1 for batch in batches):  # (else every run is one batch's already)
+            run_starts, run_ends = _run_bounds(np.where(in_file, -1, batch_of[chunk_of]))
+        run_batches = batch_of[chunk_of[run_starts]].tolist()
+        last_run = {k: r for r, k in enumerate(run_batches)}
+        groups: dict[int, list[tuple[int, int]]] = {}  # batch -> its runs
+        for a, b, k in zip(run_starts, run_ends, run_batches):
+            if k >= 0:
+                groups.setdefault(k, []).append((a, b))
+        payloads = self._store.iter_batches(batches, reach)
+        live: dict[int, Together] = {}
         try:
-            for k, (c, a, b) in enumerate(zip(run_chunks, run_starts, run_ends)):
+            for r, (k, a, b) in enumerate(zip(run_batches, run_starts, run_ends)):
                 self._check_open()
-                if chunk_in_file[c]:
+                if k < 0:
                     yield self._source.array, 0, a, b, starts[a:b], lengths[a:b]
                     continue
-                while c not in live:
-                    got, payload = next(payloads)
+                while k not in live:
+                    got, together = next(payloads)
                     pos = _rows_of(groups[got])
-                    starts[pos], lengths[pos] = self._locate_in_chunk(index, payload, got, selected[pos])
-                    live[got] = payload
-                yield live[c], None, a, b, starts[a:b], lengths[a:b]
-                if last_run[c] == k:
-                    del live[c]
+                    live[got] = self._locate_together(index, together, batches[got], chunk_of[pos], rank[chunk_of[pos]],
+                                                      selected[pos], pos, starts, lengths)
+                together = live[k]
+                if together.error is not None:  # the read reached a chunk the batch could not give
+                    cut = np.flatnonzero(rank[chunk_of[a:b]] >= together.done)
+                    if cut.size:
+                        if cut[0]:
+                            yield together.buffer, None, a, a + int(cut[0]), starts[a:a + cut[0]], \
+                                lengths[a:a + cut[0]]
+                        raise together.error
+                yield together.buffer, None, a, b, starts[a:b], lengths[a:b]
+                if last_run[k] == r:
+                    del live[k]
         finally:
             payloads.close()  # type: ignore[attr-defined]
 
@@ -949,18 +967,54 @@ class Bag:
 
         return reach_of
 
-    def _locate_in_chunk(self, index: BagIndex, payload: np.ndarray, chunk: int, rows: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, lengths) in chunk ``chunk``'s decompressed ``payload`` of rows ``rows`` of ``index``
-        (all in it).
+    def _locate_together(self, index: BagIndex, together: Together, batch: list[int], chunks: np.ndarray,
+                         ranks: np.ndarray, rows: np.ndarray, pos: np.ndarray | slice, starts: np.ndarray,
+                         lengths: np.ndarray) -> Together:
+        """Locate rows ``rows`` of ``index`` (in chunks ``chunks``, ``ranks`` their places in ``batch``) in
+        the batch's decompressed payloads ``together``, into ``starts[pos]`` and ``lengths[pos]``; the
+        batch as located (see :class:`Together`).
 
         Always through the container's kernel: it locates a chunk's few dozen
         records in microseconds, where NumPy's fixed cost per call is ~0.3 ms,
-        and a decompressed chunk is worth loading Numba for."""
-        zero = np.zeros(rows.size, dtype=np.int64)
-        return self._container.payload_spans(payload, index.offset[rows], zero, zero + payload.size,
-                                             zero + int(index.chunks.position[chunk]),
-                                             index.connection_ids[index.conn[rows]], index.time[rows], kernel=True)
+        and a decompressed chunk is worth loading Numba for. Where a chunk's
+        records are damaged, the batch stops at the first such chunk, its
+        error kept for where the read first needs it, as for one that did not
+        decompress.
+        """
+        if isinstance(pos, slice):
+            pos = np.arange(pos.start, pos.stop)
+
+        def locate(which: np.ndarray | slice) -> None:
+            r = ranks[which]
+            base = together.bases[r]
+            starts[pos[which]], lengths[pos[which]] = self._container.payload_spans(
+                together.buffer, base + index.offset[rows[which]], base, together.ends[r],
+                index.chunks.position[chunks[which]], index.connection_ids[index.conn[rows[which]]],
+                index.time[rows[which]], kernel=True)
+
+        try:
+            locate(slice(None) if together.done == len(batch) else np.flatnonzero(ranks < together.done))
+            return together
+        except FastbagError as exc:
+            if len(batch) == 1:
+                raise
+            failure = exc
+        for k in range(together.done):  # (damaged: chunk by chunk, to find the first it is in)
+            try:
+                locate(np.flatnonzero(ranks == k))
+            except FastbagError as exc:
+                return together._replace(done=k, error=exc)
+        raise failure
+
+    def _locate_in_chunk(self, index: BagIndex, payload: np.ndarray, chunk: int, rows: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, lengths) in chunk ``chunk``'s decompressed ``payload`` of rows ``rows`` of ``index``
+        (all in it)."""
+        starts = np.zeros(rows.size, dtype=np.int64)
+        lengths = np.zeros(rows.size, dtype=np.int64)
+        self._locate_together(index, Together.alone(payload), [chunk], np.full(rows.size, chunk),
+                              np.zeros(rows.size, dtype=np.int64), rows, np.arange(rows.size), starts, lengths)
+        return starts, lengths
 
     def _split(self, n: int, parallel: bool = True) -> tuple[ThreadPoolExecutor | None, list[slice]]:
         """Locating ``n`` messages: one part per worker for a large read (the kernels release the GIL),
@@ -1438,12 +1492,18 @@ class Bag:
         of small messages (Imu among point clouds) leaves the workers to
         decompress alone: its decoding is a few Python calls per chunk, which
         hold the GIL the other worker then waits for (5% slower when pipelined).
+        Chunks under SMALL_CHUNK bytes on average cost more to hand over one by
+        one than to decode: :meth:`_runs` decompresses them in batches, where
+        the store can (not an encrypted bag's).
         """
         if index.starts is not None or selected.size == 0:
             return False
         used = np.zeros(len(index.chunks), dtype=bool)
         used[index.chunk[selected]] = True  # O(n), where np.unique would sort
-        if self._in_file(index.chunks)[used].any() or int(np.count_nonzero(used)) < 2 * self._store.workers:
+        chunks = int(np.count_nonzero(used))
+        if self._in_file(index.chunks)[used].any() or chunks < 2 * self._store.workers:
+            return False
+        if int(index.chunks.size[used].sum()) < SMALL_CHUNK * chunks and self._store.batches_small_chunks:
             return False
         keeps_views = any(slot.kind == "array" for slot in layout.slots)
         fixed = int(layout.min_size) * selected.size
@@ -1469,7 +1529,7 @@ class Bag:
         for a, b, c in zip(run_starts, run_ends, run_chunks):
             groups.setdefault(c, []).append((a, b))
         number = {a: r for r, a in enumerate(run_starts)}  # a run's place in read order, by its first message
-        # A read larger than the cache would evict what it caches before reusing it (see iter_chunks).
+        # A read larger than the cache would evict what it caches before reusing it (see iter_batches).
         remember = int(index.chunks.size[list(groups)].sum()) <= store.cache_bytes
         reach = self._reach(index, selected, run_starts, run_chunks)
 

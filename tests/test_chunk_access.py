@@ -3,7 +3,8 @@ of chunks that hold none of its messages.
 
 A generated bag of two topics at very different rates, in small chunks, so
 that most chunks hold only the fast topic. Every decompression goes through
-``fastbag.io.chunks.decompress`` (wrapped here to record which chunk), and
+``fastbag.io.chunks.decompress``, or ``decompress_together`` for small chunks
+in batches (both wrapped here to record which chunks), and
 every message of an uncompressed chunk is read where ``Bag._runs`` says it
 lies (wrapped to record the spans); both are compared with the chunks the
 index lists for the topic.
@@ -42,6 +43,18 @@ def topic_chunks(bag: fastbag.Bag, topic: str) -> set[int]:
     return {int(index.chunks.position[c]) for c in np.unique(index.chunk[np.isin(index.conn, ids)])}
 
 
+def record_batches(monkeypatch, decompressed: list[int]) -> None:
+    """Record in ``decompressed`` the positions of the chunks ``decompress_together`` decompresses."""
+    real = chunks_module.decompress_together
+
+    def recording(source, table, batch, out, bases):
+        done = real(source, table, batch, out, bases)
+        decompressed.extend(table.position[batch[:done]].tolist())
+        return done
+
+    monkeypatch.setattr(chunks_module, "decompress_together", recording)
+
+
 @pytest.mark.parametrize("compression", ["lz4", "bz2"])
 def test_a_compressed_topic_read_decompresses_only_its_chunks(tmp_path, monkeypatch, compression: str) -> None:
     path = tmp_path / f"two-{compression}.bag"
@@ -54,6 +67,7 @@ def test_a_compressed_topic_read_decompresses_only_its_chunks(tmp_path, monkeypa
         return real(source, chunk, *args)
 
     monkeypatch.setattr(chunks_module, "decompress", recording)
+    record_batches(monkeypatch, decompressed)
     with fastbag.open(path, workers=2) as bag:
         wanted = topic_chunks(bag, "/slow")
         every = set(bag._index.chunks.position.tolist())
@@ -90,6 +104,7 @@ def test_an_uncompressed_topic_read_touches_only_its_chunks(tmp_path, monkeypatc
     monkeypatch.setattr(chunks_module, "decompress",
                         lambda source, chunk, *args: decompressed.append(chunk.position) or
                         real_decompress(source, chunk, *args))
+    record_batches(monkeypatch, decompressed)
     with fastbag.open(path) as bag:
         table = bag._index.chunks
         wanted = topic_chunks(bag, "/slow")

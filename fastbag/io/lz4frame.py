@@ -369,6 +369,28 @@ def decode(src, out, limit, state, stop):
     return DONE
 
 
+@njit(cache=True, nogil=True)
+def decode_frames(src, offsets, lengths, out, bases, sizes):
+    """Decode the LZ4 frames ``src[offsets[k]:offsets[k] + lengths[k]]``, in order, each into
+    ``out[bases[k]:bases[k] + sizes[k]]``, which it must fill exactly: many small chunks in one call.
+
+    Returns how many decoded so; the first that did not (damaged, truncated,
+    or a feature left to ``lz4.frame``) and those after it are left to
+    :func:`decompress`, one by one, which says what is wrong. Spans outside
+    ``src`` or ``out`` count as not decoded.
+    """
+    state = np.zeros(STATE_SIZE, dtype=np.int64)
+    for k in range(offsets.size):
+        start, end = offsets[k], offsets[k] + lengths[k]
+        if start < 0 or lengths[k] < 0 or end > src.size or bases[k] < 0 or bases[k] + sizes[k] > out.size:
+            return k
+        state[:] = 0
+        status = decode(src[start:end], out[bases[k]:bases[k] + sizes[k]], sizes[k], state, NO_STOP)
+        if status != DONE or state[S_OUT] != sizes[k]:
+            return k
+    return offsets.size
+
+
 class Unsupported(Exception):
     """The frame uses a feature this kernel leaves to ``lz4.frame``."""
 

@@ -718,9 +718,10 @@ class TopicBuilder:
             # Elements that take bytes are bounded by the bytes; those that take none only per message.
             # Across the run, child rows may not outnumber the bytes plus one cap's worth of empty ones.
             if int(rows.max()) > int(lengths.sum()) + kernels.MAX_EMPTY_ELEMENTS:
-                raise DecodeError(f"messages claim {int(rows.max())} array elements, more than their "
-                                  f"{int(lengths.sum())} bytes can hold", topic=self.topic, msgtype=self.msgtype,
-                                  index=first_index)
+                m, claimed, held = self._over_cap(payload, starts, lengths, rules, windows)
+                raise DecodeError(f"messages up to this one claim {claimed} array elements, more than their "
+                                  f"{held} bytes can hold", topic=self.topic, msgtype=self.msgtype,
+                                  index=first_index + m)
         rows[0] = n
         child_bytes = rows * layout.row_sizes
         child_bytes[0] = 0
@@ -754,6 +755,26 @@ class TopicBuilder:
                 pos = pos + file_offset
             piece.slots.append((pos, cnt))
         return piece
+
+    def _over_cap(self, payload: np.ndarray, starts: np.ndarray, lengths: np.ndarray, rules: tuple[int, ...],
+                  windows: np.ndarray | None) -> tuple[int, int, int]:
+        """Where a run's child rows outnumber its bytes plus MAX_EMPTY_ELEMENTS: the first message at which,
+        counted from the run's start, they do (a walk per message: for the error only), the rows claimed and
+        the bytes up to it. (A run spans many chunks' messages: its first is not the one to name.)"""
+        kernels = _kernels()
+        layout = self.layout
+        rows = np.zeros(len(layout.tables), dtype=np.int64)
+        status = np.zeros(3, dtype=np.int64)
+        empty8, empty64 = np.empty(0, np.uint8), np.empty(0, np.int64)
+        held = 0
+        for m in range(starts.size):
+            kernels.walk(payload, starts[m:m + 1], lengths[m:m + 1], layout.ops, layout.row_sizes, empty8, empty8,
+                         rows, rows, empty64, empty64, rows, False, status, *rules,
+                         None if windows is None else windows[m:m + 1])
+            held += int(lengths[m])
+            if int(rows.max()) > held + kernels.MAX_EMPTY_ELEMENTS:
+                return m, int(rows.max()), held
+        return 0, int(rows.max()), held
 
     def _read_headers(self, payload: np.ndarray, starts: np.ndarray, root_row: int,
                       windows: np.ndarray | None) -> None:

@@ -463,6 +463,8 @@ class McapStorage(LazyIndexContainer):
 class _PartStore(ChunkStore):
     """Chunk payloads from the store of the file each chunk belongs to."""
 
+    payloads_in_source = False
+
     def __init__(self, storage: McapStorage, stores: list[ChunkStore], *, cache_bytes: int,
                  workers: int | None) -> None:
         super().__init__(storage.source, storage.chunks, cache_bytes=cache_bytes, workers=workers)

@@ -665,6 +665,8 @@ class Rosbag2Reader(LazyIndexContainer):
 class _RowStore(ChunkStore):
     """The ChunkStore of a rosbag2 recording: a chunk's payload comes from a query, not from a file span."""
 
+    payloads_in_source = False
+
     def __init__(self, reader: Rosbag2Reader, *, cache_bytes: int, workers: int | None) -> None:
         self.reader = reader
         super().__init__(reader.source, (), cache_bytes=cache_bytes, workers=workers)

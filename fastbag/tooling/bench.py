@@ -133,12 +133,13 @@ def bench_dir() -> Path:
     return Path(os.environ.get("FASTBAG_BENCH_DIR", Path.home() / ".cache" / "fastbag" / "bench"))
 
 
-def imu_bag(path: Path, count: int = 1_000_000, seed: int = 0) -> None:
-    """One topic of ``count`` Imu messages at 200 Hz, uncompressed."""
+def imu_bag(path: Path, count: int = 1_000_000, seed: int = 0, **writer_options: Any) -> None:
+    """One topic of ``count`` Imu messages at 200 Hz, uncompressed (or as ``writer_options`` of
+    :class:`fastbag.Writer` say)."""
     rng = np.random.default_rng(seed)
     times = 1_700_000_000 * 10**9 + np.arange(count, dtype=np.int64) * 5_000_000
     from ..ros1.writer import Writer
-    with Writer(path) as writer:
+    with Writer(path, **writer_options) as writer:
         conn = writer.add_connection("/imu", IMU.name, IMU.definition, IMU.md5sum)
         for t, raw in zip(times.tolist(), imu(times, rng)):
             writer.write(conn, t, raw)
@@ -164,7 +165,7 @@ def pylz4_bag(path: Path, source: Path) -> None:
 def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | None = None,
                 log: Callable[[str], None] = print, keys: Iterable[str] | None = None) -> dict[str, Path]:
     """Generate (once) and return the benchmark recordings (those of ``keys``, default all): the ROS1 bags
-    imu-1m, mixed-none, mixed-lz4, mixed-bz2, and the same recordings as rosbag2 directories of one MCAP file
+    imu-1m, imu-lz4-per-message, mixed-none, mixed-lz4, mixed-bz2, and the same recordings as rosbag2 directories of one MCAP file
     (mcap-imu-1m, mcap-mixed: zstd chunks; mcap-imu-1m-lz4: lz4 chunks; mcap-imu-1m-none, mcap-mixed-none:
     uncompressed chunks; mcap-mixed-zstd-fast: as rosbag2's ``zstd_fast`` preset writes it)."""
     from .synth_mcap import write_rosbag2_mcap, write_zstd_fast
@@ -178,6 +179,9 @@ def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | 
                       lambda p: write_bag(p, MIXED_STREAMS, seconds=seconds, compression="lz4")),
         "mixed-bz2": (f"mixed-{bz2_seconds:g}s-bz2.bag",
                       lambda p: write_bag(p, MIXED_STREAMS, seconds=bz2_seconds, compression="bz2")),
+        # a recorder told to cut a chunk per message (rosbag record --chunksize=1): thousands of tiny chunks
+        "imu-lz4-per-message": ("imu-100000-lz4-per-message.bag",
+                                lambda p: imu_bag(p, 100_000, compression="lz4", chunk_size=1)),
         # after mixed-none, which it is made from
         "mixed-lz4-py": (f"mixed-{seconds:g}s-pylz4.bag", lambda p: pylz4_bag(p, paths["mixed-none"])),
     }
@@ -571,6 +575,10 @@ JOBS: list[Job] = [
         repeats=2, rosbags_repeats=2, opened=False),
     Job("raw-imu-1m", "1 M Imu messages, raw, uncompressed chunks (per-message Python on both sides)", "imu-1m",
         _raw_fastbag, _raw_rosbags, None, 1.8, repeats=3, rosbags_repeats=2, opened=False),
+    Job("imu-lz4-per-message", "100 k Imu messages into arrays, lz4, a chunk per message", "imu-lz4-per-message",
+        _imu_arrays_fastbag, _imu_arrays_rosbags, _check_columns, 5, "/imu"),
+    Job("imu-messages-lz4-per-message", "100 k Imu messages iterated, lz4, a chunk per message",
+        "imu-lz4-per-message", _imu_messages_fastbag, _imu_messages_rosbags, _check_equal, 5),
     Job("open", "open the mixed bag", "mixed-none", _open_fastbag, _open_rosbags, _check_equal, 5,
         repeats=10, rosbags_repeats=5, opened=False, under_seconds=0.05),
 ]
