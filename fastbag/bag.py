@@ -21,7 +21,7 @@ import operator
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -887,9 +887,11 @@ class Bag:
         # chunks needed one after another decompress into one (ChunkStore.batches).
         chunk_in_file = self._in_file(table)
         run_starts, run_ends = _run_bounds(np.where(in_file, -1, chunk_of))
-        run_chunks = chunk_of[run_starts].tolist()
+        first_chunks = chunk_of[run_starts]
+        run_chunks = first_chunks.tolist()
         reach = self._reach(index, selected, run_starts, run_chunks)
-        batches = self._store.batches(list(dict.fromkeys(c for c in run_chunks if not chunk_in_file[c])))
+        compressed = first_chunks[~chunk_in_file[first_chunks]]
+        batches = self._store.batches(compressed[np.sort(np.unique(compressed, return_index=True)[1])])
         batch_of = np.full(len(table), -1, dtype=np.int64)
         rank = np.zeros(len(table), dtype=np.int64)  # a chunk's place in its batch
         for k, batch in enumerate(batches):
@@ -967,7 +969,7 @@ class Bag:
 
         return reach_of
 
-    def _locate_together(self, index: BagIndex, together: Together, batch: list[int], chunks: np.ndarray,
+    def _locate_together(self, index: BagIndex, together: Together, batch: Sequence[int], chunks: np.ndarray,
                          ranks: np.ndarray, rows: np.ndarray, pos: np.ndarray | slice, starts: np.ndarray,
                          lengths: np.ndarray) -> Together:
         """Locate rows ``rows`` of ``index`` (in chunks ``chunks``, ``ranks`` their places in ``batch``) in

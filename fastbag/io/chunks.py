@@ -16,6 +16,7 @@ usual.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -113,6 +114,13 @@ class ChunkTable(Sequence[Chunk]):
 
     def __len__(self) -> int:
         return len(self.compression)
+
+    @functools.cached_property
+    def lz4(self) -> np.ndarray:
+        """Where a chunk's stored payload is an LZ4 frame (compression ``lz4``, no transform): bool."""
+        if self.transform is not None:
+            return np.zeros(len(self), dtype=bool)
+        return np.array([c == "lz4" for c in self.compression], dtype=bool)
 
     def __getitem__(self, k: int) -> Chunk:  # type: ignore[override]  # chunks are looked up one by one
         return Chunk(int(self.position[k]), self.compression[k], int(self.size[k]), int(self.data_offset[k]),
@@ -543,39 +551,34 @@ class ChunkStore:
         than spans of the file, nor through a transform (decryption)."""
         return self.payloads_in_source and getattr(self.chunks, "transform", None) is None
 
-    def batches(self, indices: Sequence[int]) -> list[list[int]]:
+    def batches(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
         """``indices`` (compressed chunks, in the order a read first needs them) in batches, each decompressed
         into one buffer (:meth:`get_together`): chunks of at most SMALL_CHUNK bytes one after another
-        together, up to BATCH_BYTES, every other chunk alone.
+        together, a batch about every BATCH_BYTES, every other chunk alone.
 
         A recorder told to cut a chunk per message writes thousands of
         chunks of a few hundred bytes. One by one, each costs a cache lookup,
         a location and a decode pass: ~0.1 ms of Python, more than rosbags
         spends on a message. Together they cost one of each.
         """
-        if not self.batches_small_chunks or len(indices) < 2:
-            return [[c] for c in indices]
-        sizes = np.asarray(self.chunks.size)[np.asarray(indices, dtype=np.int64)]  # type: ignore[attr-defined]
-        out: list[list[int]] = []
-        batch: list[int] = []
-        filled = 0
-        for c, size in zip(indices, sizes.tolist()):
-            if size > SMALL_CHUNK or c in self.salvaged:
-                if batch:
-                    out.append(batch)
-                    batch, filled = [], 0
-                out.append([c])
-                continue
-            if batch and filled + size > BATCH_BYTES:
-                out.append(batch)
-                batch, filled = [], 0
-            batch.append(c)
-            filled += size
-        if batch:
-            out.append(batch)
-        return out
+        at = np.asarray(indices, dtype=np.int64)
+        if not self.batches_small_chunks or at.size < 2:
+            return [at[k:k + 1] for k in range(at.size)]
+        sizes = np.asarray(self.chunks.size)[at]  # type: ignore[attr-defined]
+        small = sizes <= SMALL_CHUNK
+        if self.salvaged:  # (a salvaged payload is no span of the file)
+            small &= ~np.isin(at, np.fromiter(self.salvaged, dtype=np.int64))
+        run_start = np.ones(at.size, dtype=bool)  # runs of small chunks, and every other chunk alone
+        run_start[1:] = ~small[1:] | ~small[:-1]
+        before = np.cumsum(sizes) - sizes
+        in_run = before - np.maximum.accumulate(np.where(run_start, before, 0))
+        part = in_run // BATCH_BYTES  # a run cut about every BATCH_BYTES
+        new = run_start
+        new[1:] |= part[1:] != part[:-1]
+        return np.split(at, np.flatnonzero(new)[1:])
 
-    def get_together(self, batch: Sequence[int], reach: Callable[[int], Reach | None] | None = None) -> Together:
+    def get_together(self, batch: Sequence[int] | np.ndarray, reach: Callable[[int], Reach | None] | None = None
+                     ) -> Together:
         """The payloads of chunks ``batch`` (small ones: see :meth:`batches`) one after another in one buffer.
 
         LZ4 frames in the file decode in one kernel call. The first chunk it
@@ -592,19 +595,20 @@ class ChunkStore:
         ends = bases + sizes
         buffer = self._buffers.take(int(ends[-1]) if at.size else 0)
         done = 0
-        if all(table.compression[c] == "lz4" for c in batch):  # type: ignore[attr-defined]
+        if table.lz4[at].all():  # type: ignore[attr-defined]
             done = decompress_together(self.source, table, at, buffer, bases)  # type: ignore[arg-type]
             if self.verify is not None:
                 for k in range(done):
                     try:
-                        self.verify(batch[k], buffer[bases[k]:ends[k]])
+                        self.verify(int(at[k]), buffer[bases[k]:ends[k]])
                     except FastbagError:
                         done = k  # (the chunk read alone raises it again, at its place)
                         break
         error = None
         for k in range(done, at.size):
+            c = int(at[k])
             try:
-                payload = self.get(batch[k], False, None if reach is None else reach(batch[k]))
+                payload = self.get(c, False, None if reach is None else reach(c))
             except FastbagError as exc:
                 error = exc
                 break
@@ -614,7 +618,7 @@ class ChunkStore:
         buffer.flags.writeable = False  # shared by every message view of it
         return Together(buffer, bases, ends, done, error)
 
-    def iter_batches(self, batches: Sequence[Sequence[int]], reach: Callable[[int], Reach | None] | None = None
+    def iter_batches(self, batches: Sequence[np.ndarray], reach: Callable[[int], Reach | None] | None = None
                      ) -> Iterator[tuple[int, Together]]:
         """Yield ``(k, payloads)`` for each batch of compressed chunks ``batches[k]`` (see :meth:`batches`) in
         order, decompressing
@@ -625,8 +629,7 @@ class ChunkStore:
         each chunk's ``reach`` (see :meth:`get`).
         """
         table = self.chunks
-        every = np.asarray([c for batch in batches for c in batch], dtype=np.int64)
-        sizes = np.asarray(table.size)[every]  # type: ignore[attr-defined]
+        sizes = np.asarray(table.size)[np.concatenate(batches)] if batches else np.zeros(0, np.int64)  # type: ignore[attr-defined]
         # Chunks of a few KiB decompress in microseconds, less than handing each to a worker costs (~40 us):
         # those are decompressed on this thread (where batches of them are few, see batches()).
         workers = self.workers if len(batches) >= 2 and int(sizes.sum()) >= SMALL_CHUNK * len(batches) else 1
@@ -638,7 +641,8 @@ class ChunkStore:
             batch = batches[k]
             if len(batch) > 1:
                 return k, self.get_together(batch, reach)
-            payload = self.get(batch[0], remember, None if reach is None else reach(batch[0]))
+            c = int(batch[0])
+            payload = self.get(c, remember, None if reach is None else reach(c))
             return k, Together.alone(payload)
 
         yield from ordered_map(get, range(len(batches)), self.pool() if workers > 1 else None, 2 * workers)

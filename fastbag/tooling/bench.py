@@ -165,9 +165,10 @@ def pylz4_bag(path: Path, source: Path) -> None:
 def ensure_bags(seconds: float = 40.0, bz2_seconds: float = 8.0, folder: Path | None = None,
                 log: Callable[[str], None] = print, keys: Iterable[str] | None = None) -> dict[str, Path]:
     """Generate (once) and return the benchmark recordings (those of ``keys``, default all): the ROS1 bags
-    imu-1m, imu-lz4-per-message, mixed-none, mixed-lz4, mixed-bz2, and the same recordings as rosbag2 directories of one MCAP file
-    (mcap-imu-1m, mcap-mixed: zstd chunks; mcap-imu-1m-lz4: lz4 chunks; mcap-imu-1m-none, mcap-mixed-none:
-    uncompressed chunks; mcap-mixed-zstd-fast: as rosbag2's ``zstd_fast`` preset writes it)."""
+    imu-1m, imu-lz4-per-message, mixed-none, mixed-lz4, mixed-bz2, and the same recordings as rosbag2
+    directories of one MCAP file (mcap-imu-1m, mcap-mixed: zstd chunks; mcap-imu-1m-lz4: lz4 chunks;
+    mcap-imu-1m-none, mcap-mixed-none: uncompressed chunks; mcap-mixed-zstd-fast: as rosbag2's ``zstd_fast``
+    preset writes it)."""
     from .synth_mcap import write_rosbag2_mcap, write_zstd_fast
 
     folder = folder or bench_dir()
