@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rosbags_fixtures import TYPESTORE, conn_spec, scan_file, twist_msg, write_with_rosbags
-from test_chunk_pipeline import assert_values, damage, expected, write
+from test_chunk_pipeline import assert_parts_agree, assert_values, expected, ordered_times, write, write_damaged
 
 import fastbag
 import fastbag.io.chunks as chunks_module
@@ -90,11 +90,7 @@ def test_ros1_small_chunks_equal_rosbags(tmp_path, batched, compression, thresho
 def test_mcap_small_chunks_in_any_order(tmp_path, monkeypatch, batched, compression, order):
     """Shuffled times spread every chunk over the whole read (a batch's chunks needed again and again,
     between other batches'); reversed ones read the last chunk first."""
-    times = 1_000_000_000 + 1000 * np.arange(3000, dtype=np.int64)
-    if order == "shuffled":
-        times = np.random.default_rng(7).permutation(times)
-    elif order == "reversed":
-        times = times[::-1].copy()
+    times = ordered_times(order)
     path = tmp_path / f"{compression}.mcap"
     write(path, times, compression=compression)
     with fastbag.open(path) as bag:
@@ -103,13 +99,8 @@ def test_mcap_small_chunks_in_any_order(tmp_path, monkeypatch, batched, compress
             got = bag.read(topic)
             assert_values(got, expected(times, topic))
             assert [m.msg.x for m in bag.messages(topic)] == (expected(times, topic) * 0.5).tolist()
-        whole = bag.read("/a")
-        lo, hi = int(np.sort(times)[500]), int(np.sort(times)[2500])
-        window = bag.read("/a", start=lo, end=hi)
-        np.testing.assert_array_equal(window["x"], whole["x"][(whole.time >= lo) & (whole.time < hi)])
-        parts = list(bag.iter_read("/a", step=700))
-        np.testing.assert_array_equal(np.concatenate([p["x"] for p in parts]), whole["x"])
-        positions = np.random.default_rng(3).integers(0, len(whole), 2000)
+        assert_parts_agree(bag, times)
+        positions = np.random.default_rng(3).integers(0, len(expected(times, "/a")), 2000)
         assert_values(bag.take("/a", positions), expected(times, "/a")[positions])
     assert batched and max(batched) > 1
     with chunk_by_chunk(monkeypatch), fastbag.open(path) as bag:
@@ -143,12 +134,7 @@ def outcome(path: Path, *, raw: bool, topic: str | None = None, value=lambda msg
 def test_a_damaged_chunk_in_a_batch_fails_as_alone(tmp_path, monkeypatch, batched, compression, where):
     """The error names the chunk's offset, after every message before its first; the read of a topic
     raises it too, and what lies before it stays readable: as chunk by chunk."""
-    times = 1_000_000_000 + 1000 * np.arange(3000, dtype=np.int64)
-    path = tmp_path / "damaged.mcap"
-    write(path, times, compression=compression)
-    with fastbag.open(path) as bag:
-        middle = len(bag._chunks) // 2
-    position = damage(path, middle, where)
+    path, times, middle, position = write_damaged(tmp_path, compression, where)
     for raw in (True, False):
         with chunk_by_chunk(monkeypatch):
             alone = outcome(path, raw=raw)

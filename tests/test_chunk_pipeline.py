@@ -94,12 +94,7 @@ def test_pipeline_decodes_every_chunk_into_its_rows(tmp_path, monkeypatch, pipel
                                                     order):
     """Shuffled times spread every chunk over the whole read (many runs per chunk, interleaved with other
     chunks' runs); reversed ones read the last chunk first."""
-    n = 3000
-    times = 1_000_000_000 + 1000 * np.arange(n, dtype=np.int64)
-    if order == "shuffled":
-        times = np.random.default_rng(7).permutation(times)
-    elif order == "reversed":
-        times = times[::-1].copy()
+    times = ordered_times(order)
     path = tmp_path / f"{compression}.mcap"
     write(path, times, compression=compression)
     with fastbag.open(path, workers=workers) as bag:
@@ -111,15 +106,26 @@ def test_pipeline_decodes_every_chunk_into_its_rows(tmp_path, monkeypatch, pipel
             old = run_by_run(path, topic, monkeypatch)
             np.testing.assert_array_equal(got["x"], old["x"])
             assert got["name"].tolist() == old["name"].tolist()
-        # a time window and a part of iter_read go through it too, and agree with the whole read
-        whole = bag.read("/a")
-        lo, hi = int(np.sort(times)[500]), int(np.sort(times)[2500])
-        window = bag.read("/a", start=lo, end=hi)
-        inside = (whole.time >= lo) & (whole.time < hi)
-        np.testing.assert_array_equal(window["x"], whole["x"][inside])
-        parts = list(bag.iter_read("/a", step=700))
-        np.testing.assert_array_equal(np.concatenate([p["x"] for p in parts]), whole["x"])
+        assert_parts_agree(bag, times)
     assert len(pipeline_calls) >= 4
+
+
+def ordered_times(order: str, n: int = 3000) -> np.ndarray:
+    """Distinct log times for messages 0..n-1: increasing ("in_order"), "shuffled" or "reversed"."""
+    times = 1_000_000_000 + 1000 * np.arange(n, dtype=np.int64)
+    if order == "shuffled":
+        return np.random.default_rng(7).permutation(times)
+    return times[::-1].copy() if order == "reversed" else times
+
+
+def assert_parts_agree(bag, times: np.ndarray) -> None:
+    """A time window and the parts of iter_read of /a agree with its whole read."""
+    whole = bag.read("/a")
+    lo, hi = int(np.sort(times)[500]), int(np.sort(times)[2500])
+    window = bag.read("/a", start=lo, end=hi)
+    np.testing.assert_array_equal(window["x"], whole["x"][(whole.time >= lo) & (whole.time < hi)])
+    parts = list(bag.iter_read("/a", step=700))
+    np.testing.assert_array_equal(np.concatenate([p["x"] for p in parts]), whole["x"])
 
 
 def test_views_outlive_the_recycled_buffers(tmp_path, pipeline_calls):
@@ -134,6 +140,17 @@ def test_views_outlive_the_recycled_buffers(tmp_path, pipeline_calls):
             bag.read("/b")
         assert_values(first, expected(times, "/a"))
     assert len(pipeline_calls) == 4
+
+
+def write_damaged(tmp_path: Path, compression: str, where: str) -> tuple[Path, np.ndarray, int, int]:
+    """3,000 messages in small chunks (see write), the middle chunk damaged (see damage): the file, the
+    times, that chunk's number and offset."""
+    times = 1_000_000_000 + 1000 * np.arange(3000, dtype=np.int64)
+    path = tmp_path / "damaged.mcap"
+    write(path, times, compression=compression)
+    with fastbag.open(path) as bag:
+        middle = len(bag._chunks) // 2
+    return path, times, middle, damage(path, middle, where)
 
 
 def damage(path: Path, chunk: int, where: str) -> int:
@@ -156,12 +173,7 @@ def damage(path: Path, chunk: int, where: str) -> int:
 @pytest.mark.parametrize("where", ["payload", "crc"])
 @pytest.mark.parametrize("workers", [1, 2])
 def test_damaged_middle_chunk_names_its_offset(tmp_path, pipeline_calls, compression, where, workers):
-    times = 1_000_000_000 + 1000 * np.arange(3000, dtype=np.int64)
-    path = tmp_path / "damaged.mcap"
-    write(path, times, compression=compression)
-    with fastbag.open(path) as bag:
-        middle = len(bag._chunks) // 2
-    position = damage(path, middle, where)
+    path, times, middle, position = write_damaged(tmp_path, compression, where)
     with fastbag.open(path, workers=workers) as bag:
         with pytest.raises(fastbag.BagFormatError) as info:
             bag.read("/a")
