@@ -53,9 +53,10 @@ def _connection(conn: int) -> bytes:
                    _field("topic", topic.encode())) + struct.pack("<I", len(data)) + data
 
 
-def _message(conn: int, time: int, data: bytes) -> bytes:
+def _message(conn: int, time: int, data: bytes, unwritten: int = 0) -> bytes:
+    """A message data record, but for its last ``unwritten`` bytes (a hole the caller leaves)."""
     return _header(_field("op", b"\x02"), _field("conn", struct.pack("<I", conn)), _field("time", _time(time))) + \
-        struct.pack("<I", len(data)) + data
+        struct.pack("<I", len(data) + unwritten) + data
 
 
 def write_sparse_bag(path: Path) -> dict[str, list[tuple[int, object]]]:
@@ -75,9 +76,7 @@ def write_sparse_bag(path: Path) -> dict[str, list[tuple[int, object]]]:
                     body += _connection(conn)
                 seen.add(conn)
                 offsets.append(len(body))
-                body += _message(conn, time, data) if not hole or (conn, time, data) != records[-1] else \
-                    _header(_field("op", b"\x02"), _field("conn", struct.pack("<I", conn)), _field("time", _time(time))) \
-                    + struct.pack("<I", len(data) + hole) + data
+                body += _message(conn, time, data, hole if (conn, time, data) == records[-1] else 0)
             size = len(body) + hole
             stored = lz4.frame.compress(body) if compression == "lz4" else body
             position = f.tell()
