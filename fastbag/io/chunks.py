@@ -303,8 +303,9 @@ def _result(future: Future[R]) -> R:
 
 
 DEFAULT_CACHE_BYTES = 256 << 20
-#: Chunks smaller than this on average are decompressed on the reading thread (see ChunkStore.iter_chunks);
-#: compressed chunks this small that a read needs one after another decompress together (ChunkStore.batches).
+#: Batches of chunks smaller than this on average are decompressed on the reading thread (see
+#: ChunkStore.iter_batches); compressed chunks this small that a read needs one after another decompress
+#: together (ChunkStore.batches).
 SMALL_CHUNK = 16 << 10
 #: At most this many bytes of small chunks decompress together into one buffer.
 BATCH_BYTES = 1 << 20
@@ -620,9 +621,9 @@ class ChunkStore:
 
     def iter_batches(self, batches: Sequence[np.ndarray], reach: Callable[[int], Reach | None] | None = None
                      ) -> Iterator[tuple[int, Together]]:
-        """Yield ``(k, payloads)`` for each batch of compressed chunks ``batches[k]`` (see :meth:`batches`) in
-        order, decompressing
-        ahead in parallel: a chunk alone through :meth:`get`, several through :meth:`get_together`.
+        """Yield ``(k, payloads)`` for each batch of compressed chunks ``batches[k]`` (see :meth:`batches`),
+        in order, decompressing ahead in parallel: a chunk alone through :meth:`get`, several through
+        :meth:`get_together`.
 
         At most ``2 * workers`` batches are in flight, so memory stays bounded
         however many chunks the read spans. ``reach(index)``, where given, is
