@@ -31,7 +31,7 @@ import numpy as np
 from .container import NO_MD5, BagIndex, Connection, Container, Encryption
 from .errors import (DecodeError, DefinitionError, FastbagError, FastbagWarning, NoMessagesError, NotFoundError,
                      UnsupportedError, close_matches)
-from .io.chunks import DEFAULT_CACHE_BYTES, SMALL_CHUNK, ChunkTable, Together, ordered_map, size_mismatch
+from .io.chunks import BATCHED_CHUNK, DEFAULT_CACHE_BYTES, ChunkTable, Together, ordered_map, size_mismatch
 from .io.codecs import ZSTD_MAGIC
 from .io.startup import by_kernel
 from .msg.messages import Time, TimeLike, time_ns
@@ -1494,9 +1494,9 @@ class Bag:
         of small messages (Imu among point clouds) leaves the workers to
         decompress alone: its decoding is a few Python calls per chunk, which
         hold the GIL the other worker then waits for (5% slower when pipelined).
-        Chunks under SMALL_CHUNK bytes on average cost more to hand over one by
-        one than to decode: :meth:`_runs` decompresses them in batches, where
-        the store can (not an encrypted bag's).
+        Chunks under BATCHED_CHUNK bytes on average cost more to hand over one
+        by one than to decode: :meth:`_runs` decompresses them in batches,
+        where the store can (not an encrypted bag's).
         """
         if index.starts is not None or selected.size == 0:
             return False
@@ -1505,7 +1505,7 @@ class Bag:
         chunks = int(np.count_nonzero(used))
         if self._in_file(index.chunks)[used].any() or chunks < 2 * self._store.workers:
             return False
-        if int(index.chunks.size[used].sum()) < SMALL_CHUNK * chunks and self._store.batches_small_chunks:
+        if int(index.chunks.size[used].sum()) < BATCHED_CHUNK * chunks and self._store.batches_small_chunks:
             return False
         keeps_views = any(slot.kind == "array" for slot in layout.slots)
         fixed = int(layout.min_size) * selected.size

@@ -1,4 +1,4 @@
-"""Small compressed chunks decompress in batches (ChunkStore.batches), one buffer for many chunks.
+"""Small compressed chunks (up to 256 KiB) decompress in batches (ChunkStore.batches), one buffer for many.
 
 A recorder told to cut a chunk per message (or a few KiB) writes thousands
 of tiny chunks; one by one, each cost a cache lookup, a worker handoff, a
@@ -37,9 +37,9 @@ def batched(monkeypatch) -> list[int]:
     sizes: list[int] = []
     real = ChunkStore.get_together
 
-    def spy(self, batch, reach=None):
+    def spy(self, batch, *args):
         sizes.append(len(batch))
-        return real(self, batch, reach)
+        return real(self, batch, *args)
 
     monkeypatch.setattr(ChunkStore, "get_together", spy)
     return sizes
@@ -177,33 +177,35 @@ def test_a_record_the_index_disagrees_with_fails_as_alone(tmp_path, monkeypatch,
     assert batched and max(batched) > 1
 
 
-def test_batches_are_small_chunks_in_need_order(tmp_path):
-    """Consecutive chunks of at most SMALL_CHUNK bytes together, up to BATCH_BYTES; a large chunk, or one
-    the scan salvaged, alone; an encrypted bag's chunks each alone."""
+def test_batches_are_small_chunks_in_need_order(tmp_path, monkeypatch):
+    """Consecutive chunks of at most BATCHED_CHUNK bytes together, a batch about every BATCH_BYTES; a larger
+    chunk, or one the scan salvaged, alone; an encrypted bag's chunks each alone."""
+    import dataclasses
+
+    large = chunks_module.BATCHED_CHUNK + 1000
     path = tmp_path / "mixed.bag"
     with fastbag.Writer(path, compression="lz4", chunk_size=1) as writer:
         c = writer.add_connection("/s", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
-        for k, size in enumerate([10, 10, 40_000, 10, 10, 10]):
+        for k, size in enumerate([10, 10, large, 10, 10, 10]):
             text = bytes(size)
             writer.write(c, 10**9 + k, struct.pack("<I", len(text)) + text)
     with fastbag.open(path) as bag:
         store = bag._store
 
-        def batches(indices):
+        def batches(indices, store=store):
             return [batch.tolist() for batch in store.batches(indices)]
 
         assert batches([0, 1, 2, 3, 4, 5]) == [[0, 1], [2], [3, 4, 5]]
         assert batches([5, 0, 3]) == [[5, 0, 3]]
         assert batches([4]) == [[4]] and batches([]) == []
-        original = chunks_module.BATCH_BYTES
-        chunks_module.BATCH_BYTES = int(bag._chunks.size[3] + bag._chunks.size[4])
-        try:
+        with monkeypatch.context() as m:
+            m.setattr(chunks_module, "BATCH_BYTES", int(bag._chunks.size[3] + bag._chunks.size[4]))
             assert batches([3, 4, 5]) == [[3, 4], [5]]
-        finally:
-            chunks_module.BATCH_BYTES = original
         store.salvaged[4] = np.zeros(0, dtype=np.uint8)
         try:
             assert batches([3, 4, 5]) == [[3], [4], [5]]
         finally:
             del store.salvaged[4]
-        assert [len(m.msg.data) for m in bag.messages()] == [10, 10, 40_000, 10, 10, 10]
+        encrypted = ChunkStore(store.source, dataclasses.replace(bag._chunks, transform=object()))
+        assert batches([0, 1], encrypted) == [[0], [1]]
+        assert [len(m.msg.data) for m in bag.messages()] == [10, 10, large, 10, 10, 10]

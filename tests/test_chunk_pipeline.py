@@ -67,7 +67,7 @@ def assert_values(array, ks: np.ndarray) -> None:
 def pipeline_calls(monkeypatch):
     """How many reads went through the chunk pipeline, which these files' small chunks (a few KiB, for many
     chunks in a small file) take here: elsewhere they decompress in batches (test_chunk_batches.py)."""
-    monkeypatch.setattr(fastbag.bag, "SMALL_CHUNK", 0)
+    monkeypatch.setattr(fastbag.bag, "BATCHED_CHUNK", 0)
     calls = []
     original = fastbag.bag.Bag._decode_chunks
 

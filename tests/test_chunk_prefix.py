@@ -191,7 +191,10 @@ def mcap_messages(path: Path, topic: str) -> list[tuple[int, bytes]]:
 
 @pytest.fixture
 def decoded(monkeypatch):
-    """(chunk size, bytes decoded) of every chunk decompression."""
+    """(chunk size, bytes decoded) of every chunk decompression. These files' chunks are a few dozen KiB (to
+    keep the tests fast), which reads decompress in batches, LZ4 ones whole (test_chunk_batches.py): here
+    each chunk is read alone, as chunks larger than BATCHED_CHUNK (rosbag's 768 KiB) always are."""
+    monkeypatch.setattr(chunks_module, "BATCHED_CHUNK", 0)
     seen: list[tuple[int, int]] = []
     real = chunks_module.decompress
 

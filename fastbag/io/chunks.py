@@ -303,12 +303,14 @@ def _result(future: Future[R]) -> R:
 
 
 DEFAULT_CACHE_BYTES = 256 << 20
-#: Batches of chunks smaller than this on average are decompressed on the reading thread (see
-#: ChunkStore.iter_batches); compressed chunks this small that a read needs one after another decompress
-#: together (ChunkStore.batches).
+#: Batches of chunks smaller than this on average are decompressed on the reading thread (handing one to
+#: a worker costs ~40 us; see ChunkStore.iter_batches).
 SMALL_CHUNK = 16 << 10
-#: At most this many bytes of small chunks decompress together into one buffer.
-BATCH_BYTES = 1 << 20
+#: Compressed chunks of at most this many bytes that a read needs one after another decompress together
+#: (ChunkStore.batches): one by one, each cost 50-100 us of Python besides decompressing.
+BATCHED_CHUNK = 256 << 10
+#: About this many bytes of them make a batch, decompressed into one buffer.
+BATCH_BYTES = 4 << 20
 
 
 _ZERO = np.zeros(1, dtype=np.int64)
@@ -554,19 +556,22 @@ class ChunkStore:
 
     def batches(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
         """``indices`` (compressed chunks, in the order a read first needs them) in batches, each decompressed
-        into one buffer (:meth:`get_together`): chunks of at most SMALL_CHUNK bytes one after another
+        into one buffer (:meth:`get_together`): chunks of at most BATCHED_CHUNK bytes one after another
         together, a batch about every BATCH_BYTES, every other chunk alone.
 
         A recorder told to cut a chunk per message writes thousands of
         chunks of a few hundred bytes. One by one, each costs a cache lookup,
         a location and a decode pass: ~0.1 ms of Python, more than rosbags
-        spends on a message. Together they cost one of each.
+        spends on a message. Together they cost one of each. Chunks of a few
+        hundred KiB still spent as long on that as on decompressing; larger
+        ones (rosbag's and rosbag2's default is 768 KiB) stay alone, where a
+        read may decode only the head it needs and the cache keeps them.
         """
         at = np.asarray(indices, dtype=np.int64)
         if not self.batches_small_chunks or at.size < 2:
             return [at[k:k + 1] for k in range(at.size)]
         sizes = np.asarray(self.chunks.size)[at]  # type: ignore[attr-defined]
-        small = sizes <= SMALL_CHUNK
+        small = sizes <= BATCHED_CHUNK
         if self.salvaged:  # (a salvaged payload is no span of the file)
             small &= ~np.isin(at, np.fromiter(self.salvaged, dtype=np.int64))
         run_start = np.ones(at.size, dtype=bool)  # runs of small chunks, and every other chunk alone
@@ -578,15 +583,17 @@ class ChunkStore:
         new[1:] |= part[1:] != part[:-1]
         return np.split(at, np.flatnonzero(new)[1:])
 
-    def get_together(self, batch: Sequence[int] | np.ndarray, reach: Callable[[int], Reach | None] | None = None
-                     ) -> Together:
+    def get_together(self, batch: Sequence[int] | np.ndarray, reach: Callable[[int], Reach | None] | None = None,
+                     remember: bool = False) -> Together:
         """The payloads of chunks ``batch`` (small ones: see :meth:`batches`) one after another in one buffer.
 
-        LZ4 frames in the file decode in one kernel call. The first chunk it
-        cannot decode, and those after it, go through :meth:`get` (``reach``
-        as it asks), as a chunk read alone would: where one fails there, the
-        batch stops at it, keeping its error for the read to raise where it
-        first needs that chunk, so what came before stays readable.
+        LZ4 frames in the file decode in one kernel call (not cached: decoding
+        them again costs less than a lookup did). The first chunk it cannot
+        decode, and those after it, and chunks of other codecs go through
+        :meth:`get` (``reach`` as it asks, cached where ``remember``), as a
+        chunk read alone would: where one fails there, the batch stops at it,
+        keeping its error for the read to raise where it first needs that
+        chunk, so what came before stays readable.
         """
         table = self.chunks
         at = np.asarray(batch, dtype=np.int64)
@@ -609,7 +616,7 @@ class ChunkStore:
         for k in range(done, at.size):
             c = int(at[k])
             try:
-                payload = self.get(c, False, None if reach is None else reach(c))
+                payload = self.get(c, remember, None if reach is None else reach(c))
             except FastbagError as exc:
                 error = exc
                 break
@@ -641,7 +648,7 @@ class ChunkStore:
         def get(k: int) -> tuple[int, Together]:
             batch = batches[k]
             if len(batch) > 1:
-                return k, self.get_together(batch, reach)
+                return k, self.get_together(batch, reach, remember)
             c = int(batch[0])
             payload = self.get(c, remember, None if reach is None else reach(c))
             return k, Together.alone(payload)
