@@ -178,8 +178,9 @@ def test_a_record_the_index_disagrees_with_fails_as_alone(tmp_path, monkeypatch,
 
 
 def test_batches_are_small_chunks_in_need_order(tmp_path, monkeypatch):
-    """Consecutive chunks of at most BATCHED_CHUNK bytes together, a batch about every BATCH_BYTES; a larger
-    chunk, or one the scan salvaged, alone; an encrypted bag's chunks each alone."""
+    """Consecutive chunks of at most BATCHED_CHUNK bytes together (bz2 ones of at most SMALL_CHUNK), a batch
+    about every BATCH_BYTES; a larger chunk, or one the scan salvaged, alone; an encrypted bag's chunks each
+    alone."""
     import dataclasses
 
     large = chunks_module.BATCHED_CHUNK + 1000
@@ -209,3 +210,11 @@ def test_batches_are_small_chunks_in_need_order(tmp_path, monkeypatch):
         encrypted = ChunkStore(store.source, dataclasses.replace(bag._chunks, transform=object()))
         assert batches([0, 1], encrypted) == [[0], [1]]
         assert [len(m.msg.data) for m in bag.messages()] == [10, 10, large, 10, 10, 10]
+    # bz2 decompresses at tens of MB/s: a chunk of more than SMALL_CHUNK is worth a worker of its own
+    path = tmp_path / "bz2.bag"
+    with fastbag.Writer(path, compression="bz2", chunk_size=1) as writer:
+        c = writer.add_connection("/s", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+        for k, size in enumerate([10, 10, chunks_module.SMALL_CHUNK + 1000, 10]):
+            writer.write(c, 10**9 + k, struct.pack("<I", size) + bytes(size))
+    with fastbag.open(path) as bag:
+        assert [batch.tolist() for batch in bag._store.batches([0, 1, 2, 3])] == [[0, 1], [2], [3]]

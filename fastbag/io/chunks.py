@@ -116,6 +116,12 @@ class ChunkTable(Sequence[Chunk]):
         return len(self.compression)
 
     @functools.cached_property
+    def slow(self) -> np.ndarray:
+        """Where a chunk's codec decompresses tens of MB/s, not a GB/s (bz2, or one fastbag does not know):
+        bool."""
+        return np.array([c not in ("none", "lz4", "zstd") for c in self.compression], dtype=bool)
+
+    @functools.cached_property
     def lz4(self) -> np.ndarray:
         """Where a chunk's stored payload is an LZ4 frame (compression ``lz4``, no transform): bool."""
         if self.transform is not None:
@@ -311,6 +317,9 @@ SMALL_CHUNK = 16 << 10
 BATCHED_CHUNK = 256 << 10
 #: About this many bytes of them make a batch, decompressed into one buffer.
 BATCH_BYTES = 4 << 20
+#: Chunks of a slow codec (bz2: tens of MB/s) batch only up to SMALL_CHUNK bytes: a batch decompresses on
+#: one worker, and larger ones cost so much more to decompress than to hand over that the other worker
+#: should take its share (bz2 chunks of 250 KiB in batches read 1.7x slower than one by one on two).
 
 
 _ZERO = np.zeros(1, dtype=np.int64)
@@ -557,7 +566,8 @@ class ChunkStore:
     def batches(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
         """``indices`` (compressed chunks, in the order a read first needs them) in batches, each decompressed
         into one buffer (:meth:`get_together`): chunks of at most BATCHED_CHUNK bytes one after another
-        together, a batch about every BATCH_BYTES, every other chunk alone.
+        together (bz2 ones of at most SMALL_CHUNK), a batch about every BATCH_BYTES, every other chunk
+        alone.
 
         A recorder told to cut a chunk per message writes thousands of
         chunks of a few hundred bytes. One by one, each costs a cache lookup,
@@ -571,7 +581,7 @@ class ChunkStore:
         if not self.batches_small_chunks or at.size < 2:
             return [at[k:k + 1] for k in range(at.size)]
         sizes = np.asarray(self.chunks.size)[at]  # type: ignore[attr-defined]
-        small = sizes <= BATCHED_CHUNK
+        small = sizes <= np.where(self.chunks.slow[at], SMALL_CHUNK, BATCHED_CHUNK)  # type: ignore[attr-defined]
         if self.salvaged:  # (a salvaged payload is no span of the file)
             small &= ~np.isin(at, np.fromiter(self.salvaged, dtype=np.int64))
         run_start = np.ones(at.size, dtype=bool)  # runs of small chunks, and every other chunk alone
