@@ -843,9 +843,10 @@ class Bag:
         in one vectorized pass. For a compressed chunk ``buf`` is its
         decompressed payload, or the payloads of a batch of small chunks one
         after another (ChunkStore.batches), and ``base`` None; chunks are
-        decompressed ahead in parallel and held only until their last run. ``kernel`` locates
-        records in the file with the Numba kernel (decoding callers, which
-        load Numba anyway); those of decompressed chunks always go through it.
+        decompressed ahead in parallel and held only until their last run.
+        ``kernel`` locates records in the file with the Numba kernel (decoding
+        callers, which load Numba anyway); those of decompressed chunks
+        always go through it.
         """
         self._check_open()  # a generator created before close() and started after it
         n = selected.size
