@@ -321,6 +321,7 @@ def test_truncated_at_every_boundary_and_random_offsets(tmp_path, built, writer,
         got, texts = read_warned(copy)
         assert len(texts) == 1, (cut, texts)
         assert str(copy) in texts[0] and re.search(rf"\b{len(got)} messages?\b", texts[0]), (cut, texts[0])
+        assert " a index" not in texts[0], texts[0]  # ("an index data record running past the end")
         want = expected_after_cut(layout, cut, got)
         assert got == want, f"cut at {cut}: {len(got)} messages, expected {len(want)}"
         assert got == [r for r in expected if r in got]  # a subsequence of the intact bag, in read order

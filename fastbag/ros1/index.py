@@ -583,7 +583,8 @@ def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecr
         op = header.op()
         end = data_offset + data_len
         if end > source.size and op != Op.CHUNK:
-            pos = skip(pos + 1, f"a {header.record} record running past the end of the file")
+            article = "an" if header.record[:1] in tuple("aeiou") else "a"  # ("an index data record")
+            pos = skip(pos + 1, f"{article} {header.record} record running past the end of the file")
             continue
         if op == Op.CONNECTION:
             try:
