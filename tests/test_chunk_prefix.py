@@ -189,12 +189,17 @@ def mcap_messages(path: Path, topic: str) -> list[tuple[int, bytes]]:
         return [(m.log_time, m.data) for _, c, m in make_reader(f).iter_messages(topics=[topic])]
 
 
+@pytest.fixture(autouse=True)
+def chunks_alone(monkeypatch):
+    """These files' chunks are a few dozen KiB (to keep the tests fast), which reads decompress in batches,
+    whole (test_chunk_batches.py): here each chunk is read alone, as chunks larger than BATCHED_CHUNK
+    (rosbag's and rosbag2's 768 KiB) always are."""
+    monkeypatch.setattr(chunks_module.ChunkStore, "batches", lambda self, indices: [np.array([c]) for c in indices])
+
+
 @pytest.fixture
 def decoded(monkeypatch):
-    """(chunk size, bytes decoded) of every chunk decompression. These files' chunks are a few dozen KiB (to
-    keep the tests fast), which reads decompress in batches, LZ4 ones whole (test_chunk_batches.py): here
-    each chunk is read alone, as chunks larger than BATCHED_CHUNK (rosbag's 768 KiB) always are."""
-    monkeypatch.setattr(chunks_module, "BATCHED_CHUNK", 0)
+    """(chunk size, bytes decoded) of every chunk decompression."""
     seen: list[tuple[int, int]] = []
     real = chunks_module.decompress
 
