@@ -21,7 +21,7 @@ import operator
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -917,7 +917,7 @@ class Bag:
                 while k not in live:
                     got, together = next(payloads)
                     pos = _rows_of(groups[got])
-                    live[got] = self._locate_together(index, together, batches[got], chunk_of[pos], rank[chunk_of[pos]],
+                    live[got] = self._locate_together(index, together, chunk_of[pos], rank[chunk_of[pos]],
                                                       selected[pos], pos, starts, lengths)
                 together = live[k]
                 if together.error is not None:  # the read reached a chunk the batch could not give
@@ -970,10 +970,10 @@ class Bag:
 
         return reach_of
 
-    def _locate_together(self, index: BagIndex, together: Together, batch: Sequence[int], chunks: np.ndarray,
-                         ranks: np.ndarray, rows: np.ndarray, pos: np.ndarray | slice, starts: np.ndarray,
-                         lengths: np.ndarray) -> Together:
-        """Locate rows ``rows`` of ``index`` (in chunks ``chunks``, ``ranks`` their places in ``batch``) in
+    def _locate_together(self, index: BagIndex, together: Together, chunks: np.ndarray, ranks: np.ndarray,
+                         rows: np.ndarray, pos: np.ndarray | slice, starts: np.ndarray, lengths: np.ndarray
+                         ) -> Together:
+        """Locate rows ``rows`` of ``index`` (in chunks ``chunks``, ``ranks`` their places in their batch) in
         the batch's decompressed payloads ``together``, into ``starts[pos]`` and ``lengths[pos]``; the
         batch as located (see :class:`Together`).
 
@@ -995,11 +995,12 @@ class Bag:
                 index.chunks.position[chunks[which]], index.connection_ids[index.conn[rows[which]]],
                 index.time[rows[which]], kernel=True)
 
+        chunk_count = together.bases.size
         try:
-            locate(slice(None) if together.done == len(batch) else np.flatnonzero(ranks < together.done))
+            locate(slice(None) if together.done == chunk_count else np.flatnonzero(ranks < together.done))
             return together
         except FastbagError as exc:
-            if len(batch) == 1:
+            if chunk_count == 1:
                 raise
             failure = exc
         for k in range(together.done):  # (damaged: chunk by chunk, to find the first it is in)
@@ -1015,7 +1016,7 @@ class Bag:
         (all in it)."""
         starts = np.zeros(rows.size, dtype=np.int64)
         lengths = np.zeros(rows.size, dtype=np.int64)
-        self._locate_together(index, Together.alone(payload), [chunk], np.full(rows.size, chunk),
+        self._locate_together(index, Together.alone(payload), np.full(rows.size, chunk),
                               np.zeros(rows.size, dtype=np.int64), rows, np.arange(rows.size), starts, lengths)
         return starts, lengths
 
