@@ -218,3 +218,21 @@ def test_batches_are_small_chunks_in_need_order(tmp_path, monkeypatch):
             writer.write(c, 10**9 + k, struct.pack("<I", size) + bytes(size))
     with fastbag.open(path) as bag:
         assert [batch.tolist() for batch in bag._store.batches([0, 1, 2, 3])] == [[0, 1], [2], [3]]
+
+
+def test_a_chunk_failing_its_check_in_the_kernel_is_decoded_once_more(tmp_path, monkeypatch):
+    """An LZ4 chunk that the batch kernel decoded and that failed its CRC is read again once, by get() (which
+    says why), not first tried whole into the batch's buffer as well: damage costs no third decode."""
+    path, _times, _middle, position = write_damaged(tmp_path, "lz4", "crc")
+    decoded: list[int] = []
+    real = chunks_module.decompress
+
+    def spy(source, chunk, *args, **kwargs):
+        decoded.append(chunk.position)
+        return real(source, chunk, *args, **kwargs)
+
+    monkeypatch.setattr(chunks_module, "decompress", spy)
+    with fastbag.open(path) as bag, pytest.raises(fastbag.BagFormatError, match="CRC-32") as caught:
+        bag.read("/a")
+    assert caught.value.offset == position
+    assert decoded.count(position) == 1

@@ -615,6 +615,7 @@ class ChunkStore:
         ends = bases + sizes
         buffer = self._buffers.take(int(ends[-1]) if at.size else 0)
         done = 0
+        failed = -1  # a chunk the kernel decoded that failed its check: get() reads it (and says why)
         if table.lz4[at].all():  # type: ignore[attr-defined]
             done = decompress_together(self.source, table, at, buffer, bases)  # type: ignore[arg-type]
             if self.verify is not None:
@@ -622,13 +623,13 @@ class ChunkStore:
                     try:
                         self.verify(int(at[k]), buffer[bases[k]:ends[k]])
                     except FastbagError:
-                        done = k  # (the chunk read alone raises it again, at its place)
+                        done = failed = k  # (the chunk read alone raises it again, at its place)
                         break
         error = None
         slow = table.slow  # type: ignore[attr-defined]
         for k in range(done, at.size):
             c = int(at[k])
-            if not slow[c] and self._decompress_into(c, buffer[bases[k]:ends[k]]):
+            if not slow[c] and k != failed and self._decompress_into(c, buffer[bases[k]:ends[k]]):
                 done = k + 1
                 continue
             try:
