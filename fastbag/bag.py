@@ -222,15 +222,6 @@ def _type_key(msgtype: str) -> tuple[str, str]:
 _UNPACKED = threading.local()
 
 
-def _forgetting_unpacked(messages: Iterator[Message]) -> Iterator[Message]:
-    """``messages``, then no reference left to the last one unpacked (its bytes keep a chunk, or the file's
-    mapping, alive: a Writer would refuse the path of a bag closed after the loop)."""
-    try:
-        yield from messages
-    finally:
-        _UNPACKED.__dict__.pop("last", None)
-
-
 _READ_ERRORS = (FastbagError, IndexError, ValueError)
 
 
@@ -809,12 +800,19 @@ class Bag:
         iterate = self._iter_raw if raw else self._iter_decoded
         found = self._iter_merged(selected, iterate) if self._container.chunks_of_one_connection else \
             iterate(selected)
-        return self._said_if_closed(found if raw else _forgetting_unpacked(found))
+        return self._said_if_closed(found, forget_unpacked=not raw)
 
-    def _said_if_closed(self, messages: Iterator[Message]) -> Iterator[Message]:
-        """:meth:`messages`' iterator, failing as :func:`_closing_said` says."""
-        with _closing_said(self):
-            yield from messages
+    def _said_if_closed(self, messages: Iterator[Message], *, forget_unpacked: bool) -> Iterator[Message]:
+        """:meth:`messages`' iterator, failing as :func:`_closing_said` says. With ``forget_unpacked``, no
+        reference is left after it to the last message unpacked (its bytes keep a chunk, or the file's mapping,
+        alive: a Writer would refuse the path of a bag closed after the loop). (One generator for both: each
+        layer of them costs every message of a loop ~0.2 us.)"""
+        try:
+            with _closing_said(self):
+                yield from messages
+        finally:
+            if forget_unpacked:
+                _UNPACKED.__dict__.pop("last", None)
 
     def _iter_merged(self, selected: np.ndarray, iterate: Callable[[np.ndarray], Iterator[Message]]
                      ) -> Iterator[Message]:
