@@ -38,6 +38,7 @@ import numpy as np
 
 from .io.chunks import DEFAULT_CACHE_BYTES, Chunk, ChunkStore, ChunkTable
 from .io.source import Source
+from .msg.msgdef import TypeName
 
 #: The md5sum of a connection that names none (rosbag2; an MCAP file's ROS1 channels written without it):
 #: the type's definition is not checked against one, and connections agree by type and definition instead.
@@ -76,6 +77,10 @@ class Connection:
     offered_qos_profiles: str = field(default="", compare=False, repr=False)
     #: ROS 2 (Iron and newer): the type's hash as the recording stores it (``RIHS01_...``); "" where none.
     type_description_hash: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # rosbags' spelling of the type equals it too (see TypeName): a ported filter by msgtype finds it.
+        object.__setattr__(self, "msgtype", TypeName(self.msgtype))
 
     @property
     def digest(self) -> str:

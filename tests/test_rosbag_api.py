@@ -293,6 +293,55 @@ def test_the_rosbags_loop_runs_unchanged(relative):
         assert msg == unpacked and repr(msg) == repr(unpacked)  # nested types named as in the loop's messages
 
 
+@pytest.mark.parametrize("relative", ROSBAGS_LOOP_BAGS)
+def test_a_filter_by_rosbags_type_names_picks_the_same_connections(relative):
+    """rosbags spells every type ``pkg/msg/Type``, ROS 1 bags' too; fastbag keeps a ROS 1 bag's own
+    ``pkg/Type``. A ported ``x.msgtype == "sensor_msgs/msg/Imu"`` filter matched nothing on ROS 1 bags, and
+    the empty list it made read every message (QA). Both spellings now equal the type, whichever side."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    path = data_file(relative)
+    with AnyReader([path], default_typestore=get_typestore(Stores.ROS2_HUMBLE)) as peer:
+        theirs = {msgtype: sorted(c.topic for c in peer.connections if c.msgtype == msgtype)
+                  for msgtype in {c.msgtype for c in peer.connections}}
+        counts = {msgtype: sum(1 for _ in peer.messages(connections=[c for c in peer.connections
+                                                                     if c.msgtype == msgtype]))
+                  for msgtype in theirs}
+    with open_quietly([path]) as reader:
+        for msgtype, topics in theirs.items():
+            rospy_spelling = msgtype.replace("/msg/", "/")
+            for spelling in (msgtype, rospy_spelling):
+                picked = [x for x in reader.connections if x.msgtype == spelling]
+                assert sorted(c.topic for c in picked) == topics
+                assert sorted(c.topic for c in reader.connections if spelling == c.msgtype) == topics
+                assert not [x for x in picked if x.msgtype != spelling]
+                assert sum(1 for _ in reader.messages(connections=picked)) == counts[msgtype]
+            topic = max(topics, key=lambda t: reader.topics[t].message_count)
+            assert reader.topics[topic].msgtype == msgtype and reader.topics[topic].msgtype == rospy_spelling
+            assert reader.read(topic).msgtype == msgtype  # (a message's _type is pkg/Type in every format)
+            for m in itertools.islice(reader.messages(topics=[topic]), 1):
+                assert m.msg._type == msgtype == m.msg.__msgtype__ and m.msg._type == rospy_spelling
+            assert reader.topics[topic].msgtype != "std_msgs/msg/Nothing" and reader.topics[topic].msgtype != 3
+
+
+def test_type_names_compare_by_either_spelling_and_hash_as_the_str_they_are():
+    from fastbag.msg.msgdef import TypeName
+
+    ros1, ros2 = TypeName("sensor_msgs/Imu"), TypeName("sensor_msgs/msg/Imu")
+    assert ros1 == "sensor_msgs/msg/Imu" and "sensor_msgs/msg/Imu" == ros1 and ros1 == ros2
+    assert ros2 == "sensor_msgs/Imu" and not ros2 != "sensor_msgs/Imu"
+    assert ros1 != "sensor_msgs/Image" and ros1 != "sensor_msgs/srv/Imu" and ros1 != b"sensor_msgs/Imu"
+    assert TypeName("pkg/srv/Call_Request") == "pkg/srv/Call_Request" != TypeName("pkg/Call_Request")
+    # a dict keyed by one spelling finds only that one: hashes are the str's (said in TypeName's docstring)
+    assert hash(ros1) == hash("sensor_msgs/Imu") and {"sensor_msgs/Imu": 1}[ros1] == 1
+    assert "sensor_msgs/msg/Imu" not in {"sensor_msgs/Imu"} and ros1 in ["sensor_msgs/msg/Imu"]
+    assert type(str(ros1)) is str and repr(ros1) == "'sensor_msgs/Imu'" and ros1.split("/") == ["sensor_msgs", "Imu"]
+    import pickle
+
+    assert pickle.loads(pickle.dumps(ros1)) == ros2
+
+
 def test_a_list_of_recordings_is_refused_saying_what_reads_many():
     path = _bag_with_topics()
     with pytest.raises(TypeError, match="fastbag.open reads one recording .* not a list of 2: open each in turn, "

@@ -41,7 +41,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .msgdef import MsgDef, TypeRegistry
+from .msgdef import MsgDef, TypeName, TypeRegistry
 
 # Op codes and operand columns: [code, a, b, c, d, e]
 OP_END = 0     # end of a (sub-)program
@@ -127,6 +127,9 @@ class Node:
     fields: dict[str, tuple[str, object]] = field(default_factory=dict)
     has_fixed: bool = False   # the row dtype (or the parent's sub-dtype) holds some of its fields
     constants: dict[str, object] = field(default_factory=dict)  # the type's constants, by name
+
+    def __post_init__(self) -> None:
+        self.msgtype = TypeName(self.msgtype)  # (an array's msgtype: rosbags' spelling equals it too)
 
 
 @dataclass

@@ -48,6 +48,7 @@ from typing import Any, Callable, Union
 import numpy as np
 
 from ..errors import NotFoundError, close_matches
+from .msgdef import TypeName
 
 #: The packed dtypes of ROS1 ``time`` and ``duration`` (as :mod:`fastbag.msg.layout` builds them).
 TIME_DTYPE = np.dtype([("secs", "<u4"), ("nsecs", "<u4")])
@@ -784,7 +785,7 @@ def _new_class(msgtype: str, fields: tuple[str, ...], constants: dict[str, Any],
     namespace: dict[str, Any] = dict(constants)
     namespace.update({
         "__slots__": (), "__doc__": f"A decoded {msgtype or 'message'}: fields {', '.join(fields) or '(none)'}.",
-        "_type": msgtype, "_fields": fields, "_field_set": frozenset(fields), "_constants": dict(constants),
+        "_type": TypeName(msgtype), "_fields": fields, "_field_set": frozenset(fields), "_constants": dict(constants),
         "_children": children, "_elements": elements, "_slot_types": slot_types,
         "__msgtype__": interface or (f"{pkg}/msg/{name}" if name else msgtype),
         # genpy's: whether the first field is a std_msgs Header (unpickled classes know names alone)

@@ -50,11 +50,42 @@ __all__ = [
     "Constant",
     "Field",
     "MsgDef",
+    "TypeName",
     "TypeRegistry",
     "compose_definition",
     "load_definitions",
     "parse_definition",
 ]
+
+class TypeName(str):
+    """A message type's name, equal to its other spelling: ``sensor_msgs/Imu`` (ROS 1's and rospy's) ==
+    ``sensor_msgs/msg/Imu`` (ROS 2's, and rosbags' in every format), whichever side is which.
+
+    Code ported from rosbags filters ``connection.msgtype`` by the ``pkg/msg/Type`` spelling, on ROS 1
+    bags too: as a plain str, that filter matched nothing, and the empty connection list it made then
+    selected every message (as rosbags reads one). Other strings compare as str. It hashes as the str it
+    is, so a dict or set keyed by one spelling does not find the other: compare with ``==``.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, str):
+            return NotImplemented
+        return str.__eq__(self, other) or str.__eq__(_one_spelling(self), _one_spelling(other))
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = str.__hash__
+
+
+def _one_spelling(name: str) -> str:
+    """``pkg/Type`` of ``pkg/msg/Type``; any other name as it is."""
+    parts = name.split("/")
+    return f"{parts[0]}/{parts[2]}" if len(parts) == 3 and parts[1] == "msg" else name
+
 
 #: Wire size in bytes of each fixed-size builtin (``string`` varies, so is absent).
 BUILTIN_SIZES: dict[str, int] = {
