@@ -396,6 +396,8 @@ def _unpickle_stamped(topic: str, time: int, data: bytes, connection: Connection
 class Bag:
     """An open ROS bag. Use :func:`fastbag.open`; close it or use it as a context manager.
 
+    ``mode`` is ``"r"`` (rosbag's ``Bag(path, "r")``): a Bag only reads;
+    :class:`fastbag.Writer` writes.
     ``cache_bytes`` bounds the decompressed chunks kept in memory; ``workers``
     is the number of threads decompressing ahead (default: the CPU count).
     ``definitions`` supplies message definitions where the bag has none
@@ -419,10 +421,11 @@ class Bag:
     camera and lidar data read 4-5x faster so, in the README's measures).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,
+    def __init__(self, path: str | os.PathLike[str], mode: str = "r", *, cache_bytes: int = DEFAULT_CACHE_BYTES,
                  workers: int | None = None,
                  definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
                  aes_key: bytes | None = None, passphrase: str | None = None, checksums: bool = True) -> None:
+        _check_mode(mode)
         if isinstance(path, (list, tuple)):  # rosbags' AnyReader([path]): one recording is one path
             if len(path) != 1:
                 raise TypeError(f"fastbag.open reads one recording (a file, or a rosbag2 directory), not a list of "
@@ -2041,13 +2044,25 @@ def parse_step(step: int | str) -> tuple[int, bool]:
     raise ValueError(f"step must be a number of messages or a size like '256 MB', not {step!r}")
 
 
-def open(path: str | os.PathLike[str], *, cache_bytes: int = DEFAULT_CACHE_BYTES,  # noqa: A001 - as builtins.open
-         workers: int | None = None, definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
+def open(path: str | os.PathLike[str], mode: str = "r", *,  # noqa: A001 - as builtins.open
+         cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None,
+         definitions: Mapping[str, str] | str | os.PathLike[str] | None = None,
          aes_key: bytes | None = None, passphrase: str | None = None, checksums: bool = True) -> Bag:
     """Open a bag for reading (the format is recognized from its first bytes; a list of one path is taken
-    as rosbags' ``AnyReader([path])`` takes it); see :class:`Bag` for the options."""
-    return Bag(path, cache_bytes=cache_bytes, workers=workers, definitions=definitions, aes_key=aes_key,
+    as rosbags' ``AnyReader([path])`` takes it); see :class:`Bag` for the options. ``mode`` is ``"r"``, as
+    ``rosbag.Bag(path, "r")`` takes it: a bag is written with :class:`fastbag.Writer`."""
+    return Bag(path, mode, cache_bytes=cache_bytes, workers=workers, definitions=definitions, aes_key=aes_key,
                passphrase=passphrase, checksums=checksums)
+
+
+def _check_mode(mode: Any) -> None:
+    """rosbag's ``Bag(path, mode)``: reading only (``"r"``; ``"rb"`` as builtins.open spells it)."""
+    if mode in ("r", "rb"):
+        return
+    if mode in ("w", "a", "wb", "ab"):
+        raise ValueError(f"fastbag opens bags for reading only, not mode {mode!r}: to write a bag, use "
+                         "fastbag.Writer(path) (README, Writing bags)")
+    raise ValueError(f"mode is 'r' (fastbag opens bags for reading), not {mode!r}")
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -342,6 +342,42 @@ def test_type_names_compare_by_either_spelling_and_hash_as_the_str_they_are():
     assert pickle.loads(pickle.dumps(ros1)) == ros2
 
 
+def test_messages_are_not_iterable_and_answer_in_by_field():
+    """genpy's and rosbags' messages are not iterable; fastbag's were, through ``[name]`` (Python asks
+    ``msg[0]``, ``msg[1]``...), so ``list(msg)`` and ``"header" in msg`` met a NotFoundError for field 0
+    (QA). ``in`` asks for a field, as of a read's array."""
+    import collections.abc
+
+    path = _bag_with_topics()
+    with fastbag.open(path) as bag:
+        topic = next(iter(bag.topics))
+        message = next(bag.messages(topics=[topic])).msg
+        array = bag.read(topic)
+    field = message._fields[0]
+    assert field in message and field in array and "no_such_field" not in message
+    assert not isinstance(message, collections.abc.Iterable)
+    for walk in (list, dict, iter, lambda m: [x for x in m]):
+        with pytest.raises(TypeError, match="not iterable"):
+            walk(message)
+    stamp = fastbag.msg.messages.Time(1, 2)
+    with pytest.raises(TypeError, match="not iterable"):
+        list(stamp)
+
+
+@pytest.mark.parametrize("mode", ["r", "rb"])
+def test_open_takes_rosbags_read_mode(mode):
+    """``rosbag.Bag(path, "r")`` is the idiom a ported script keeps; a writing mode says what writes."""
+    path = _bag_with_topics()
+    with fastbag.open(path, mode) as bag, fastbag.Bag(path, mode) as same:
+        assert bag.mode == "r" and bag.topics.keys() == same.topics.keys()
+    for writing in ("w", "a"):
+        with pytest.raises(ValueError, match=f"reading only, not mode '{writing}': to write a bag, use "
+                                             r"fastbag.Writer\(path\)"):
+            fastbag.open(path, writing)
+    with pytest.raises(ValueError, match="mode is 'r'"):
+        fastbag.Bag(path, "x")
+
+
 def test_a_list_of_recordings_is_refused_saying_what_reads_many():
     path = _bag_with_topics()
     with pytest.raises(TypeError, match="fastbag.open reads one recording .* not a list of 2: open each in turn, "

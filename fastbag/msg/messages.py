@@ -259,6 +259,8 @@ class Time:
             return self.nsecs
         raise NotFoundError(f"{self._type} has no field {name!r}; fields: secs, nsecs")
 
+    __iter__ = None  # not iterable, as genpy's Time is not (see Record.__iter__)
+
     def to_dict(self, plain: bool = False) -> dict[str, int]:
         """``{"secs": ..., "nsecs": ...}`` (``plain`` changes nothing: both are ints)."""
         return {"secs": self.secs, "nsecs": self.nsecs}
@@ -550,6 +552,15 @@ class Record:
             raise NotFoundError(f"{self._type or 'the message'} has no field {name!r}; fields: "
                                 f"{', '.join(self._fields)}")
         return getattr(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether the type has a field ``name`` (as ``"header" in topic_array`` asks of a read's array)."""
+        return name in self._field_set
+
+    # Not iterable, as genpy's and rosbags' messages are not: without this, Python would iterate it through
+    # __getitem__ (msg[0], msg[1], ...), and a generic walk (list(msg), a "leaf or iterable?" test) would
+    # meet a NotFoundError for field 0 instead of the TypeError that says a message is a leaf.
+    __iter__ = None
 
     def to_dict(self, plain: bool = False) -> dict[str, Any]:
         """The fields as nested dicts (also ``_asdict()``).
