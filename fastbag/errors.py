@@ -114,7 +114,8 @@ class NoMessagesError(FastbagError, ValueError):
 
 
 class FastbagWarning(UserWarning):
-    """A bag was readable only in part, or disagrees with itself."""
+    """A bag was readable only in part, or disagrees with itself; or an argument was read one of two ways
+    (a naive datetime as local time)."""
 
 
 class TooLarge(ValueError):

@@ -56,6 +56,39 @@ def test_time_bounds_from_other_libraries():
     assert time_ns(Ros2Stamp()) == T0 + 7 and time_ns(None) is None
 
 
+@pytest.fixture
+def local_zone(monkeypatch):
+    """Set this process's local time zone (TZ and tzset), restored after."""
+    import time
+
+    def set_zone(zone: str) -> None:
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+
+    yield set_zone
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_a_naive_datetime_away_from_utc_is_said_to_be_local_time(strings_bag, local_zone):
+    """A time from fastbag's own tables (to_pandas' index, to_polars' column) is naive UTC; passed back as a
+    Python datetime (polars gives one) it is read as local time, as datetime.timestamp() reads it: in New
+    York that selected nothing, silently (QA). It still reads so, and says how to pass a UTC one."""
+    pd = pytest.importorskip("pandas")
+    with fastbag.open(strings_bag) as bag:
+        utc = bag.read("/good").to_pandas().index[5].to_pydatetime()  # 2023-11-14 22:13:20.05, naive (UTC)
+        local_zone("America/New_York")
+        with pytest.warns(fastbag.FastbagWarning, match=r"start 2023-11-14T22:13:20.050000 is a naive datetime: "
+                          r"read as local time \(EST, UTC-05:00\).*start.replace\(tzinfo=datetime.timezone.utc\)"):
+            assert len(bag.read("/good", start=utc)) == 0  # five hours later than the bag
+        assert len(bag.read("/good", start=utc.replace(tzinfo=datetime.timezone.utc))) == 15
+        assert len(bag.read("/good", start=pd.Timestamp(utc))) == 15  # naive pandas and NumPy times: UTC
+        local_zone("UTC")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert len(bag.read("/good", start=utc)) == 15  # local time is UTC: nothing to say
+
+
 @pytest.mark.parametrize("value, hint", [(T0 / 1e9 + 1, "seconds"), (np.float64(3.0), "seconds"), ("1", ""),
                                          (True, "")])
 def test_float_and_other_time_bounds_are_refused(strings_bag, value, hint):

@@ -118,8 +118,10 @@ def time_ns(value: Any, name: str = "time") -> int | None:
     Accepts ints (ns, as :attr:`fastbag.Bag.start_time` gives them), times with
     ``to_nsec()`` (fastbag's and genpy's ``Time``), ROS 2 stamps (``sec``,
     ``nanosec``), ``datetime`` (naive ones in local time, as
-    ``datetime.timestamp`` reads them) and ``numpy.datetime64``/pandas
-    ``Timestamp``. A float is refused: seconds and nanoseconds cannot be
+    ``datetime.timestamp`` reads them, with a FastbagWarning where local
+    time is not UTC: fastbag's tables give naive UTC times) and
+    ``numpy.datetime64``/pandas ``Timestamp`` (naive ones in UTC, as NumPy
+    and pandas read them). A float is refused: seconds and nanoseconds cannot be
     told apart, and reading one as the other selects the wrong messages.
     """
     if value is None:
@@ -136,6 +138,8 @@ def time_ns(value: Any, name: str = "time") -> int | None:
         return int(value.astype("datetime64[ns]").astype(np.int64))
     if isinstance(value, datetime.datetime):
         aware = value if value.tzinfo is not None else value.astimezone()
+        if value.tzinfo is None and aware.utcoffset():
+            _warn_naive(value, aware, name)
         delta = aware - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
         return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
     if callable(getattr(value, "to_nsec", None)):
@@ -145,6 +149,21 @@ def time_ns(value: Any, name: str = "time") -> int | None:
     hint = " (seconds? pass int(seconds * 1e9))" if isinstance(value, (float, np.floating)) else ""
     raise TypeError(f"{name} must be int nanoseconds since the epoch, a Time, a datetime or a numpy datetime64; "
                     f"got {type(value).__name__} {value!r}{hint}")
+
+
+def _warn_naive(value: datetime.datetime, aware: datetime.datetime, name: str) -> None:
+    """Say that a naive datetime was read as local time, where that is not UTC: fastbag's tables (to_pandas'
+    index, to_polars' and to_arrow's ``time``) hold naive UTC times, and one of them passed back as a bound
+    would otherwise select other messages, silently."""
+    import warnings
+
+    from ..errors import FastbagWarning
+
+    warnings.warn(FastbagWarning(
+        f"{name} {value.isoformat()} is a naive datetime: read as local time ({aware.tzname()}, UTC"
+        f"{aware.isoformat()[-6:]}), as datetime.timestamp() reads it. Times from fastbag's tables (to_pandas, "
+        f"to_polars, to_arrow) are UTC: for one of those, pass {name}.replace(tzinfo=datetime.timezone.utc), "
+        "or a pandas Timestamp or numpy datetime64 (read as UTC)"), stacklevel=4)
 
 
 def _datetime(ns: int) -> datetime.datetime:
