@@ -10,6 +10,7 @@ import lzma
 import math
 import struct
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,6 +163,25 @@ def test_csv_list_cells_are_json(tmp_path):
     assert [n.encode("utf-8", "surrogateescape") for n in names] == [b"caf\xe9", "\u00e9".encode()]
     values = json.loads(frame["values"][0])
     assert values[0] == 0.019 and math.isnan(values[1]) and values[2:] == [math.inf, -math.inf, 1.5]
+
+
+def test_csv_string_cells_not_utf8_are_their_bytes(tmp_path):
+    """A string field holding bytes that are not UTF-8 was written as Python's repr (``b'bad\\xff'``), which a
+    real string of that text also writes: the two could not be told apart (QA). Now the cell is the bytes."""
+    path = tmp_path / "text.bag"
+    texts = [b"ok", b"bad\xff", b"b'bad\\xff'", "caf\u00e9".encode()]
+    with fastbag.Writer(path, compression="none") as w:
+        conn = w.add_connection("/text", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+        for k, text in enumerate(texts):
+            w.write(conn, 10**18 + k, ros_string(text))
+    result = fastbag.export(path, tmp_path / "out", "csv")
+    lines = Path(result.files["/text"]).read_bytes().splitlines()
+    assert lines[1:] == [f"{10**18 + k},".encode() + text for k, text in enumerate(texts)]
+    with pytest.raises(UnicodeDecodeError):
+        pd.read_csv(result.files["/text"])
+    frame = pd.read_csv(result.files["/text"], encoding_errors="surrogateescape", dtype=object)  # (README)
+    assert [v.encode("utf-8", "surrogateescape") for v in frame["data"]] == texts
+    assert pd.read_csv(result.files["/text"], encoding_errors="replace")["data"][1] == "bad\ufffd"
 
 
 def nan_equal(got, want):
