@@ -402,6 +402,27 @@ def test_collate_batch_types_follow_the_message_type():
         assert isinstance(batch["mag"], np.ndarray) and batch["mag"]["magnetic_field"]["x"].shape == (4,)
 
 
+def test_collate_rows_with_text_in_an_array_of_structs_are_one_structured_array():
+    """A TFMessage row holds its text inside the structs of ``transforms``: it collated as a dict of a dozen
+    tensors and lists of lists (QA), where a row holding text is one structured array (README), or a list
+    of the rows where their counts differ. Without tensors (no torch), the rows' common dtype came from
+    np.result_type, whose promotion of an array of structs keeps its old size: the stacked rows overlapped."""
+    def tf_row(count: int, frame: str) -> np.void:
+        row = np.zeros((), dtype=[("transforms", [("header", [("seq", "<u4"), ("frame_id", f"<U{len(frame)}")]),
+                                                  ("x", "<f8")], (count,))])
+        row["transforms"]["header"]["frame_id"] = frame
+        row["transforms"]["x"] = np.arange(count)
+        return row[()]
+
+    for tensors in (True, False):  # (True: the path with torch, whether or not it is installed)
+        batch = fastbag.collate([tf_row(2, "map"), tf_row(2, "odom")], tensors=tensors)
+        assert isinstance(batch, np.ndarray) and batch.shape == (2,)
+        assert batch["transforms"]["header"]["frame_id"].tolist() == [["map", "map"], ["odom", "odom"]]
+        assert batch["transforms"]["x"].tolist() == [[0, 1], [0, 1]]
+        rows = [tf_row(1, "map"), tf_row(2, "map")]
+        assert fastbag.collate(rows, tensors=tensors) == rows
+
+
 def test_dataloader_with_two_workers_yields_what_one_process_does(bags):
     torch = pytest.importorskip("torch", reason="torch is not installed: the DataLoader path is untested here")
     topics = {name: s[0] for name, s in STREAMS.items()}

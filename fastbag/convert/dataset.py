@@ -372,7 +372,7 @@ def _collate(values: list[Any], tensors: bool) -> Any:
         if tensors and (first.dtype.kind in "US" or first.dtype.names and not _has_text(first.dtype)):
             return _columns(arrays)
         if all(a.shape == arrays[0].shape for a in arrays):
-            dtype = np.result_type(*(a.dtype for a in arrays))
+            dtype = _common_dtype([a.dtype for a in arrays])
             return _stack([a.astype(dtype, copy=False) for a in arrays], tensors)
         return [_stack([a], tensors)[0] for a in arrays] if tensors and not first.dtype.names else values
     if isinstance(first, (int, float, np.integer, np.floating)) and not isinstance(first, bool) and \
@@ -381,12 +381,27 @@ def _collate(values: list[Any], tensors: bool) -> Any:
     return values
 
 
+def _common_dtype(dtypes: list[np.dtype]) -> np.dtype:
+    """The dtype that each of ``dtypes`` (one message type's, string widths apart) casts to losing nothing:
+    its strings as wide as the widest, packed. (Not ``np.result_type``: NumPy 2.4's promotion of a field that
+    is an array of structs keeps that array's old size, so widening a string inside it (TFMessage's
+    ``transforms``) made rows that overlap, and stacking into them corrupted values.)"""
+    first = dtypes[0]
+    if first.subdtype is not None:
+        return np.dtype((_common_dtype([d.subdtype[0] for d in dtypes]), first.subdtype[1]))
+    if first.names:
+        return np.dtype([(name, _common_dtype([d[name] for d in dtypes])) for name in first.names])
+    return np.result_type(*dtypes)
+
+
 def _has_text(dtype: np.dtype) -> bool:
-    """Whether a (structured) dtype holds text anywhere."""
+    """Whether a (structured) dtype holds text anywhere: in its fields, and in the elements of its arrays
+    (a TFMessage row: its text is in the structs of ``transforms``)."""
+    if dtype.subdtype is not None:
+        return _has_text(dtype.subdtype[0])
     if dtype.names:
         return any(_has_text(dtype[name]) for name in dtype.names)
-    base = dtype.subdtype[0] if dtype.subdtype is not None else dtype
-    return base.kind in "USO"
+    return dtype.kind in "USO"
 
 
 def _kinds(dtype: np.dtype, shapes: bool) -> Any:
