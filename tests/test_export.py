@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import errno
 import os
 import re
 from pathlib import Path
@@ -382,6 +383,21 @@ def test_an_unwritable_folder_is_said_once_and_a_stale_file_is_named(tmp_path, c
     (out / "broken.parquet").write_bytes(b"an earlier export's file")
     result = fastbag.export(path, out, topics=["/broken"])
     assert "broken.parquet is an earlier export's, left as it was" in result.skipped["/broken"]
+
+
+def test_an_export_folder_that_cannot_be_made_is_said_as_one_it_cannot_write_into(tmp_path, capsys, monkeypatch):
+    """A missing folder under a read-only mount said only ``[Errno 30] Read-only file system: 'ro/sub'`` (QA)."""
+    path = write_bag_with_a_broken_topic(tmp_path / "demo.bag")
+    out = tmp_path / "ro" / "sub"
+
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "mkdir", read_only)
+        assert main(["export", str(path), str(out), "--no-progress"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"fastbag: [Errno 30] cannot make the export folder: Read-only file system: '{out}'"]
 
 
 def test_parquet_ready_strips_field_less_structs_inside_lists(tmp_path):

@@ -228,7 +228,10 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
                                      str(out))
         total = sum(reading.count(opened, t) for t in wanted)  # (the time bounds checked before writing)
         created = not out.exists()
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # (said as a folder it cannot write into is: mkdir names only the path)
+            raise OSError(exc.errno, f"cannot make the export folder: {exc.strerror}", str(out)) from None
         try:
             _check_writable(out)
         except OSError:
