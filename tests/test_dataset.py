@@ -224,6 +224,39 @@ def test_bad_arguments(bags):
         sorted(str(p) for p in path.parent.glob("run*.bag"))
 
 
+def test_errors_skip_passes_over_bags_that_cannot_be_read_or_lack_a_topic(bags, tmp_path):
+    """One bag of a fleet lacking a topic, or an empty file a crashed recorder left, aborted the whole dataset
+    (QA); with errors="skip", as fastbag.dask takes it, each is passed over with a warning naming it."""
+    topics = {name: s[0] for name, s in STREAMS.items()}
+    no_imu = tmp_path / "no_imu.bag"
+    with fastbag.open(bags[0][0]) as source, fastbag.Writer(no_imu) as writer:
+        conns = {}
+        for m in source.messages(topics=["/points", "/camera/image_raw"], raw=True):
+            c = m.connection
+            if c.id not in conns:
+                conns[c.id] = writer.add_connection(c.topic, c.msgtype, c.definition, c.md5sum)
+            writer.write(conns[c.id], m.time, bytes(m.data))
+    empty = tmp_path / "crashed.bag"
+    empty.write_bytes(b"")
+    paths = [bags[0][0], no_imu, empty, bags[1][0]]
+    with pytest.raises(fastbag.NotFoundError, match="/imu"):
+        fastbag.SyncedDataset(paths, topics, anchor="cloud")
+    with pytest.warns(fastbag.FastbagWarning) as said:
+        ds = fastbag.SyncedDataset(paths, topics, anchor="cloud", errors="skip")
+    assert [str(w.message).split(":")[0] for w in said] == [f"SyncedDataset passed over {no_imu}",
+                                                            f"SyncedDataset passed over {empty}"]
+    assert "/imu" in str(said[0].message)
+    good = fastbag.SyncedDataset([bags[0][0], bags[1][0]], topics, anchor="cloud")
+    assert ds.paths == good.paths and len(ds) == len(good) > 0
+    for i in (0, len(ds) // 2, -1):
+        assert ds.sample_bag(i) == good.sample_bag(i) and ds[i]["times"] == good[i]["times"]
+        assert np.array_equal(ds[i]["cloud"], good[i]["cloud"]) and np.array_equal(ds[i]["imu"], good[i]["imu"])
+    with pytest.warns(fastbag.FastbagWarning), pytest.raises(fastbag.FastbagError, match="none of the 2 bags"):
+        fastbag.SyncedDataset([no_imu, empty], topics, anchor="cloud", errors="skip")
+    with pytest.raises(ValueError, match="errors is 'raise' or 'skip'"):
+        fastbag.SyncedDataset(paths, topics, anchor="cloud", errors="ignore")
+
+
 def test_an_empty_dataset_says_why(bags):
     topics = {name: s[0] for name, s in STREAMS.items()}
     ds = fastbag.SyncedDataset([p for p, _ in bags], topics, anchor="cloud", tolerance=1e-9)

@@ -19,6 +19,7 @@ import functools
 import numbers
 import operator
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ import numpy as np
 
 from ..bag import Bag
 from ..bag import open as open_bag
+from ..errors import FastbagError, FastbagWarning
 from ..msg.sensors import image, pointcloud
 from .arguments import check_open_options, expand_paths
 
@@ -87,7 +89,10 @@ class SyncedDataset:
     seconds, finite and >= 0, a window's finite and > 0, both under
     MAX_SECONDS (TypeError or ValueError naming the argument otherwise);
     ``"time"`` and ``"times"`` cannot name topics (a sample's keys);
-    ``open_options`` go to :func:`fastbag.open`. ``ds[i]`` takes an integer (NumPy's too; TypeError for a
+    ``open_options`` go to :func:`fastbag.open`. ``errors="skip"`` passes
+    over a bag that cannot be opened or lacks one of the topics (a
+    FastbagWarning names it and why; a FastbagError if no bag is left),
+    ``"raise"`` (the default) raises its error. ``ds[i]`` takes an integer (NumPy's too; TypeError for a
     bool or a float), negative from the end; on an empty dataset its
     IndexError says why no anchor was kept.
 
@@ -106,7 +111,7 @@ class SyncedDataset:
 
     def __init__(self, paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topics: Mapping[str, str],
                  anchor: str, *, tolerance: float = 0.05, stamp: str = "receive",
-                 windows: Mapping[str, float] | None = None, match: str = "nearest",
+                 windows: Mapping[str, float] | None = None, match: str = "nearest", errors: str = "raise",
                  **open_options: Any) -> None:
         self.paths = expand_paths(paths)
         if not isinstance(topics, Mapping):
@@ -138,12 +143,37 @@ class SyncedDataset:
             raise ValueError(f"stamp must be 'receive' or 'header', not {stamp!r}")
         if match not in ("nearest", "asof"):
             raise ValueError(f"match must be 'nearest' or 'asof', not {match!r}")
+        if errors not in ("raise", "skip"):
+            raise ValueError(f"errors is 'raise' or 'skip', not {errors!r}")
         self._bags: dict[int, Bag] = {}
         self._pid = os.getpid()
-        self._samples = [self._index_bag(b) for b in range(len(self.paths))]
+        self._samples = self._index_bags(errors)
         self._starts = np.concatenate(([0], np.cumsum([s.anchor.size for s in self._samples]))).astype(np.int64)
 
     # -- building the index ------------------------------------------------------
+    def _index_bags(self, errors: str) -> list[_BagSamples]:
+        """Every bag's samples; with ``errors="skip"``, the bags that cannot be read (or lack a topic) are
+        passed over, each named in a warning, and left out of :attr:`paths`."""
+        samples, kept = [], []
+        for b, path in enumerate(self.paths):
+            try:
+                samples.append(self._index_bag(b))
+            except (FastbagError, OSError) as exc:
+                if errors == "raise":
+                    raise
+                bag = self._bags.pop(b, None)
+                if bag is not None:
+                    bag.close()
+                warnings.warn(FastbagWarning(f"SyncedDataset passed over {path}: {exc}"), stacklevel=3)
+                continue
+            kept.append(b)
+        if self.paths and not kept:
+            raise FastbagError(f"SyncedDataset: none of the {len(self.paths)} bags could be read with every topic "
+                               "(the warnings say why)")
+        self._bags = {k: self._bags[b] for k, b in enumerate(kept) if b in self._bags}
+        self.paths = [self.paths[b] for b in kept]
+        return samples
+
     def _topic(self, bag: Bag, topic: str) -> _Topic:
         if self.stamp == "receive":
             times = bag.topic_times(topic)  # in read order: ascending
