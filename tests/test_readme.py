@@ -1456,7 +1456,7 @@ def test_rosbag_block_gives_what_rosbag_gives():
     gives the same (bag.version, which differs, is not in it: see test_rosbag_version_spelling)."""
     rosbag = _classic()
     rospy = need_module("rospy")
-    blk = block("Code written for rosbag", 0, 'with fastbag.open("run.bag") as bag:')
+    blk = block("Code written for rosbag", 0, 'with fastbag.open("run.bag", "r") as bag:')
     path = need(IMU_SMALL)
     subs = [('"run.bag"', repr(path)), ('"/imu"', '"/sensor/Imu"')]
     ours = Run(blk, subs, {"rospy": rospy})
