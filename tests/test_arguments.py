@@ -313,3 +313,12 @@ def test_topics_of_one_type_decode_together_and_a_damaged_one_is_named_alone(tmp
             assert not said and len(builders) == batches, (len(builders), batches)  # one decode a batch
         else:
             assert len(said) == 1 and said[0].startswith("messages of /t7 cannot be decoded"), said
+
+
+def test_an_empty_topic_list_selects_no_topic_and_an_empty_connection_list_every_one(strings_bag):
+    """As documented in Bag.messages: fastbag's ``topics=[]`` selects nothing; rosbags' ``connections=[]`` and
+    rospy's ``read_messages(topics=[])`` select every connection, as those libraries do (QA asked why)."""
+    with fastbag.open(strings_bag) as bag:
+        assert list(bag.messages(topics=[])) == [] and len(bag.read("/good", start=T0)) == 20
+        assert len(list(bag.messages(connections=[], raw=True))) == 40
+        assert len(list(bag.read_messages(topics=[]))) == 40
