@@ -17,6 +17,7 @@ import functools
 import heapq
 import inspect
 import io
+import math
 import operator
 import os
 import threading
@@ -2039,12 +2040,14 @@ def parse_step(step: int | str) -> tuple[int, bool]:
         try:
             value = float(number)
         except ValueError:
-            value = -1.0
+            value = math.nan
         if unit in _UNITS and 0 < value < 1e18:  # not inf, not nan
             return max(1, int(value * _UNITS[unit])), True
         if not unit and value > 0:  # "10000": messages or bytes? An int says messages, a unit bytes.
             raise ValueError(f"step {step!r} has no unit: pass an int for messages ({int(value)}) or a size with "
                              f"its unit ('{number} B', '{number} MB')")
+        if (unit in _UNITS or not unit) and value <= 0:
+            raise ValueError(f"step must be at least 1 message or 1 B, not {step!r}")
     raise ValueError(f"step must be a number of messages or a size like '256 MB', not {step!r}")
 
 

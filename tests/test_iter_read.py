@@ -143,6 +143,13 @@ def test_bad_step(step):
         parse_step(step)
 
 
+@pytest.mark.parametrize("step", ["0", "0 MB", "-5 MB", "0.0kb", "-1"])
+def test_a_step_of_no_size_says_at_least_one(step):
+    """"0 MB" met the generic "a number of messages or a size" error, which did not say what was wrong (QA)."""
+    with pytest.raises(ValueError, match=f"step must be at least 1 message or 1 B, not '{step}'"):
+        parse_step(step)
+
+
 def test_a_step_without_unit_says_which_to_choose():
     """"10000" was 10,000 bytes while 10000 is 10,000 messages: a string now needs its unit."""
     with pytest.raises(ValueError, match=r"no unit: pass an int for messages \(10000\) or a size with its unit"):
