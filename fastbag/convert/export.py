@@ -181,10 +181,11 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
     (``json.loads`` reads them; strict JSON parsers need their NaN option),
     strings that are not UTF-8 with their bytes as ``\\udcXX`` escapes
     (``s.encode("utf-8", "surrogateescape")`` gives them back). A string cell
-    that is not UTF-8 is written as its bytes, so such a file is not all
-    UTF-8: ``pandas.read_csv`` reads it with ``encoding_errors="replace"``, or
-    with ``encoding_errors="surrogateescape", dtype=object`` keeping them (the
-    same ``encode`` gives the bytes back).
+    that is not UTF-8 (``to_pandas`` keeps it as ``bytes``) is Python's bytes
+    literal, ``b'caf\\xe9'``, as pandas writes bytes, and
+    :func:`ast.literal_eval` gives the bytes back: the file stays UTF-8, so
+    any CSV reader takes it (a real string spelling such a literal reads the
+    same: Parquet and NPZ keep the two apart).
 
     NPZ keys depend on the message type only: every leaf by its dotted path
     (``pose.pose.position.x``; a fixed array ``T[k]`` of numbers is one
@@ -473,9 +474,6 @@ def _write_csv(bag: Bag, topic: str, path: Path, reading: _Reading, bar: Any, co
                 if isinstance(frame[name].dtype, pd.ArrowDtype):
                     frame[name] = [cell for chunk in frame[name].array.__arrow_array__().chunks
                                    for cell in json_cells(chunk)]
-                elif frame[name].dtype == object:  # strings, some not UTF-8 (bytes): written as their bytes
-                    frame[name] = pd.Series([v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else v
-                                             for v in frame[name].tolist()], dtype=object, index=frame.index)
             # the receive time (int ns) first, as the index: inserting a column into a wide frame copies
             # every block (pandas warns of it)
             frame.index = pd.Index(part.time, name=time_column(part))
@@ -501,8 +499,7 @@ def _csv_stream(path: Path, compression: str) -> Iterator[io.TextIOWrapper]:
             import zstandard  # an optional package: checked by export() before anything is written
 
             raw = stack.enter_context(zstandard.ZstdCompressor().stream_writer(raw, closefd=False))
-        # (surrogateescape: a string that is not UTF-8 goes in as the bytes it is; valid text has no surrogates)
-        yield stack.enter_context(io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline=""))
+        yield stack.enter_context(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
 
 
 #: The text of every int8 and uint8 value, at the value + 128.
