@@ -261,6 +261,48 @@ def rosbags_recording(folder: Path, storage: str, mode: str | None, count: int =
             writer.write(imu, ns, store.serialize_cdr(msg, "sensor_msgs/msg/Imu"))
 
 
+@pytest.mark.parametrize("storage, mode", [("sqlite3", None), ("sqlite3", "MESSAGE"), ("mcap", None)])
+def test_a_topic_of_two_qos_rows_in_one_file_reads_as_rosbags_reads_it(tmp_path, storage, mode):
+    """rosbags' writer stores a topic's two publishers of other QoS as two rows of the ``topics`` table (two
+    MCAP channels). fastbag merged the rows into one connection whose chunks asked SQLite for one topic id's
+    rows: "holds 5 rows where 10 were indexed ... the file is damaged", nothing readable (QA). Each row is a
+    connection now, as each channel is; the topic reads whole, in order, equal to rosbags'."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_JAZZY)
+    string = store.types["std_msgs/msg/String"]
+    best_effort = Qos(QosHistory.KEEP_LAST, 5, QosReliability.BEST_EFFORT, QosDurability.VOLATILE, QosTime(0, 0),
+                      QosTime(0, 0), QosLiveliness.AUTOMATIC, QosTime(0, 0), False)
+    folder = tmp_path / "two_rows"
+    writer = Writer(folder, version=9, storage_plugin=StoragePlugin[storage.upper()])
+    if mode is not None:
+        writer.set_compression(CompressionMode[mode], CompressionFormat.ZSTD)
+    with writer:
+        reliable = writer.add_connection("/chatter", "std_msgs/msg/String", typestore=store)
+        other = writer.add_connection("/chatter", "std_msgs/msg/String", typestore=store,
+                                      offered_qos_profiles=[best_effort])
+        for i in range(10):
+            writer.write(other if i % 2 else reliable, 1000 + i,
+                         store.serialize_cdr(string(data=f"m{i}"), "std_msgs/msg/String"))
+    if storage == "sqlite3":
+        rows = sqlite3.connect(f"file:{folder / 'two_rows.db3'}?mode=ro", uri=True).execute(
+            "SELECT count(*) FROM topics WHERE name = '/chatter'").fetchone()
+        assert rows == (2,)
+    with AnyReader([folder]) as reader:
+        theirs = [(t, reader.deserialize(raw, c.msgtype).data) for c, t, raw in reader.messages()]
+    with fastbag.open(folder) as bag:
+        connections = bag.topics["/chatter"].connections
+        assert [c.msgcount for c in connections] == [5, 5]
+        assert ["best_effort" in c.offered_qos_profiles for c in connections] == [False, True]
+        arr = bag.read("/chatter")
+        assert list(zip(arr.time.tolist(), arr["data"].tolist())) == theirs
+        assert [(m.time, m.msg.data) for m in bag.messages()] == theirs == [(1000 + i, f"m{i}") for i in range(10)]
+        assert [m.msg.data for m in bag.messages(connections=[connections[1]])] == [f"m{i}" for i in range(1, 10, 2)]
+
+
 def test_one_recording_in_every_storage_looks_the_same(tmp_path):
     """The same recording in sqlite3 and MCAP storage, plain and compressed, through everything that is not about
     its storage. A directory of one MCAP file was read as a bare MCAP file ("MCAP" version "0") and lost the type

@@ -328,9 +328,11 @@ class Rosbag2Reader(LazyIndexContainer):
     # -- the index ------------------------------------------------------------------
     def _read_topics(self, definitions: Mapping[str, str], problems: list[str]) -> None:
         """Connections from every file's ``topics`` table (matched across files by name, type and format),
-        with their definitions; a file whose tables cannot be read is left out, unless all are."""
+        with their definitions; a file whose tables cannot be read is left out, unless all are. Rows of one
+        file with the same name, type and format (rosbags' writer stores a topic's publishers of other QoS
+        so) are connections of their own, each matched to the same one of every other file."""
         connections: list[Connection] = []
-        by_key: dict[tuple[str, str, str], int] = {}
+        by_key: dict[tuple[str, str, str, int], int] = {}
         stored: dict[str, tuple[str, str]] = {}   # type -> (encoding, text) from message_definitions
         self._per_file: list[tuple[int, list, list[int]]] = []  # (file, its topics, their connection ranks)
         failed: list[FastbagError] = []
@@ -343,8 +345,11 @@ class Rosbag2Reader(LazyIndexContainer):
                 problems.append(str(exc))
                 continue
             ranks = []
+            in_file: dict[tuple[str, str, str], int] = {}  # rows of each name, type and format so far
             for topic in topics:
-                key = (topic.name, topic.type, topic.serialization_format)
+                same = (topic.name, topic.type, topic.serialization_format)
+                in_file[same] = in_file.get(same, 0) + 1
+                key = same + (in_file[same],)
                 if key not in by_key:
                     by_key[key] = len(connections)
                     connections.append(Connection(len(connections), topic.name, topic.type, NO_MD5, "",
