@@ -185,6 +185,41 @@ def test_humble_bags_get_shipped_definitions_and_unknown_types_stay_raw():
         assert bag.topics["/test_msg_strings"].connections[0].definition == "string string_value\n"
 
 
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_an_empty_stored_definition_is_a_type_without_fields_and_rosbag2s_lost_one_is_none(tmp_path, storage):
+    """An empty ``.msg`` is stored as the empty text in ``ros2msg`` (rosbags' writer; MCAP: an empty schema).
+    sqlite3 storage read it as "no definition stored": the topic did not decode (QA), where MCAP read it.
+    rosbag2 writes a type it could not find as encoding "" and no text: that one stays without a definition."""
+    import sqlite3
+
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import get_types_from_msg
+
+    store = get_typestore(Stores.ROS2_JAZZY)
+    store.register(get_types_from_msg("", "qa_msgs/msg/Nothing"))
+    folder = tmp_path / "empty"
+    with Writer(folder, version=9, storage_plugin=StoragePlugin[storage.upper()]) as writer:
+        empty = writer.add_connection("/empty", "qa_msgs/msg/Nothing", typestore=store)
+        nothing = store.serialize_cdr(store.types["qa_msgs/msg/Nothing"](), "qa_msgs/msg/Nothing")
+        for k in range(3):
+            writer.write(empty, 1000 + k, nothing)
+    with open_quietly(folder) as bag:
+        assert bag.topics["/empty"].connections[0].schema_encoding == "ros2msg"
+        arr = bag.read("/empty")
+        assert arr.time.tolist() == [1000, 1001, 1002] and arr.fields == []
+        assert [m.msg._fields for m in bag.messages()] == [(), (), ()]
+    if storage == "sqlite3":  # as rosbag2 writes a type it could not find
+        db = next(folder.glob("*.db3"))
+        con = sqlite3.connect(db)
+        con.execute("UPDATE message_definitions SET encoding = '' WHERE topic_type = 'qa_msgs/msg/Nothing'")
+        con.commit()
+        con.close()
+        with open_quietly(folder) as bag:
+            assert bag.topics["/empty"].connections[0].schema_encoding == ""
+            with pytest.raises(DecodeError, match="qa_msgs/msg/Nothing"):
+                bag.read("/empty")
+
+
 def _tables(path: Path) -> set[str]:
     import sqlite3
 

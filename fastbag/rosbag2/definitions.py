@@ -137,6 +137,13 @@ def service_event(msgtype: str, srv: str, find: Callable[[str, str], str | None]
     return compose(f"{pkg}/{event}", lambda p, n: own.get((p, n)) or find(p, n))
 
 
+def stores_definition(encoding: str, text: str) -> bool:
+    """Whether a ``message_definitions`` row holds a definition: text, or none in a known encoding (an empty
+    ``.msg``, as rosbags writes one). rosbag2 writes a type it could not find as ``("", "")`` (some versions
+    ``"unknown"``): no definition, where an empty text would read as a type without fields."""
+    return bool(text.strip()) or encoding in ("ros2msg", "ros2idl")
+
+
 def resolve_definition(msgtype: str, stored: Mapping[str, tuple[str, str]],
                        definitions: Mapping[str, str]) -> tuple[str, str, str]:
     """``(schema encoding, composed text, note)`` of ``msgtype``; ``("", "", "")`` when no definition is found.
@@ -156,7 +163,7 @@ def resolve_definition(msgtype: str, stored: Mapping[str, tuple[str, str]],
         found = user.get((pkg, name))
         return found if found is not None else shipped(pkg, "msg", name)
 
-    if msgtype in stored and stored[msgtype][1].strip() and split_type(msgtype)[::2] not in user:
+    if msgtype in stored and stores_definition(*stored[msgtype]) and split_type(msgtype)[::2] not in user:
         encoding, text = stored[msgtype]
         missing = missing_type(msgtype, text) if encoding == "ros2msg" else None
         if missing is None:

@@ -62,7 +62,7 @@ from ..io.source import Source
 from ..io.startup import by_kernel
 from ..msg.msgdef import EMPTY_MD5
 from .compression import FrameError, decompress_frames, file_compression
-from .definitions import resolve_definition
+from .definitions import resolve_definition, stores_definition
 from .metadata import BagMetadata, parse_metadata, read_metadata
 from .sqlite import NUMPY_UP_TO, Db3
 
@@ -339,7 +339,7 @@ class Rosbag2Reader(LazyIndexContainer):
         for k, db in enumerate(self.files):
             try:
                 topics = db.topics()
-                stored.update((t, d) for t, d in db.definitions().items() if d[1].strip() and t not in stored)
+                stored.update((t, d) for t, d in db.definitions().items() if stores_definition(*d) and t not in stored)
             except FastbagError as exc:
                 failed.append(exc)
                 problems.append(str(exc))
