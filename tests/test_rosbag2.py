@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import sqlite3
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -301,6 +302,42 @@ def test_a_topic_of_two_qos_rows_in_one_file_reads_as_rosbags_reads_it(tmp_path,
         assert list(zip(arr.time.tolist(), arr["data"].tolist())) == theirs
         assert [(m.time, m.msg.data) for m in bag.messages()] == theirs == [(1000 + i, f"m{i}") for i in range(10)]
         assert [m.msg.data for m in bag.messages(connections=[connections[1]])] == [f"m{i}" for i in range(1, 10, 2)]
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_a_decompressed_copy_goes_with_its_bag_even_unclosed_and_never_from_a_forked_child(tmp_path, storage):
+    """A .mcap.zstd or .db3.zstd recording is decompressed into /tmp/fastbag-*, removed by close() only: a bag
+    never closed (a notebook's, a script's) left a whole recording behind each time (QA). The folder now also
+    goes when the bag is collected, or when the interpreter exits; a forked child (a DataLoader worker)
+    dropping its copy of the bag leaves the parent's files alone."""
+    import gc
+    import subprocess
+    import sys
+
+    folder = tmp_path / "rec"
+    rosbags_recording(folder, storage, "FILE")
+
+    def scratch(bag):
+        files = bag._container.files if storage == "sqlite3" else [bag._container]
+        return Path(files[0]._scratch.path)
+
+    bag = fastbag.open(folder)
+    kept = scratch(bag)
+    assert kept.is_dir() and len(bag.read("/imu")) == 20  # (a small .db3.zstd is read in memory: empty)
+    pid = os.fork()
+    if pid == 0:  # the child drops the bag it inherited, collects it, and exits as a worker does
+        del bag
+        gc.collect()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert kept.is_dir() and len(bag.read("/imu")) == 20
+    del bag
+    gc.collect()
+    assert not kept.exists()
+    code = ("import fastbag, sys; bag = fastbag.open(sys.argv[1]); bag.read('/imu'); "
+            "print([f._scratch.path for f in getattr(bag._container, 'files', [bag._container])][0])")
+    left = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, check=True)
+    assert left.stdout.strip().startswith(tempfile.gettempdir()) and not Path(left.stdout.strip()).exists()
 
 
 def test_one_recording_in_every_storage_looks_the_same(tmp_path):

@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -45,6 +43,7 @@ from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.codecs import ZSTD_MAGIC
 from ..io.gather import le_uint, rows
 from ..io.prefix import Reach
+from ..io.scratch import ScratchFolder
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
 from ..mcap.records import MAGIC, MESSAGE_FIXED, Channel, Opcode, Schema, record_end
 from .compression import FrameError, decompress_file, decompress_frames, file_compression
@@ -147,7 +146,7 @@ class McapStorage(LazyIndexContainer):
         taken over rather than opened again."""
         self.bag_metadata = metadata
         self.parts: list[McapReader] = []
-        self._temp_dir: str | None = None
+        self._scratch: ScratchFolder | None = None  # decompressed .mcap.zstd files, removed on close
         self._problems: list[str] = []
         self._index: BagIndex | None = None
         path = os.fspath(path)
@@ -209,10 +208,10 @@ class McapStorage(LazyIndexContainer):
 
     def _decompressed(self, full: str) -> McapReader:
         """A ``.mcap.zstd`` decompressed (bounded) to a temporary file, opened; errors name ``full``."""
-        if self._temp_dir is None:
-            self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
+        if self._scratch is None:
+            self._scratch = ScratchFolder(self)
         # Named after the user's file: errors met while reading (which name the file read) still say which.
-        spill = os.path.join(self._temp_dir, f"{len(self.parts)}-{os.path.basename(full).removesuffix('.zstd')}")
+        spill = os.path.join(self._scratch.path, f"{len(self.parts)}-{os.path.basename(full).removesuffix('.zstd')}")
         memory = decompress_file(full, spill)
         if memory is not None:  # small: written out all the same, the MCAP reader maps a file
             with open(spill, "wb") as out:
@@ -455,9 +454,9 @@ class McapStorage(LazyIndexContainer):
             part.close()
         if getattr(self, "source", None) is not None:
             self.source.close()
-        if self._temp_dir is not None:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
-            self._temp_dir = None
+        if self._scratch is not None:
+            self._scratch.remove()
+            self._scratch = None
 
 
 class _PartStore(ChunkStore):

@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import sqlite3
-import tempfile
 import threading
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,7 @@ import numpy as np
 
 from ..errors import BagFormatError
 from ..io.forks import reset_in_children
+from ..io.scratch import ScratchFolder
 from ..io.source import Source
 from ..io.startup import by_kernel
 from .compression import decompress_file
@@ -126,7 +126,7 @@ class Db3:
         self._lock = threading.Lock()
         self._connections: dict[int, sqlite3.Connection] = {}
         self._memory: bytes | None = None     # a decompressed .db3.zstd kept in memory
-        self._temp_dir: str | None = None      # a decompressed or copied file, removed on close
+        self._scratch: ScratchFolder | None = None  # a decompressed or copied file, removed on close
         self._source: Source | None = None     # the file's mapping, for reading its pages (see rows)
         self._pages: TablePages | None = None  # where each row and blob lies, when the pages were read
         self._topic_pages: dict[int, TablePages] = {}  # where some topics' rows lie (topic_rows), by topic id
@@ -138,8 +138,8 @@ class Db3:
         self._database = path  # the database file an immutable URI names: this one, or its decompressed copy
         try:
             if compressed:
-                self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
-                spill = self._database = os.path.join(self._temp_dir, "storage.db3")
+                self._scratch = ScratchFolder(self)
+                spill = self._database = os.path.join(self._scratch.path, "storage.db3")
                 memory = decompress_file(path, spill)
                 if memory is not None and not memory.startswith(SQLITE_MAGIC):
                     raise BagFormatError("zstd-compressed storage file does not hold an SQLite database "
@@ -157,7 +157,7 @@ class Db3:
             try:
                 self._check_readable()
             except BagFormatError:
-                if self._uri is None or "immutable=1" in self._uri or self._temp_dir is not None:
+                if self._uri is None or "immutable=1" in self._uri or self._scratch is not None:
                     raise
                 # The writer's -shm could not serve a read-only reader (stale, from a recorder killed):
                 # read a private copy of the database and its log instead.
@@ -188,8 +188,8 @@ class Db3:
 
     def _private_copy(self, path: str) -> str:
         """The URI of a copy of the database and its write-ahead log in a temporary folder."""
-        self._temp_dir = tempfile.mkdtemp(prefix="fastbag-")
-        copy = os.path.join(self._temp_dir, "storage.db3")
+        self._scratch = ScratchFolder(self)
+        copy = os.path.join(self._scratch.path, "storage.db3")
         shutil.copyfile(path, copy)
         shutil.copyfile(path + "-wal", copy + "-wal")
         return self._uri_of(copy, immutable=False)
@@ -593,11 +593,10 @@ class Db3:
         return data
 
     def _after_fork(self) -> None:
-        # SQLite connections must not cross a fork: the child opens its own. The temporary copy is the
-        # parent's to remove.
+        # SQLite connections must not cross a fork: the child opens its own. (The temporary copy stays the
+        # parent's to remove: see ScratchFolder.)
         self._lock = threading.Lock()
         self._connections = {}
-        self._temp_dir = None
 
     def close(self) -> None:
         """Close every connection and remove temporary copies."""
@@ -611,6 +610,6 @@ class Db3:
             self._source.close()
             self._source = None
         self._memory = None
-        if self._temp_dir is not None:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
-            self._temp_dir = None
+        if self._scratch is not None:
+            self._scratch.remove()
+            self._scratch = None

@@ -1,0 +1,35 @@
+"""Temporary folders of readers: a decompressed storage file (``.db3.zstd``, ``.mcap.zstd``), a private copy of
+a database with its write-ahead log.
+
+A reader removes its folder when closed. One never closed (a notebook's, a
+script's that ends) must not leave a whole decompressed recording in /tmp
+each time: the folder also goes when its reader is collected, or at the
+latest when the interpreter exits. Only the process that made a folder
+removes it: a forked child (a DataLoader worker) holding the parent's
+reader leaves the parent's files alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+
+
+class ScratchFolder:
+    """A temporary folder belonging to ``owner``: removed by :meth:`remove`, or when ``owner`` is collected
+    or the interpreter exits, whichever comes first; by the process that made it only."""
+
+    def __init__(self, owner: object) -> None:
+        self.path = tempfile.mkdtemp(prefix="fastbag-")
+        self._remove = weakref.finalize(owner, _remove_folder, self.path, os.getpid())
+
+    def remove(self) -> None:
+        """Remove the folder now (once; later calls and the owner's collection do nothing)."""
+        self._remove()
+
+
+def _remove_folder(path: str, maker: int) -> None:
+    if os.getpid() == maker:
+        shutil.rmtree(path, ignore_errors=True)
