@@ -8,6 +8,7 @@ decoded values.
 
 from __future__ import annotations
 
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -18,6 +19,7 @@ import zstandard
 
 import fastbag
 from conftest import DATA
+from fastbag.cli import main
 from fastbag.errors import BagFormatError, FastbagError, FastbagWarning
 
 MCAP = DATA / "mcap"
@@ -184,18 +186,29 @@ def test_without_metadata_the_mcap_files_present_are_read_in_name_order():
         assert np.all(np.diff(bag.times("/chatter")) >= 0)
 
 
-def test_a_folder_of_unrelated_mcap_files_is_read_with_a_louder_warning(tmp_path):
-    """Files not named as one recording's splits (here two recordings of different years) still read as one,
-    as a recording in progress may, but the warning says their names are not one recording's."""
+@pytest.mark.parametrize("names", [("a.mcap", "b.mcap"), ("run_0.mcap", "run_0.mcap.zstd"),
+                                   ("run_0.mcap", "other_1.mcap"), ("x.db3", "y.db3")])
+def test_a_folder_of_files_not_one_recordings_splits_is_refused_naming_them(tmp_path, names):
+    """Without metadata.yaml, files not named as one recording's splits (NAME_0, NAME_1...: what rosbag2 writes,
+    also while recording) were read as one bag, with a warning: two recordings of different years gave a bag of
+    19,523 hours, and a file beside its .zstd copy every message twice, `fastbag info` exiting 0 (QA). They are
+    refused, as a folder of ROS1 bags is, naming the files to open alone."""
     need(WBAG)
     need(LONE_ZSTD)
-    (tmp_path / "b.mcap").write_bytes(zstandard.ZstdDecompressor().decompress(LONE_ZSTD.read_bytes()))
-    shutil.copy(sorted(WBAG.glob("*.mcap"))[0], tmp_path / "a.mcap")
-    with pytest.warns(FastbagWarning, match=r"\(a.mcap, b.mcap\); their names are not the split files of one "
-                      r"recording .*open each file alone"):
-        bag = fastbag.open(tmp_path)
-    with bag, fastbag.open(tmp_path / "a.mcap") as a, fastbag.open(tmp_path / "b.mcap") as b:
-        assert bag.message_count == a.message_count + b.message_count
+    mcap = sorted(WBAG.glob("*.mcap"))[0].read_bytes()
+    for name in names:
+        if name.endswith(".db3"):
+            (tmp_path / name).write_bytes(b"SQLite format 3\0" + bytes(100))
+        else:
+            (tmp_path / name).write_bytes(zstandard.ZstdCompressor().compress(mcap) if name.endswith(".zstd") else mcap)
+    listed = re.escape(", ".join(sorted(names)))
+    with pytest.raises(BagFormatError, match=r"no metadata.yaml, and its storage files are not the split files of one "
+                       rf"recording \(NAME_0, NAME_1...\): open each file alone \({listed}\)"):
+        fastbag.open(tmp_path)
+    assert main(["info", str(tmp_path)]) == 1
+    if not names[0].endswith(".db3"):
+        with fastbag.open(tmp_path / names[0]) as alone:
+            assert alone.message_count > 0
 
 
 def test_a_storage_file_that_is_no_mcap_is_named(tmp_path):

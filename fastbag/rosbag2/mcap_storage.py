@@ -158,7 +158,7 @@ class McapStorage(LazyIndexContainer):
         if metadata is not None:
             metadata.check_compression_format(path)
         elif os.path.isdir(path):
-            self._problems.append(no_metadata_problem([os.path.basename(f) for f in files]))
+            self._problems.append(no_metadata_problem(path, [os.path.basename(f) for f in files]))
         self._rebuilt: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # chunk position -> (offsets, new offsets)
         self._rebuilt_lock = threading.Lock()
         #: Per part: (compressed whole, as a .mcap.zstd; its bytes stored; its bytes decompressed).

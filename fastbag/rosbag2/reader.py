@@ -274,7 +274,7 @@ class Rosbag2Reader(LazyIndexContainer):
                 raise UnsupportedError(f"directory holds both sqlite3 (.db3) and MCAP (.mcap) storage files and no "
                                        "metadata.yaml to say which make the recording: open one of the files, or "
                                        f"move the others out ({path}: {', '.join(found)})")
-            problems.append(no_metadata_problem(found))
+            problems.append(no_metadata_problem(path, found))
             self._refuse_mcap(found, path)
             return [(os.path.join(path, n), _is_zstd(os.path.join(path, n), n.endswith(".zstd")))
                     for n in _natural_order(found)]
@@ -710,16 +710,20 @@ def _is_zstd(path: str, named: bool) -> bool:
     return head == ZSTD_MAGIC or (named and len(head) < 4)
 
 
-def no_metadata_problem(names: list[str]) -> str:
-    """What opening a rosbag2 directory without metadata.yaml does instead (read the storage files ``names``
-    as one recording), said louder where the names are not one recording's split files (``NAME_0``,
-    ``NAME_1``...): a folder of unrelated recordings read as one has years-long gaps and merged topics."""
-    text = ("no metadata.yaml (a recording still running, or stopped abruptly): reading the storage files "
+def no_metadata_problem(path: str, names: list[str]) -> str:
+    """What opening the rosbag2 directory ``path`` without metadata.yaml does instead: read its storage files
+    ``names`` as one recording (a recording still running writes its metadata.yaml last). BagFormatError
+    where there are several and they are not one recording's split files (``NAME_0``, ``NAME_1``...: what
+    rosbag2 writes): read as one, a folder of unrelated recordings (or a file beside its ``.zstd`` copy) gave
+    one bag of years-long gaps and topics counted twice."""
+    split = [re.fullmatch(r"(.+)_(\d+)\.(?:db3|mcap)(?:\.zstd)?", name) for name in names]
+    if len(names) > 1 and not (all(split) and len({m.group(1) for m in split if m}) == 1
+                               and len({int(m.group(2)) for m in split if m}) == len(names)):
+        raise BagFormatError("directory has no metadata.yaml, and its storage files are not the split files of "
+                             "one recording (NAME_0, NAME_1...): open each file alone "
+                             f"({', '.join(_natural_order(names))})", path=path)
+    return ("no metadata.yaml (a recording still running, or stopped abruptly): reading the storage files "
             f"present as one recording ({', '.join(_natural_order(names))})")
-    if len({re.sub(r"_\d+$", "", name.split(".")[0]) for name in names}) > 1:
-        text += ("; their names are not the split files of one recording (NAME_0, NAME_1...): open each file "
-                 "alone to read it alone")
-    return text
 
 
 def _natural_order(names: list[str]) -> list[str]:
