@@ -280,6 +280,10 @@ def _epoch_seconds(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a number of seconds since the epoch: {text!r}") from None
     if not seconds.is_finite() or seconds < 0:
         raise argparse.ArgumentTypeError(f"not a number of seconds since the epoch: {text!r}")
+    if seconds >= 1 << 32:  # past 2106, where ROS 1 time ends: nanoseconds, as the Python API takes them
+        year = 1970 + int(seconds) // 31_556_952
+        raise argparse.ArgumentTypeError(f"{text} is no time as seconds since the epoch (the year {year}); "
+                                         f"nanoseconds? then {seconds / 10**9:f}")
     return int(seconds * 10**9)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import errno
 import os
+import warnings
 import re
 from pathlib import Path
 
@@ -347,6 +348,33 @@ def test_export_between_times(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["export", str(path), str(tmp_path / "e"), "--start", "soon"])
     assert "not a number of seconds since the epoch: 'soon'" in capsys.readouterr().err
+
+
+def test_an_export_window_that_holds_nothing_is_said(tmp_path, capsys):
+    """An end before the start, nanoseconds given as seconds, or offsets into the bag (10 to 20 s, as rosbag
+    play's -s takes them) wrote empty files and exited 0 without a word (QA). The first two are refused
+    before anything is written; a window holding no message says where the bag's messages lie."""
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=1.0)
+    with fastbag.open(path) as bag:
+        start, end = bag.start_time, bag.end_time
+    with pytest.raises(ValueError, match=r"start \(20.000000000 s\) is not before end \(10.000000000 s\)"):
+        fastbag.export(path, tmp_path / "a", start=20 * 10**9, end=10 * 10**9)
+    assert not (tmp_path / "a").exists()
+    assert main(["export", str(path), str(tmp_path / "b"), "--start", "20", "--end", "10", "--no-progress"]) == 1
+    assert "is not before end" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    with pytest.raises(SystemExit):
+        main(["export", str(path), str(tmp_path / "c"), "--start", str(start)])
+    said = capsys.readouterr().err
+    assert f"{start} is no time as seconds since the epoch" in said and f"nanoseconds? then {start / 1e9:.0f}" in said
+    bag_range = rf"the bag's messages run from {start // 10**9}\.{start % 10**9:09d} to {end // 10**9}\.\d{{9}} s"
+    with pytest.warns(fastbag.FastbagWarning, match=r"no message of the 4 topics exported lies in \[start, end\) = "
+                      rf"\[10\.000000000, 20\.000000000\) s; {bag_range}"):
+        result = fastbag.export(path, tmp_path / "d", "npz", start=10 * 10**9, end=20 * 10**9)
+    assert result.messages == 0 and len(result.files) == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a window holding messages: nothing to say
+        assert fastbag.export(path, tmp_path / "e", "npz", start=start, end=end).messages > 0
 
 
 def test_file_names_do_not_depend_on_the_topics_selected(tmp_path):

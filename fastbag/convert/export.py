@@ -28,6 +28,7 @@ import lzma
 import os
 import re
 import sys
+import warnings
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -38,9 +39,9 @@ import numpy as np
 
 from ..bag import Bag, no_topic, parse_step
 from ..bag import open as open_bag
-from ..errors import FastbagError
+from ..errors import FastbagError, FastbagWarning
 from ..msg.arrays import Nested, Ragged, StructArray, field_kind
-from ..msg.messages import TimeLike
+from ..msg.messages import TimeLike, time_ns
 from .arguments import check_open_options
 from .tables import nested_child, require, time_column
 
@@ -102,6 +103,11 @@ def _unique_filenames(topics: Iterable[str], format: str) -> dict[str, str]:  # 
         taken.add(name)
         names[topic] = name
     return names
+
+
+def _seconds(ns: int) -> str:
+    """Nanoseconds since the epoch as exact seconds, as ``fastbag export --start`` takes them."""
+    return f"{'-' if ns < 0 else ''}{abs(ns) // 10**9}.{abs(ns) % 10**9:09d}"
 
 
 @dataclass(frozen=True)
@@ -197,6 +203,10 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     parse_step(step)  # one clear error before any folder or file exists (NPZ does not use it)
+    first, stop = time_ns(start, "start"), time_ns(end, "end")
+    if first is not None and stop is not None and first >= stop:
+        raise ValueError(f"start ({_seconds(first)} s) is not before end ({_seconds(stop)} s): [start, end) "
+                         "holds no time")
     reading = _Reading(step, start, end)
     check_open_options(open_options, "fastbag.export")
     if open_options and isinstance(bag, Bag):
@@ -228,6 +238,13 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
             raise NotADirectoryError(errno.ENOTDIR, "not a folder to export into: a file of that name exists",
                                      str(out))
         total = sum(reading.count(opened, t) for t in wanted)  # (the time bounds checked before writing)
+        if not total and (first is not None or stop is not None) and opened.message_count:
+            warnings.warn(FastbagWarning(
+                f"{opened.path}: no message of the {len(wanted)} topic{'s' * (len(wanted) != 1)} exported lies in "
+                f"[start, end) = [{'-' if first is None else _seconds(first)}, "
+                f"{'-' if stop is None else _seconds(stop)}) s; the bag's messages run from "
+                f"{_seconds(opened.start_time)} to {_seconds(opened.end_time)} s (since the epoch): its files hold "
+                "no rows"), stacklevel=2)
         created = not out.exists()
         try:
             out.mkdir(parents=True, exist_ok=True)
