@@ -339,14 +339,16 @@ def _check(args: argparse.Namespace) -> None:
             check_gap_factor(args.gap_factor)
         except ValueError:
             raise _UsageError(f"argument --gap-factor: must be a positive number, not {args.gap_factor}") from None
-    if getattr(args, "output", None) is not None and args.run in (_cmd_plot, _cmd_timeline):  # a misspelt suffix
-        # fails now, not after drawing
-        from .viz.plot import check_output
+    if args.run in (_cmd_plot, _cmd_timeline):  # a misspelt suffix, or no display to show on, fails now
+        from .viz.plot import check_can_show, check_output
 
         try:
-            check_output(args.output)
+            if args.output is not None:
+                check_output(args.output)
+            else:
+                check_can_show()
         except ValueError as exc:
-            raise _UsageError(f"argument -o/--output: {exc}") from None
+            raise _UsageError(f"argument -o/--output: {exc}" if args.output is not None else str(exc)) from None
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

@@ -288,6 +288,28 @@ def test_cli_plot_writes_png_svg_and_pdf(tmp_path, capsys):
     assert not (tmp_path / "x.png").exists()
 
 
+def test_cli_plot_and_timeline_without_a_display_or_messages_say_so(tmp_path, capsys, monkeypatch):
+    """Without -o and without a display (matplotlib's backend agg), plot and timeline drew nothing, wrote
+    nothing and exited 0; a topic without messages gave blank axes, exit 0 (QA). Both now fail saying why."""
+    import matplotlib.pyplot as plt
+
+    path = data_file(IMU)
+    monkeypatch.setattr(plt, "get_backend", lambda: "agg")
+    for args in (["plot", str(path), "/imu/mag"], ["timeline", str(path)]):
+        assert main(args) == 2
+        assert capsys.readouterr().err.strip() == ("fastbag: error: no window to show the plot in (matplotlib's "
+                                                   "backend is agg: no display?): write it to a file with -o "
+                                                   "FILE.png (.svg, .pdf)")
+    empty = tmp_path / "empty.bag"
+    with fastbag.Writer(empty) as writer:
+        writer.add_connection("/nothing", "std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+        other = writer.add_connection("/some", "std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+        writer.write(other, 10**9, (7).to_bytes(4, "little"))
+    assert main(["plot", str(empty), "/nothing", "-o", str(tmp_path / "x.png")]) == 2
+    assert capsys.readouterr().err.strip() == "fastbag: topic /nothing has no messages to plot"
+    assert not (tmp_path / "x.png").exists()
+
+
 def test_cli_plot_stamp_header_and_default_fields(tmp_path):
     path = data_file(IMU)
     out = tmp_path / "mag.png"

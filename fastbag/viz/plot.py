@@ -119,7 +119,10 @@ def plot_topics(bag: "Bag", selections: list[tuple[str, list[str]]], *, stamp: s
                 use_pyplot: bool = True) -> Any:
     """A figure with one panel per ``(topic, fields)`` of ``bag``, sharing the time axis (origin: the bag's
     start, or with ``stamp="header"`` the earliest first header stamp). Each topic is read whole; fields
-    as in :func:`plot_fields`."""
+    as in :func:`plot_fields`. ValueError for a topic without messages (a blank panel would say nothing)."""
+    empty = [topic for topic, _ in selections if not bag.topics[topic].message_count]
+    if empty:
+        raise ValueError(f"topic {empty[0]} has no messages to plot")
     read = {topic: bag.read(topic) for topic, _ in selections}  # a topic named twice is read once
     arrays = [(read[topic], fields) for topic, fields in selections]
     figure = new_figure(use_pyplot=use_pyplot, figsize=(10, 1.2 + 2.6 * len(arrays)), layout="constrained")
@@ -205,6 +208,22 @@ def check_output(output: str | os.PathLike[str] | None) -> None:
     if suffix not in formats:
         raise ValueError(f"cannot write {os.fspath(output)!r}: matplotlib writes no {suffix!r} images; "
                          f"suffixes: {', '.join(sorted(formats))}")
+
+
+def check_can_show() -> None:
+    """ValueError where matplotlib has no window to show a figure in (no display: its backend is ``agg`` or
+    another that only writes files), so that a plot asked for without ``-o`` says so rather than doing
+    nothing."""
+    backend = str(pyplot().get_backend()).lower()
+    try:
+        from matplotlib.backends import BackendFilter, backend_registry
+
+        writers = set(backend_registry.list_builtin(BackendFilter.NON_INTERACTIVE))
+    except ImportError:  # matplotlib before 3.9
+        writers = {"agg", "cairo", "pdf", "pgf", "ps", "svg", "template"}
+    if backend in writers:
+        raise ValueError(f"no window to show the plot in (matplotlib's backend is {backend}: no display?): write "
+                         "it to a file with -o FILE.png (.svg, .pdf)")
 
 
 def save_or_show(figure: Any, output: str | os.PathLike[str] | None) -> None:
