@@ -357,6 +357,16 @@ def test_other_representations_are_unsupported() -> None:
         _decode([b"\x0b\0" + _good()[2:]])  # ROS 1 bytes: a u32 length of 11 where the header would be
 
 
+def test_a_message_that_is_a_zstd_frame_says_it_is_compressed_per_message() -> None:
+    """A recording compressed per message where nothing read says so (a split MCAP recording without its
+    metadata.yaml, a truncated file that lost its rosbag2 metadata record) was said to be ROS 1 bytes (QA)."""
+    import zstandard
+
+    with pytest.raises(UnsupportedError, match=r"0x28b5 \(unknown\); .* only; its bytes are a zstd frame: the "
+                                               r"recording is compressed per message \(rosbag2's MESSAGE mode\)"):
+        _decode([zstandard.ZstdCompressor().compress(_good())])
+
+
 def test_mixed_byte_orders_are_a_decode_error() -> None:
     big = b"\0\0" + _good()[2:]  # the header says big-endian: its lengths then read as huge
     with pytest.raises(DecodeError, match=r"CDR_BE, unlike most of the topic's messages \(CDR_LE\)") as info:

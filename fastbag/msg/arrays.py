@@ -639,6 +639,10 @@ class OutsideWindows(Exception):
     the same messages from the mapping instead)."""
 
 
+#: A zstd frame's first two bytes as a CDR representation id: messages compressed per message, undeclared.
+ZSTD_FRAME_START = 0x28B5
+
+
 class TopicBuilder:
     """Decode runs of messages of one layout into columns, then assemble a StructArray.
 
@@ -896,9 +900,15 @@ class TopicBuilder:
             where = f"topic {self.topic}, " if self.topic is not None else ""
             # An id no CDR writer uses: the first bytes are no encapsulation header (a recorder that stored
             # ROS 1 bytes under a cdr label, say)
-            hint = "" if pos in REPRESENTATIONS else ("; its first bytes are no CDR encapsulation header: the "
-                                                      "messages may be serialized otherwise (ROS 1's format?) under "
-                                                      "a cdr label")
+            if pos == ZSTD_FRAME_START:  # b"\x28\xb5", a zstd frame's first bytes
+                hint = ("; its bytes are a zstd frame: the recording is compressed per message (rosbag2's "
+                        "MESSAGE mode) where nothing fastbag read says so (no metadata.yaml, one that says "
+                        "otherwise, or an MCAP file's rosbag2 metadata record lost to truncation)")
+            elif pos in REPRESENTATIONS:
+                hint = ""
+            else:
+                hint = ("; its first bytes are no CDR encapsulation header: the messages may be serialized otherwise "
+                        "(ROS 1's format?) under a cdr label")
             raise UnsupportedError(f"message has CDR representation id 0x{pos:04x} ({name}); fastbag decodes "
                                    f"CDR_LE and CDR_BE (XCDR1) only{hint} ({where}type {self.msgtype}, message "
                                    f"{first_index + m})")
