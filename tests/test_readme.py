@@ -1081,8 +1081,10 @@ def test_rosbag2_block(source, tmp_path):
     with humble:
         got = humble.read("b_basictypes")
     assert all(np.array_equal(got[f], expect[f]) for f in expect.fields) and np.array_equal(got.time, expect.time)
-    # "or one package (or {"pkg/Type": text})"
-    for definitions in (str(tmp_path / "my_ws" / "src" / "test_msgs"), {"test_msgs/BasicTypes": text}):
+    # "or one package (or {"pkg/Type": text})"; or its msg folder (QA: it matched nothing)
+    package = tmp_path / "my_ws" / "src" / "test_msgs"
+    assert (package / "msg").is_dir()
+    for definitions in (str(package), str(package / "msg"), {"test_msgs/BasicTypes": text}):
         with fastbag.open(convert_a, definitions=definitions) as bag:
             assert np.array_equal(bag.read("b_basictypes").int64_value, expect.int64_value)
     # a type found nowhere: read() says which and how to supply it

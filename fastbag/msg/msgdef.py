@@ -542,13 +542,15 @@ def compose_definition(msgtype: str, texts: Mapping[str, str]) -> str:
 def load_definitions(folder: str | os.PathLike[str]) -> dict[str, str]:
     """``{pkg/Type: text}`` from ``.msg`` files laid out as ``<pkg>/msg/<Type>.msg`` or ``<pkg>/<Type>.msg``
     under ``folder`` (a workspace's ``src``, say), or in ``folder`` itself being one package (its
-    ``msg/<Type>.msg`` or ``<Type>.msg``: the package is the folder's name)."""
+    ``msg/<Type>.msg`` or ``<Type>.msg``: the package is the folder's name), or one package's ``msg``
+    folder (the package is its parent's name)."""
     root = Path(folder)
     if not root.is_dir():
         raise DefinitionError(f"Definitions folder {root} does not exist.")
     texts = {}
+    above = (root.resolve().parent.name, root.resolve().name)  # a package given, or its msg folder
     for path in sorted(root.rglob("*.msg")):
-        parts = (root.resolve().name,) + path.relative_to(root).parts  # the folder's name: a package given
+        parts = above + path.relative_to(root).parts
         pkg = parts[-3] if len(parts) >= 3 and parts[-2] == "msg" else parts[-2]
         if pkg and pkg != "msg":
             texts.setdefault(f"{pkg}/{path.stem}", path.read_text(encoding="utf-8", errors="surrogateescape"))
