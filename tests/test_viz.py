@@ -32,7 +32,7 @@ from fastbag.viz.fields import series  # noqa: E402
 from fastbag.viz.plot import MAX_MARKS, plot_timeline, plot_topics  # noqa: E402
 from fastbag.viz.timeline import find_gaps  # noqa: E402
 
-from conftest import data_file  # noqa: E402
+from conftest import data_file, open_quietly  # noqa: E402
 from rosbags_fixtures import conn_spec, rows, scan_file  # noqa: E402
 
 IMU = "ros1v2/CCNYRoboticsLab__imu_tools__imu_filter_madgwick__sample__sparkfun_razor.bag"  # bz2 chunks
@@ -308,6 +308,28 @@ def test_cli_plot_and_timeline_without_a_display_or_messages_say_so(tmp_path, ca
     assert main(["plot", str(empty), "/nothing", "-o", str(tmp_path / "x.png")]) == 2
     assert capsys.readouterr().err.strip() == "fastbag: topic /nothing has no messages to plot"
     assert not (tmp_path / "x.png").exists()
+
+
+def test_default_fields_leave_out_times_and_say_where_they_stop(tmp_path):
+    """Named without fields, /odom's 13 numeric fields were cut to 12 without a word (angular.z, the yaw rate,
+    left out) in a 10-colour cycle (two lines alike), and a ROS 2 /rosout's absolute ``stamp`` flattened its
+    other lines to 0 (QA). Times are left out; a cut is said; more than 10 lines get 20 colours."""
+    from fastbag.viz.fields import numeric_fields
+    from fastbag.viz.plot import plot_fields
+
+    path = data_file("ros1v2/zaki0929__bagfiles__2018__feb13__col.bag")
+    with fastbag.open(path) as bag:
+        odom = bag.read("/odom")
+    every = numeric_fields(odom)
+    assert len(every) == 13 and every[-1] == "twist.twist.angular.z" and not any("stamp" in f for f in every)
+    with pytest.warns(fastbag.FastbagWarning, match=r"/odom: drawing the first 12 of its 13 numeric fields \(up "
+                      r"to twist.twist.angular.y\); name the fields to draw others"):
+        ax = plot_fields(odom)
+    colors = [line.get_color() for line in ax.get_lines()]
+    assert len(colors) == 12 == len(set(colors))
+    with open_quietly(data_file("db3/ros2__rosbag2__rosbag2_py__resources__talker")) as bag:
+        log = bag.read("/rosout")
+    assert "stamp" in log.fields and numeric_fields(log) == ["level", "line"]
 
 
 def test_cli_plot_stamp_header_and_default_fields(tmp_path):

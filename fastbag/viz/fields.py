@@ -148,20 +148,21 @@ def series(arr: StructArray, path: str) -> tuple[np.ndarray, str]:
     return out, label
 
 
-def numeric_fields(arr: StructArray, limit: int = 12) -> list[str]:
-    """Paths of the first ``limit`` plain numeric fields (one number per message), header excluded:
-    what ``fastbag plot`` draws for a topic named without fields."""
+def numeric_fields(arr: StructArray, limit: int | None = None) -> list[str]:
+    """Paths of the plain numeric fields (one number per message; the first ``limit``), header and times
+    excluded (a stamp's seconds since 1970 would flatten every other line to 0): what ``fastbag plot``
+    draws for a topic named without fields."""
     found: list[str] = []
 
     def walk(value: Any, prefix: str) -> None:
         for name in _names(value):
-            if len(found) >= limit or (not prefix and name == "header"):
+            if (limit is not None and len(found) >= limit) or (not prefix and name == "header"):
                 continue
             sub = value[name]
             path = f"{prefix}{name}"
             if isinstance(sub, StructArray) or isinstance(sub, np.ndarray) and sub.dtype.names and not _is_time(sub):
                 walk(sub, path + ".")
-            elif isinstance(sub, np.ndarray) and sub.ndim == 1 and (sub.dtype.kind in "biuf" or _is_time(sub)):
+            elif isinstance(sub, np.ndarray) and sub.ndim == 1 and sub.dtype.kind in "biuf":
                 found.append(path)
 
     walk(arr, "")

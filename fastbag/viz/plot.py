@@ -15,11 +15,13 @@ the first time drawn), labelled with that origin in UTC.
 from __future__ import annotations
 
 import os
+import warnings
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import FastbagWarning
 from .fields import header_stamp_ns, numeric_fields, series
 from .timeline import GAP_FACTOR, bag_timeline, density
 
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 MAX_MARKS = 2000
 #: Bins across the bag's duration for such topics.
 DENSITY_BINS = 300
+#: Fields drawn for a topic named without any (its first plain numeric ones): more would be unreadable.
+DEFAULT_LINES = 12
 #: What a receive-time or a header-stamp axis is called.
 STAMPS = {"receive": "receive time", "header": "header.stamp"}
 INSTALL_HINT = "plotting needs matplotlib: pip install 'fastbag[plot]'"
@@ -96,6 +100,11 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
     if not paths:
         raise ValueError(f"{topic or 'the topic'} ({arr.msgtype}) has no plain numeric field; name one "
                          "(an array's length: FIELD, one element: FIELD[0])")
+    if not fields and len(paths) > DEFAULT_LINES:
+        warnings.warn(FastbagWarning(f"{topic or arr.msgtype}: drawing the first {DEFAULT_LINES} of its "
+                                     f"{len(paths)} numeric fields (up to {paths[DEFAULT_LINES - 1]}); name the "
+                                     "fields to draw others"), stacklevel=2)
+        paths = paths[:DEFAULT_LINES]
     drawn = [series(arr, path) for path in paths]  # every path checked before anything is drawn
     if ax is None:
         ax = new_figure(layout="constrained").add_subplot()
@@ -104,6 +113,10 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
     x = seconds_since(times, t0)
     if len(arr) <= 200:  # few messages: a mark on each, or a lone message would not show
         line_options.setdefault("marker", ".")
+    if len(drawn) > 10 and "color" not in line_options:  # (the default cycle has 10 colours: no two alike)
+        import matplotlib
+
+        ax.set_prop_cycle(color=matplotlib.colormaps["tab20"].colors)
     for y, label in drawn:
         ax.plot(x, y, label=label, **line_options)
     ax.set_title(f"{topic} ({arr.msgtype})" if topic else arr.msgtype, fontsize="medium")
