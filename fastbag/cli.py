@@ -202,7 +202,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     with open_bag(args.bag, **_open_options(args)) as bag:
         try:
             figure = plot_topics(bag, plot_selections(bag, args.items), stamp=args.stamp,
-                                 use_pyplot=args.output is None)
+                                 use_pyplot=args.output is None, start=args.start, end=args.end)
         except (KeyError, ValueError, IndexError) as exc:  # no such topic, field or element, or not a number
             print(f"fastbag: {exc.args[0] if exc.args else exc}", file=sys.stderr)
             return 2
@@ -424,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="x axis: the bag's receive time (default) or each message's header.stamp")
     plot.add_argument("-o", "--output", metavar="FILE", help="write FILE (.png, .svg, .pdf...) instead of "
                       "opening a window")
+    plot.add_argument("--start", type=_epoch_seconds, metavar="SECONDS", help="only messages from this time on "
+                      "(seconds since the epoch, as info prints them)")
+    plot.add_argument("--end", type=_epoch_seconds, metavar="SECONDS", help="only messages before this time")
     _add_open_options(plot)
     plot.set_defaults(run=_cmd_plot)
     timeline = sub.add_parser("timeline", help="draw which topics ran when, their rates and gaps (from the index)")

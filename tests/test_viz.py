@@ -332,6 +332,26 @@ def test_default_fields_leave_out_times_and_say_where_they_stop(tmp_path):
     assert "stamp" in log.fields and numeric_fields(log) == ["level", "line"]
 
 
+def test_plot_between_times(tmp_path, capsys):
+    """plot takes --start/--end as export does (QA: a long recording could only be drawn whole); x starts at
+    the start; a window holding none of a topic's messages says so."""
+    path = data_file(IMU)
+    with fastbag.open(path) as bag:
+        times = bag.topic_times("/imu/mag")
+        start, end = int(times[10]), int(times[40])
+        want = bag.read("/imu/mag", start, end)
+        figure = plot_topics(bag, [("/imu/mag", ["magnetic_field.x"])], start=start, end=end, use_pyplot=False)
+    x, y = figure.axes[0].get_lines()[0].get_data()
+    assert np.array_equal(y, want["magnetic_field"]["x"]) and len(y) == 30
+    assert np.allclose(x, (want.time - start) / 1e9)
+    seconds, until = (f"{t // 10**9}.{t % 10**9:09d}" for t in (start, end))
+    out = tmp_path / "window.png"
+    assert main(["plot", str(path), "/imu/mag", "--start", seconds, "--end", until, "-o", str(out)]) == 0
+    assert out.stat().st_size > 1000
+    assert main(["plot", str(path), "/imu/mag", "--start", "10", "--end", "20", "-o", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == "fastbag: topic /imu/mag has no messages to plot in [start, end)"
+
+
 def test_cli_plot_stamp_header_and_default_fields(tmp_path):
     path = data_file(IMU)
     out = tmp_path / "mag.png"

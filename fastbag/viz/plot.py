@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import FastbagWarning
+from ..msg.messages import time_ns
 from .fields import header_stamp_ns, numeric_fields, series
 from .timeline import GAP_FACTOR, bag_timeline, density
 
 if TYPE_CHECKING:
     from ..bag import Bag
+    from ..msg.messages import TimeLike
     from ..msg.arrays import TopicArray
 
 #: Topics with more messages than this are drawn as message counts per time bin, not a mark each.
@@ -129,18 +131,21 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
 
 
 def plot_topics(bag: "Bag", selections: list[tuple[str, list[str]]], *, stamp: str = "receive",
-                use_pyplot: bool = True) -> Any:
+                use_pyplot: bool = True, start: "TimeLike | None" = None, end: "TimeLike | None" = None) -> Any:
     """A figure with one panel per ``(topic, fields)`` of ``bag``, sharing the time axis (origin: the bag's
-    start, or with ``stamp="header"`` the earliest first header stamp). Each topic is read whole; fields
-    as in :func:`plot_fields`. ValueError for a topic without messages (a blank panel would say nothing)."""
-    empty = [topic for topic, _ in selections if not bag.topics[topic].message_count]
+    start, or ``start``, or with ``stamp="header"`` the earliest first header stamp). Each topic is read
+    whole, or its messages in ``[start, end)``; fields as in :func:`plot_fields`. ValueError for a topic
+    without messages there (a blank panel would say nothing)."""
+    window = start is not None or end is not None
+    empty = [topic for topic, _ in selections
+             if not (len(bag.times(topic, start, end)) if window else bag.topics[topic].message_count)]
     if empty:
-        raise ValueError(f"topic {empty[0]} has no messages to plot")
-    read = {topic: bag.read(topic) for topic, _ in selections}  # a topic named twice is read once
+        raise ValueError(f"topic {empty[0]} has no messages to plot" + (" in [start, end)" if window else ""))
+    read = {topic: bag.read(topic, start, end) for topic, _ in selections}  # a topic named twice is read once
     arrays = [(read[topic], fields) for topic, fields in selections]
     figure = new_figure(use_pyplot=use_pyplot, figsize=(10, 1.2 + 2.6 * len(arrays)), layout="constrained")
     axes = figure.subplots(len(arrays), 1, sharex=True, squeeze=False)[:, 0]
-    t0 = bag.start_time or 0
+    t0 = time_ns(start) if start is not None else bag.start_time or 0
     if stamp == "header":  # header stamps may run on another clock (simulation time): start at the first
         firsts = [int(header_stamp_ns(arr, arr.topic)[0]) for arr, _ in arrays if len(arr)]
         t0 = min(firsts, default=t0)
