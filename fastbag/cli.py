@@ -351,6 +351,11 @@ def _check(args: argparse.Namespace) -> None:
             raise _UsageError(f"argument -o/--output: {exc}" if args.output is not None else str(exc)) from None
 
 
+def _notes(exc: BaseException) -> str:
+    """What an interrupted command added to its interruption (export: the files complete before it)."""
+    return "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
+
+
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   file: Any = None, line: str | None = None) -> None:
     """``warnings.showwarning`` of the command: ``fastbag: warning: ...`` on one line (the source line in
@@ -471,11 +476,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (| head): stop quietly, as Unix tools do
         _quiet_stdout()
         return 128 + 13  # as if killed by SIGPIPE
-    except _Terminated:
-        print("fastbag: terminated", file=sys.stderr)
+    except _Terminated as exc:
+        print("fastbag: terminated" + _notes(exc), file=sys.stderr)
         return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        print("fastbag: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print("fastbag: interrupted" + _notes(exc), file=sys.stderr)
         return 128 + signal.SIGINT
     except (FastbagError, OSError) as exc:
         print(f"fastbag: {exc}", file=sys.stderr)

@@ -119,8 +119,9 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     assert err == ""
 
 
-@pytest.mark.parametrize(("sig", "code", "said"), [(signal.SIGTERM, 143, "fastbag: terminated"),
-                                                   (signal.SIGINT, 130, "fastbag: interrupted")])
+@pytest.mark.parametrize(("sig", "code", "said"), [
+    (signal.SIGTERM, 143, "fastbag: terminated; complete before the interrupt: none"),
+    (signal.SIGINT, 130, "fastbag: interrupted; complete before the interrupt: none")])
 def test_an_interrupted_export_leaves_no_partial_file(tmp_path, sig, code, said):
     pytest.importorskip("pyarrow.parquet")
     path = write_floats(tmp_path / "long.bag", np.arange(1, 20001) * 10**6)

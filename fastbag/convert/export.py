@@ -279,6 +279,10 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
                         temporary.unlink(missing_ok=True)
                 result.files[topic] = str(final)
                 result.messages += count
+        except KeyboardInterrupt as exc:  # (and SIGTERM as the CLI raises it): say which files are complete
+            exc.add_note("complete before the interrupt: " + (", ".join(f"{t} -> {p}" for t, p in result.files.items())
+                                                              or "none"))
+            raise
         finally:
             if bar is not None:
                 bar.close()
