@@ -467,6 +467,9 @@ def test_timeline_of_a_real_bag_marks_every_message():
     assert len(expected["/tf"]) > MAX_MARKS  # the density path is exercised
     rate = [t for t in texts if t.endswith("1344 msgs")][0]
     assert rate.startswith("62.5 Hz")
+    # the title says what the numbers and marks are (QA: mean rates, unlike info's medians; bins for marks)
+    assert ax.get_title().splitlines()[1] == (f"right: mean rate, messages, gaps (red: over 5 periods); topics of "
+                                              f"more than {MAX_MARKS} messages: messages per time bin")
     rendered(ax.figure)
 
 

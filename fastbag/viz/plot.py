@@ -204,7 +204,11 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
     span = (end - t0) / 1e9
     ax.set_xlim(-0.01 * span - 1e-6, 1.01 * span + 1e-6)
     ax.set_xlabel(f"receive time [s] since {_origin(t0)}")
-    ax.set_title(f"{os.path.basename(bag.path)}: {bag.message_count} messages, {span:.1f} s", fontsize="medium")
+    # What the marks and numbers are (QA: mean rates read as rosbag info's medians; bins taken for marks)
+    binned = f"; topics of more than {max_marks} messages: messages per time bin" if any(
+        row.count > max_marks for row in rows) else ""
+    ax.set_title(f"{os.path.basename(bag.path)}: {bag.message_count} messages, {span:.1f} s\n"
+                 f"right: mean rate, messages, gaps (red: over {gap_factor:g} periods){binned}", fontsize="medium")
     ax.grid(True, axis="x", alpha=0.3)
     if not rows:
         ax.text(0.5, 0.5, "no messages", transform=ax.transAxes, ha="center")
