@@ -535,7 +535,7 @@ def test_an_unindexed_encrypted_bag(known_key_bags, tmp_path):
     path = damaged(bags["bz2"], tmp_path / "unindexed.bag", data.index(b"index_pos=") + 10, bytes(8))
     first = chunks_of(bags["bz2"])[0][0]
     with pytest.warns(FastbagWarning, match=r"rebuilt the index by scanning: recovered 139 messages in \d+ chunks "
-                                            r"on 4 connections; nothing lost"):
+                                            r"on 4 connections; nothing in the file lost"):
         bag = fastbag.open(path, aes_key=KEY)
     with bag:
         assert raw(bag) == theirs["bz2"]

@@ -642,7 +642,7 @@ def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecr
     index.salvaged = salvaged
     text = (f"{reason}; rebuilt the index by scanning: recovered {index.message_count} messages "
             f"in {len(chunks)} chunks on {len(conn_list)} connections")
-    text += f"; lost {'; '.join(lost)}" if lost else "; nothing lost"
+    text += f"; lost {'; '.join(lost)}" if lost else "; nothing in the file lost"
     index.problems = [text]
     return index
 

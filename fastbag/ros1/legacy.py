@@ -176,8 +176,9 @@ def scan_v12(source: Source, start: int, *, reason: str) -> BagIndex:
             lost = f"; lost the last {source.size - pos} bytes from offset {pos} ({exc})"
             break
         pos = data_offset + data_len
-    return _scanned("1.2", source, list(connections.values()), rows, spans,
-                    f"{reason}; rebuilt the index by scanning: recovered {len(rows)} messages{lost or '; nothing lost'}")
+    said = f"{reason}; rebuilt the index by scanning: recovered {len(rows)} messages"
+    said += lost or "; nothing in the file lost"
+    return _scanned("1.2", source, list(connections.values()), rows, spans, said)
 
 
 def _scanned(version: str, source: Source, connections: list[Connection], rows: list, spans: list,

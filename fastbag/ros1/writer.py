@@ -24,17 +24,21 @@ is closed then, with a :class:`~fastbag.errors.FastbagWarning`.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gc
 import os
+import re
 import struct
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..container import Connection
-from ..errors import FastbagError, FastbagWarning
+from ..errors import DefinitionError, FastbagError, FastbagWarning
 from ..io.source import is_mapped
 from ..msg.messages import time_ns
+from ..msg.msgdef import parse_definition
 from .encryption import AES_CBC, BLOCK, AesCbcEncryptor, gpg_encrypt_key
 from .records import MAGIC_V20, Op
 
@@ -61,18 +65,71 @@ def record(fields: list[tuple[str, bytes]], data: bytes | bytearray | memoryview
     return _U32.pack(len(header)) + header + _U32.pack(len(data)) + bytes(data)
 
 
-def _compress(compression: str, data: bytes | bytearray) -> bytes:
+def compressor(compression: str) -> Callable[[bytes | bytearray], bytes]:
+    """The chunk compressor for ``compression``, its module imported now: a Writer left open closes when the
+    interpreter exits, when importing is no longer possible (an lz4 bag then lost every message)."""
     if compression == "none":
-        return bytes(data)
+        return bytes
     if compression == "bz2":
-        return bz2.compress(data, 9)
+        return lambda data: bz2.compress(data, 9)
     import lz4.frame
-    # Framed as roslz4 (rosbag's lz4) frames them: independent 1 MB blocks, a content checksum,
-    # no content size (FLG 0x64, BD 0x60). The streaming compressor keeps the block size for small
-    # chunks too, as roslz4's stream does (lz4.frame.compress would shrink it to fit).
-    compressor = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX1MB, block_linked=False,
+
+    def lz4_frame(data: bytes | bytearray) -> bytes:
+        # Framed as roslz4 (rosbag's lz4) frames them: independent 1 MB blocks, a content checksum, no content
+        # size (FLG 0x64, BD 0x60). The streaming compressor keeps the block size for small chunks too, as
+        # roslz4's stream does (lz4.frame.compress would shrink it to fit).
+        framer = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX1MB, block_linked=False,
                                               content_checksum=True)
-    return compressor.begin() + compressor.compress(bytes(data)) + compressor.flush()
+        return framer.begin() + framer.compress(bytes(data)) + framer.flush()
+
+    return lz4_frame
+
+
+def _text(value: Any, name: str) -> str:
+    """A connection field as text: bytes (a reader's ``Connection.header`` values) decoded, others refused."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "surrogateescape")
+    raise TypeError(f"{name} is text (str), not {type(value).__name__} {value!r:.60}")
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _check_md5sum(msgtype: str, definition: str, md5sum: str) -> None:
+    """A FastbagWarning where ``md5sum`` is not the md5sum of ``definition`` (rosbag warns of such a bag, rosbags
+    refuses it), or where either is missing (readers then cannot check or decode the messages)."""
+    if md5sum == "*" or not definition.strip():
+        missing = " and ".join(n for n, v in (("definition", definition.strip()), ("md5sum", md5sum != "*")) if not v)
+        warnings.warn(FastbagWarning(f"{msgtype}: no {missing} given: readers cannot decode or check its messages "
+                                     "(rosbags refuses such a bag)"), stacklevel=3)
+        return
+    try:
+        computed = parse_definition(msgtype, definition).md5sum()
+    except DefinitionError:
+        return  # (a definition fastbag cannot parse: its md5sum is not fastbag's to judge)
+    if computed != md5sum:
+        warnings.warn(FastbagWarning(f"{msgtype}: md5sum {md5sum} is not its definition's ({computed}): rosbag "
+                                     "warns of such a bag, and rosbags refuses it"), stacklevel=3)
+
+
+def _check_bytes(data: Any) -> None:
+    """TypeError, saying what to pass, unless ``data`` is a message's serialized bytes (bytes-like)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return
+    if isinstance(data, str):
+        raise TypeError("data is a message's serialized bytes, not str")
+    if hasattr(data, "_fields") and hasattr(data, "_type"):  # a decoded message (fastbag's, genpy's)
+        raise TypeError(f"data is a message's serialized bytes, not a decoded {data._type}: write m.data of "
+                        "bag.messages(raw=True) (fastbag's messages are not serialized again)")
+    if hasattr(data, "data") and hasattr(data, "topic") and hasattr(data, "connection"):  # a fastbag Message
+        raise TypeError("data is a message's serialized bytes: write m.data, not the message m")
+    try:
+        memoryview(data)
+    except TypeError:
+        raise TypeError(f"data is a message's serialized bytes, not {type(data).__name__}") from None
 
 
 @dataclass
@@ -109,6 +166,7 @@ class Writer:
                              "viewing a closed bag's file); writing it in place would destroy it. Write to another "
                              "path, then rename that onto this one (os.replace) once the bag is closed")
         self.compression = compression
+        self._compress = compressor(compression)
         self.chunk_size = chunk_size
         self._encryption: list[tuple[str, bytes]] = []  # bag header fields
         self._encryptor: AesCbcEncryptor | None = None
@@ -141,10 +199,16 @@ class Writer:
         ``msgtype`` is a ROS1 type name, ``pkg/Type``: a ROS 2 one (``pkg/msg/Type``) is refused (ValueError),
         since a ROS 2 recording's messages are CDR bytes, which no ROS1 reader decodes."""
         self._check_open()
+        topic, msgtype, definition, md5sum = (_text(value, name) for value, name in (
+            (topic, "topic"), (msgtype, "msgtype"), (definition, "definition"), (md5sum, "md5sum")))
+        callerid = None if callerid is None else _text(callerid, "callerid")
+        if md5sum != "*" and not re.fullmatch(r"[0-9a-f]{32}", md5sum):
+            raise ValueError(f"md5sum is 32 lowercase hex digits (or '*'), not {md5sum!r}")
         if msgtype.count("/") > 1:
             raise ValueError(f"{msgtype!r} is a ROS 2 type name: a ROS1 bag holds ROS1 messages (pkg/Type), and a "
                              "ROS 2 recording's are CDR bytes, which no ROS1 reader decodes (fastbag writes ROS1 "
                              "bags only)")
+        _check_md5sum(msgtype, definition, md5sum)
         connection = Connection(len(self.connections), topic, msgtype, md5sum, definition, callerid, latching)
         self.connections.append(connection)
         return connection
@@ -158,6 +222,11 @@ class Writer:
         since seconds would be stored as nanoseconds.
         """
         self._check_open()
+        if not isinstance(connection, Connection):
+            swapped = " (rosbag's write(topic, msg, t) order)" if isinstance(connection, str) else ""
+            raise TypeError(f"write(connection, time, data): connection is what add_connection returned, not "
+                            f"{type(connection).__name__} {connection!r:.60}{swapped}")
+        _check_bytes(data)
         time = time_ns(time)
         if time is None:
             raise TypeError("time must be int nanoseconds since the epoch or a Time, not None")
@@ -189,16 +258,15 @@ class Writer:
         return _U32.pack(len(header)) + header + _U32.pack(padding) + b" " * padding
 
     def _connection_record(self, c: Connection, encrypt: bool = False) -> bytes:
-        data_fields = [("topic", c.topic.encode()), ("type", c.msgtype.encode()),
-                       ("md5sum", c.md5sum.encode()),
-                       # surrogate escapes (bytes.decode(..., "surrogateescape")) are written as the bytes they stand for
-                       ("message_definition", c.definition.encode("utf-8", "surrogateescape"))]
+        # (surrogate escapes, as bytes.decode(..., "surrogateescape") makes them, are written as the bytes they are)
+        data_fields = [("topic", _bytes(c.topic)), ("type", _bytes(c.msgtype)), ("md5sum", _bytes(c.md5sum)),
+                       ("message_definition", _bytes(c.definition))]
         if c.callerid is not None:
-            data_fields.append(("callerid", c.callerid.encode()))
+            data_fields.append(("callerid", _bytes(c.callerid)))
         if c.latching:
             data_fields.append(("latching", b"1"))
         data = b"".join(_field(n, v) for n, v in data_fields)
-        fields = [("op", bytes([Op.CONNECTION])), ("conn", _U32.pack(c.id)), ("topic", c.topic.encode())]
+        fields = [("op", bytes([Op.CONNECTION])), ("conn", _U32.pack(c.id)), ("topic", _bytes(c.topic))]
         if encrypt and self._encryptor is not None:  # the index section's copy: header and data each encrypted
             header = self._encryptor.encrypt(b"".join(_field(n, v) for n, v in fields))
             data = self._encryptor.encrypt(data)
@@ -210,7 +278,7 @@ class Writer:
         if not self._chunk_index:
             return
         position = self._file.tell()
-        payload = _compress(self.compression, chunk.data)
+        payload = self._compress(chunk.data)
         if self._encryptor is not None:
             payload = self._encryptor.encrypt(payload)
         self._file.write(record([("op", bytes([Op.CHUNK])), ("compression", self.compression.encode()),
@@ -237,18 +305,25 @@ class Writer:
             raise ValueError(f"writer for {self.path} is closed")
 
     def close(self) -> None:
-        """Flush the last chunk, write the index section and the final bag header."""
+        """Flush the last chunk, write the index section and the final bag header. The file is closed even
+        where writing them fails (a full disk: the error is raised; fastbag.open recovers what is complete)."""
         if self._file.closed:
             return
-        self._flush_chunk()
-        index_pos = self._file.tell()
-        for connection in self.connections:
-            self._file.write(self._connection_record(connection, encrypt=True))
-        for info in self._chunk_infos:
-            self._file.write(info)
-        self._file.seek(len(MAGIC_V20))
-        self._file.write(self._bag_header(index_pos, len(self.connections), len(self._chunk_infos)))
-        self._file.close()
+        try:
+            self._flush_chunk()
+            index_pos = self._file.tell()
+            for connection in self.connections:
+                self._file.write(self._connection_record(connection, encrypt=True))
+            for info in self._chunk_infos:
+                self._file.write(info)
+            self._file.seek(len(MAGIC_V20))
+            self._file.write(self._bag_header(index_pos, len(self.connections), len(self._chunk_infos)))
+        finally:
+            with contextlib.suppress(OSError):  # (flushing what could not be written fails again)
+                self._file.close()
+            if not self._file.closed:  # the flush in close() failed: the descriptor is released all the same
+                with contextlib.suppress(OSError):
+                    os.close(self._file.fileno())
 
     def __del__(self) -> None:
         """Close a Writer garbage-collected unclosed (its open chunk would be lost), with a warning.
