@@ -639,3 +639,14 @@ def test_unclosed_writer_is_closed_with_a_warning(tmp_path):
     assert result.returncode == 0 and "FastbagWarning" in result.stderr and "exit.bag" in result.stderr, result.stderr
     with open_quietly(exiting) as bag:
         assert bag.message_count == 100 and not bag.problems
+
+
+def test_an_empty_type_needs_no_definition_to_be_said(tmp_path):
+    """std_msgs/Empty has no fields: its definition is empty and its md5sum EMPTY_MD5. Nothing to warn of."""
+    from fastbag.msg.msgdef import EMPTY_MD5
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastbag.Writer(tmp_path / "empty.bag") as w:
+            w.add_connection("/e", "std_msgs/Empty", "", EMPTY_MD5)
+            w.add_connection("/c", "std_msgs/Empty", "# a comment only\n", EMPTY_MD5)

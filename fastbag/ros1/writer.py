@@ -38,7 +38,7 @@ from ..container import Connection
 from ..errors import DefinitionError, FastbagError, FastbagWarning
 from ..io.source import is_mapped
 from ..msg.messages import time_ns
-from ..msg.msgdef import parse_definition
+from ..msg.msgdef import EMPTY_MD5, parse_definition
 from .encryption import AES_CBC, BLOCK, AesCbcEncryptor, gpg_encrypt_key
 from .records import MAGIC_V20, Op
 
@@ -101,13 +101,13 @@ def _bytes(text: str) -> bytes:
 def _check_md5sum(msgtype: str, definition: str, md5sum: str) -> None:
     """A FastbagWarning where ``md5sum`` is not the md5sum of ``definition`` (rosbag warns of such a bag, rosbags
     refuses it), or where either is missing (readers then cannot check or decode the messages)."""
-    if md5sum == "*" or not definition.strip():
+    if md5sum == "*" or not definition.strip() and md5sum != EMPTY_MD5:  # (an empty type: "" and EMPTY_MD5)
         missing = " and ".join(n for n, v in (("definition", definition.strip()), ("md5sum", md5sum != "*")) if not v)
         warnings.warn(FastbagWarning(f"{msgtype}: no {missing} given: readers cannot decode or check its messages "
                                      "(rosbags refuses such a bag)"), stacklevel=3)
         return
     try:
-        computed = parse_definition(msgtype, definition).md5sum()
+        computed = parse_definition(msgtype, definition, allow_empty=True).md5sum()
     except DefinitionError:
         return  # (a definition fastbag cannot parse: its md5sum is not fastbag's to judge)
     if computed != md5sum:
