@@ -317,9 +317,9 @@ SMALL_CHUNK = 16 << 10
 BATCHED_CHUNK = 256 << 10
 #: About this many bytes of them make a batch, decompressed into one buffer.
 BATCH_BYTES = 4 << 20
-#: Chunks of a slow codec (bz2: tens of MB/s) batch only up to SMALL_CHUNK bytes: a batch decompresses on
-#: one worker, and larger ones cost so much more to decompress than to hand over that the other worker
-#: should take its share (bz2 chunks of 250 KiB in batches read 1.7x slower than one by one on two).
+# Chunks of a slow codec (bz2: tens of MB/s) batch only up to SMALL_CHUNK bytes: a batch decompresses on
+# one worker, and larger ones cost so much more to decompress than to hand over that the other worker
+# should take its share (bz2 chunks of 250 KiB in batches read 1.7x slower than one by one on two).
 
 
 _ZERO = np.zeros(1, dtype=np.int64)

@@ -41,13 +41,14 @@ from __future__ import annotations
 import base64
 import datetime
 import numbers
+import warnings
 from functools import lru_cache
 from itertools import repeat
 from typing import Any, Callable, Union
 
 import numpy as np
 
-from ..errors import NotFoundError, close_matches
+from ..errors import FastbagWarning, NotFoundError, close_matches
 from .msgdef import TypeName
 
 #: The packed dtypes of ROS1 ``time`` and ``duration`` (as :mod:`fastbag.msg.layout` builds them).
@@ -155,10 +156,6 @@ def _warn_naive(value: datetime.datetime, aware: datetime.datetime, name: str) -
     """Say that a naive datetime was read as local time, where that is not UTC: fastbag's tables (to_pandas'
     index, to_polars' and to_arrow's ``time``) hold naive UTC times, and one of them passed back as a bound
     would otherwise select other messages, silently."""
-    import warnings
-
-    from ..errors import FastbagWarning
-
     warnings.warn(FastbagWarning(
         f"{name} {value.isoformat()} is a naive datetime: read as local time ({aware.tzname()}, UTC"
         f"{aware.isoformat()[-6:]}), as datetime.timestamp() reads it. Times from fastbag's tables (to_pandas, "

@@ -37,7 +37,7 @@ from typing import Any
 from ..container import Connection
 from ..errors import DefinitionError, FastbagError, FastbagWarning
 from ..io.source import is_mapped
-from ..msg.messages import time_ns
+from ..msg.messages import Record, time_ns
 from ..msg.msgdef import EMPTY_MD5, parse_definition
 from .encryption import AES_CBC, BLOCK, AesCbcEncryptor, gpg_encrypt_key
 from .records import MAGIC_V20, Op
@@ -121,9 +121,12 @@ def _check_bytes(data: Any) -> None:
         return
     if isinstance(data, str):
         raise TypeError("data is a message's serialized bytes, not str")
-    if hasattr(data, "_fields") and hasattr(data, "_type"):  # a decoded message (fastbag's, genpy's)
+    if isinstance(data, Record):
         raise TypeError(f"data is a message's serialized bytes, not a decoded {data._type}: write m.data of "
                         "bag.messages(raw=True) (fastbag's messages are not serialized again)")
+    if callable(getattr(data, "serialize", None)):  # a genpy message
+        raise TypeError(f"data is a message's serialized bytes, not a {type(data).__name__}: serialize it "
+                        "(msg.serialize(buffer) into an io.BytesIO)")
     if hasattr(data, "data") and hasattr(data, "topic") and hasattr(data, "connection"):  # a fastbag Message
         raise TypeError("data is a message's serialized bytes: write m.data, not the message m")
     try:
@@ -318,12 +321,13 @@ class Writer:
                 self._file.write(info)
             self._file.seek(len(MAGIC_V20))
             self._file.write(self._bag_header(index_pos, len(self.connections), len(self._chunk_infos)))
-        finally:
-            with contextlib.suppress(OSError):  # (flushing what could not be written fails again)
+        except BaseException:
+            # (closing flushes what could not be written, and fails again: the first error is the one to raise;
+            # the file is closed all the same)
+            with contextlib.suppress(OSError):
                 self._file.close()
-            if not self._file.closed:  # the flush in close() failed: the descriptor is released all the same
-                with contextlib.suppress(OSError):
-                    os.close(self._file.fileno())
+            raise
+        self._file.close()
 
     def __del__(self) -> None:
         """Close a Writer garbage-collected unclosed (its open chunk would be lost), with a warning.

@@ -148,15 +148,15 @@ def series(arr: StructArray, path: str) -> tuple[np.ndarray, str]:
     return out, label
 
 
-def numeric_fields(arr: StructArray, limit: int | None = None) -> list[str]:
-    """Paths of the plain numeric fields (one number per message; the first ``limit``), header and times
-    excluded (a stamp's seconds since 1970 would flatten every other line to 0): what ``fastbag plot``
-    draws for a topic named without fields."""
+def numeric_fields(arr: StructArray) -> list[str]:
+    """Paths of the plain numeric fields (one number per message), header and times excluded (a stamp's
+    seconds since 1970 would flatten every other line to 0): what ``fastbag plot`` draws for a topic named
+    without fields (the first DEFAULT_LINES of them)."""
     found: list[str] = []
 
     def walk(value: Any, prefix: str) -> None:
         for name in _names(value):
-            if (limit is not None and len(found) >= limit) or (not prefix and name == "header"):
+            if not prefix and name == "header":
                 continue
             sub = value[name]
             path = f"{prefix}{name}"

@@ -136,12 +136,11 @@ def plot_topics(bag: "Bag", selections: list[tuple[str, list[str]]], *, stamp: s
     start, or ``start``, or with ``stamp="header"`` the earliest first header stamp). Each topic is read
     whole, or its messages in ``[start, end)``; fields as in :func:`plot_fields`. ValueError for a topic
     without messages there (a blank panel would say nothing)."""
-    window = start is not None or end is not None
-    empty = [topic for topic, _ in selections
-             if not (len(bag.times(topic, start, end)) if window else bag.topics[topic].message_count)]
-    if empty:
-        raise ValueError(f"topic {empty[0]} has no messages to plot" + (" in [start, end)" if window else ""))
     read = {topic: bag.read(topic, start, end) for topic, _ in selections}  # a topic named twice is read once
+    empty = [topic for topic, arr in read.items() if not len(arr)]
+    if empty:
+        window = " in [start, end)" if start is not None or end is not None else ""
+        raise ValueError(f"topic {empty[0]} has no messages to plot{window}")
     arrays = [(read[topic], fields) for topic, fields in selections]
     figure = new_figure(use_pyplot=use_pyplot, figsize=(10, 1.2 + 2.6 * len(arrays)), layout="constrained")
     axes = figure.subplots(len(arrays), 1, sharex=True, squeeze=False)[:, 0]
