@@ -1469,15 +1469,17 @@ class Bag:
             raise UnsupportedError(f"read() turns {' and '.join(ARRAY_ENCODINGS)} messages into arrays; this topic "
                                    f"is {connection.encoding or 'not'}-encoded: iterate {how}")
         layout = self._layout(connection)
-        self._check_fixed_size_fits(layout, index, selected, topic, connection.msgtype)
+        used = np.zeros(len(index.chunks), dtype=bool)  # the chunks the read needs (asked thrice below)
+        used[index.chunk[selected]] = True  # O(n), where np.unique would sort
+        self._check_fixed_size_fits(layout, index, selected, used, topic, connection.msgtype)
         headers = self._container.message_headers if self._container.has_message_headers else None
         builder = TopicBuilder(layout, self._source.array, selected.size, topic=topic, msgtype=connection.msgtype,
                                types=self._message_types(connection), headers=headers)
         try:
-            if self._pipelined(index, selected, layout):
+            if self._pipelined(index, selected, used, layout):
                 self._decode_chunks(builder, index, selected)
             else:
-                self._decode_runs(builder, scope, selected)
+                self._decode_runs(builder, scope, selected, used)
         except DecodeError as exc:
             # The builder counts the messages it was given; the user knows the message by its place in the
             # topic (a part of iter_read, take's positions, a time range)
@@ -1490,8 +1492,9 @@ class Bag:
         return TopicArray(topic, index.time[selected], builder.finish(), local, list(connections),
                           builder.publish_time, builder.sequence, positions)
 
-    def _pipelined(self, index: BagIndex, selected: np.ndarray, layout: "Layout") -> bool:
-        """Whether rows ``selected`` of ``index`` decode chunk by chunk on the workers (:meth:`_decode_chunks`).
+    def _pipelined(self, index: BagIndex, selected: np.ndarray, used: np.ndarray, layout: "Layout") -> bool:
+        """Whether rows ``selected`` of ``index`` (in the chunks ``used`` marks) decode chunk by chunk on the
+        workers (:meth:`_decode_chunks`).
 
         When every message lies in a compressed chunk, located through the
         chunks' records, over two chunks per worker at least (fewer chunks
@@ -1508,8 +1511,6 @@ class Bag:
         """
         if index.starts is not None or selected.size == 0:
             return False
-        used = np.zeros(len(index.chunks), dtype=bool)
-        used[index.chunk[selected]] = True  # O(n), where np.unique would sort
         chunks = int(np.count_nonzero(used))
         if self._in_file(index.chunks)[used].any() or chunks < 2 * self._store.workers:
             return False
@@ -1564,7 +1565,7 @@ class Bag:
                 builder.append(waiting.pop(following))
                 following += 1
 
-    def _windowed(self, topic: str | None, scope: _Scope, selected: np.ndarray) -> bool:
+    def _windowed(self, topic: str | None, scope: _Scope, selected: np.ndarray, used: np.ndarray) -> bool:
         """Whether :meth:`_decode_windows` reads rows ``selected`` of ``scope``'s index: every message in an
         uncompressed chunk, located
         by the index, WINDOW_SPACING bytes of their chunks per message at least, none read before on this
@@ -1574,22 +1575,21 @@ class Bag:
         pages in, and every later one finds them mapped, which costs less
         than reading windows again (a loop over one topic, a notebook cell
         run twice); a first read, a fresh handle, is what windows are for.
+        (Rows are marked read only by reads of messages this spaced: small
+        ones read through the mapping cost too little to track.)
         """
         index = scope.index
         if index.starts is not None or selected.size == 0 or not self._container.windows or \
                 topic in self._unwindowed:
             return False
+        if not self._in_file(index.chunks)[used].all() or \
+                int(index.chunks.size[used].sum()) < WINDOW_SPACING * selected.size:
+            return False  # (checked first: a read of small messages then spends no pass over them here)
         if scope.read_before is None:
             scope.read_before = np.zeros(index.time.size, dtype=bool)
         again = bool(scope.read_before[selected].any())
         scope.read_before[selected] = True
-        if again:
-            return False
-        used = np.zeros(len(index.chunks), dtype=bool)
-        used[index.chunk[selected]] = True
-        if not self._in_file(index.chunks)[used].all():
-            return False
-        return int(index.chunks.size[used].sum()) >= WINDOW_SPACING * selected.size
+        return not again
 
     def _decode_windows(self, builder: "TopicBuilder", index: BagIndex, selected: np.ndarray) -> None:
         """Decode rows ``selected`` of ``index`` (see :meth:`_windowed`) from windows onto each message's head
@@ -1696,11 +1696,11 @@ class Bag:
             return None
         return np.concatenate((heads, tails)), windows, starts, lengths
 
-    def _decode_runs(self, builder: "TopicBuilder", scope: _Scope, selected: np.ndarray) -> None:
-        """Decode rows ``selected`` of ``scope``'s index into ``builder`` run by run: chunks decompressed
-        ahead, runs decoded on the workers in parts."""
+    def _decode_runs(self, builder: "TopicBuilder", scope: _Scope, selected: np.ndarray, used: np.ndarray) -> None:
+        """Decode rows ``selected`` of ``scope``'s index (in the chunks ``used`` marks) into ``builder`` run by
+        run: chunks decompressed ahead, runs decoded on the workers in parts."""
         index = scope.index
-        if self._windowed(builder.topic, scope, selected):
+        if self._windowed(builder.topic, scope, selected, used):
             self._decode_windows(builder, index, selected)
             return
         workers = self._store.workers
@@ -1732,9 +1732,10 @@ class Bag:
                                                 connection.schema_data, topic=connection.topic)
         return self._layouts[key]
 
-    def _check_fixed_size_fits(self, layout: "Layout", index: BagIndex, selected: np.ndarray, topic: str,
-                               msgtype: str) -> None:
-        """Before allocating messages x the definition's fixed size: could the messages hold it?
+    def _check_fixed_size_fits(self, layout: "Layout", index: BagIndex, selected: np.ndarray, used: np.ndarray,
+                               topic: str, msgtype: str) -> None:
+        """Before allocating messages x the definition's fixed size: could rows ``selected`` of ``index`` (in
+        the chunks ``used`` marks) hold it?
 
         Every message lies inside its chunk, so the chunks' sizes bound the
         bytes there are. A compressed chunk's size is only a claim until it is
@@ -1744,8 +1745,6 @@ class Bag:
         (decompressing) and the first too short is named, allocating nothing.
         """
         table = index.chunks
-        used = np.zeros(len(index.chunks), dtype=bool)
-        used[index.chunk[selected]] = True  # O(n), where np.unique would sort
         chunks = np.flatnonzero(used)
         sizes = table.size[chunks]
         claimed = ~self._in_file(table)[chunks]

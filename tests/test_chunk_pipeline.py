@@ -82,7 +82,7 @@ def pipeline_calls(monkeypatch):
 def run_by_run(path: Path, topic: str, monkeypatch) -> object:
     """The topic read through the run-by-run path (the code before the pipeline)."""
     with monkeypatch.context() as m:
-        m.setattr(fastbag.bag.Bag, "_pipelined", lambda self, index, selected, layout: False)
+        m.setattr(fastbag.bag.Bag, "_pipelined", lambda self, index, selected, used, layout: False)
         with fastbag.open(path) as bag:
             return bag.read(topic)
 
@@ -231,10 +231,10 @@ def test_crc32_is_zlibs(size, monkeypatch):
                                    ["x"], ["aa", "aa", "aa", "ab"], ["abab", "abab", "baba"]])
 def test_strings_of_one_width_decode_each(texts):
     """The constant-string shortcut (bytes that repeat with the strings' width) takes only constant columns."""
-    from fastbag.msg.arrays import decode_strings, offsets_of
+    from fastbag.msg.arrays import decode_strings
 
     raw = np.frombuffer("".join(texts).encode(), dtype=np.uint8)
-    got = decode_strings(raw, offsets_of(np.array([len(t) for t in texts], dtype=np.int64)))
+    got = decode_strings(raw, np.array([len(t) for t in texts], dtype=np.int64))
     assert got.tolist() == texts
 
 
@@ -339,11 +339,11 @@ def test_a_few_long_strings_among_many_short_ones_stay_python_strings(tmp_path):
         assert column.dtype == object and column.tolist() == texts  # (padded: 20,000 x 116 kB x 4 bytes)
         assert [m.msg.data for m in bag.messages("/log")][7] == texts[7]
         assert bag.read("/log").to_pandas()["data"].tolist() == texts
-    from fastbag.msg.arrays import decode_strings, offsets_of  # where padding costs little: a str array as before
+    from fastbag.msg.arrays import decode_strings  # where padding costs little: a str array as before
 
     short = ["a" * (k % 50) for k in range(1000)]
     raw = np.frombuffer("".join(short).encode(), dtype=np.uint8)
-    assert decode_strings(raw, offsets_of(np.array([len(t) for t in short]))).dtype == np.dtype("U49")
+    assert decode_strings(raw, np.array([len(t) for t in short])).dtype == np.dtype("U49")
 
 
 @pytest.mark.parametrize("compression", ["bz2", "lz4"])

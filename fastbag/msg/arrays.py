@@ -277,10 +277,10 @@ class Nested(_PerMessage):
         return f"Nested({len(self)} messages, {int(self.counts.sum())} elements)"
 
 
-def decode_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Strings from packed bytes: a ``str`` array, or an object array with ``bytes`` where not UTF-8."""
-    n = offsets.size - 1
-    lengths = np.diff(offsets)
+def decode_strings(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Strings of ``lengths[i]`` bytes each, packed back to back in ``values``: a ``str`` array, or an object
+    array with ``bytes`` where not UTF-8."""
+    n = lengths.size
     if n == 0:
         return np.empty(0, dtype="U1")
     if (lengths == lengths[0]).all():
@@ -297,6 +297,7 @@ def decode_strings(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
             out = np.empty(n, dtype=object)
             out.fill(text)  # np.full would pass the value through a str array, dropping trailing NULs
             return out
+    offsets = offsets_of(lengths)  # (not needed above: a million frame_ids' offsets cost 5 ms)
     width = int(lengths.max())
     if n * width > _PAD_FACTOR * (values.size + n) and n * width * 4 > _PAD_BYTES:
         # A few long strings among short ones (a stack trace in /rosout, a JSON payload): a str array is
@@ -955,7 +956,7 @@ class TopicBuilder:
         cnt = np.concatenate(self.slot_cnt[s]) if self.slot_cnt[s] else np.empty(0, np.int64)
         if slot.kind == "string":
             values = np.concatenate(self.strings[s]) if self.strings[s] else np.empty(0, np.uint8)
-            return decode_strings(values, offsets_of(cnt))
+            return decode_strings(values, cnt)
         pos = np.concatenate(self.slot_pos[s]) if self.slot_pos[s] else np.empty(0, np.int64)
         if slot.kind == "table":
             return Nested(tables[slot.child], pos, cnt)
