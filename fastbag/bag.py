@@ -1851,6 +1851,8 @@ class Bag:
         kept = None if connection_filter is None else [
             c for c in self._container.connections
             if connection_filter(c.topic, c.msgtype, c.md5sum, c.definition, connection_header(c))]
+        if kept == []:  # (messages(connections=[]) means every connection, as rosbags' reader means it)
+            return iter(())
         messages = self.messages(topics or None, start, None if end is None else end + 1, connections=kept)
         return _as_bag_messages(messages, return_connection_header)
 

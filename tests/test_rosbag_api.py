@@ -207,6 +207,15 @@ def test_connection_filters_and_headers_as_rosbag_gives_them():
         expected = [(tp, t.to_nsec()) for tp, _, t in theirs_bag.read_messages(raw=True, connection_filter=by_type)]
         got = [(m.topic, m.timestamp.to_nsec()) for m in bag.read_messages(connection_filter=by_type)]
         assert got == expected and got
+        # a filter that keeps no connection yields nothing, alone or with topics (fastbag's messages() reads
+        # connections=[] as every connection, as rosbags does: read_messages must not pass that on)
+        def nothing(*_):
+            return False
+
+        topic = bag.connections[0].topic
+        for topics in (None, [topic]):
+            assert list(bag.read_messages(topics=topics, connection_filter=nothing)) == \
+                list(theirs_bag.read_messages(topics=topics, connection_filter=nothing)) == []
         for mine, theirs in zip(bag.read_messages(return_connection_header=True),
                                 theirs_bag.read_messages(return_connection_header=True)):
             assert mine.topic == theirs.topic and mine.timestamp.to_nsec() == theirs.timestamp.to_nsec()
