@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import struct
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -932,3 +933,106 @@ def test_regression_statistics_counting_no_messages_of_a_file_without_chunk_inde
         warnings.simplefilter("error")
         with fastbag.open(empty) as bag:
             assert bag.message_count == 0 and not bag.recovered and list(bag.topics) == ["/a"]
+
+
+def _mcap_with_loose_messages(path: Path, statistics: bool) -> None:
+    """An MCAP file whose data section holds Message records outside its chunks, between indexed chunks (the
+    spec allows them; no index lists them): two loose messages, a chunk, one more, a chunk."""
+    from mcap.data_stream import RecordBuilder
+    from mcap.records import (Channel, Chunk, ChunkIndex, DataEnd, Footer, Header, Message, MessageIndex, Schema,
+                              Statistics)
+
+    out = bytearray(b"\x89MCAP0\r\n")
+
+    def emit(*records) -> int:
+        at, builder = len(out), RecordBuilder()
+        for record in records:
+            record.write(builder)
+        out.extend(builder.end())
+        return at
+
+    schema = Schema(id=1, name="t/T", encoding="ros1msg", data=b"uint8 x\n")
+    channels = [Channel(id=k, topic=topic, message_encoding="ros1", schema_id=1, metadata={})
+                for k, topic in ((1, "/u"), (2, "/v"))]
+    emit(Header(profile="", library="test"), schema, *channels)
+    chunk_indexes, count = [], 0
+
+    def loose(channel: int, time: int, value: int) -> None:
+        nonlocal count
+        emit(Message(channel_id=channel, log_time=time, publish_time=time, sequence=0, data=bytes([value])))
+        count += 1
+
+    def chunk(rows: list) -> None:
+        nonlocal count
+        inner, where = RecordBuilder(), {}
+        for channel, time, value in rows:
+            where.setdefault(channel, []).append((time, inner.count))
+            Message(channel_id=channel, log_time=time, publish_time=time, sequence=0, data=bytes([value])).write(inner)
+        raw = inner.end()
+        times = [time for _, time, _ in rows]
+        at = emit(Chunk(message_start_time=min(times), message_end_time=max(times), uncompressed_size=len(raw),
+                        uncompressed_crc=zlib.crc32(raw), compression="", data=raw))
+        indexes_at = len(out)
+        offsets = {channel: emit(MessageIndex(channel_id=channel, records=entries)) for channel, entries in where.items()}
+        chunk_indexes.append(ChunkIndex(message_start_time=min(times), message_end_time=max(times),
+                                        chunk_start_offset=at, chunk_length=indexes_at - at,
+                                        message_index_offsets=offsets, message_index_length=len(out) - indexes_at,
+                                        compression="", compressed_size=len(raw), uncompressed_size=len(raw)))
+        count += len(rows)
+
+    loose(1, 100, 1)
+    loose(2, 50, 2)
+    chunk([(1, 60, 3), (2, 100, 4)])
+    loose(1, 100, 5)
+    chunk([(1, 40, 6)])
+    emit(DataEnd(data_section_crc=0))
+    summary = [schema, *channels, *chunk_indexes]
+    if statistics:
+        summary.append(Statistics(message_count=count, schema_count=1, channel_count=2, attachment_count=0,
+                                  metadata_count=0, chunk_count=2, message_start_time=40, message_end_time=100,
+                                  channel_message_counts={1: 4, 2: 2}))
+    summary_at = emit(*summary)
+    emit(Footer(summary_start=summary_at, summary_offset_start=0, summary_crc=0))
+    out.extend(b"\x89MCAP0\r\n")
+    path.write_bytes(bytes(out))
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+def test_messages_outside_chunks_beside_indexed_chunks_are_read(tmp_path, statistics):
+    """Message records between indexed chunks (spec-valid, listed by no index) are read, ties at one log_time in
+    file order: the file is scanned, saying why. They were lost: 3 of 6 read, silently without statistics."""
+    path = tmp_path / "loose.mcap"
+    _mcap_with_loose_messages(path, statistics)
+    with path.open("rb") as f:  # every record in file order, sorted stably by log_time
+        expected = sorted(((c.topic, m.log_time, m.data) for _, c, m in NonSeekingReader(f).iter_messages()),
+                          key=lambda row: row[1])
+    assert [d[0] for _, _, d in expected] == [6, 2, 3, 1, 4, 5]
+    with pytest.warns(fastbag.FastbagWarning, match="messages outside its chunks"):
+        got, _, _ = ours(path, quiet=False)
+    assert got == expected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        with fastbag.open(path) as bag:
+            assert bag.message_count == 6 and {t: i.message_count for t, i in bag.topics.items()} == {"/u": 4, "/v": 2}
+            assert bag.read("/u").time.tolist() == [40, 60, 100, 100]
+
+
+def test_records_between_chunks_that_are_not_messages_keep_the_index(tmp_path):
+    """Attachments and metadata between chunks (and message indexes after each) are walked over, not read as
+    loose messages: the file opens from its summary, without a scan or a warning."""
+    path = tmp_path / "between.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f, chunk_size=64, compression=CompressionType.NONE)
+        writer.start()
+        schema = writer.register_schema("t/T", "ros1msg", b"uint8 x\n")
+        channel = writer.register_channel("/a", "ros1", schema)
+        for k in range(30):
+            writer.add_message(channel, log_time=k, data=bytes([k]), publish_time=k)
+            if k % 10 == 5:
+                writer.add_attachment(create_time=0, log_time=k, name=f"a{k}", media_type="text/plain", data=b"x")
+                writer.add_metadata(f"m{k}", {"k": str(k)})
+        writer.finish()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastbag.open(path) as bag:
+            assert not bag.recovered and bag.read("/a").time.tolist() == list(range(30))

@@ -242,7 +242,33 @@ class McapReader(LazyIndexContainer):
         if not fits.all():
             k = int(np.argmax(~fits))
             raise _Damaged(f"a chunk index points at bytes no chunk can hold (chunk offset {indexes.chunk_offset[k]})")
+        loose = self._loose_message(indexes, footer.summary_start)
+        if loose is not None:
+            raise _Damaged(f"it holds messages outside its chunks, which no index lists (the first at offset {loose})")
         return summary
+
+    def _loose_message(self, indexes: ChunkIndexes, end: int) -> int | None:
+        """The offset of a Message record outside every chunk (the spec allows them beside indexed chunks;
+        no index lists them), or None. Walks only the records between one chunk's message indexes and the
+        next chunk: none in files that writers lay out chunk after chunk, a few schemas, channels,
+        attachments or metadata in others."""
+        order = np.argsort(indexes.chunk_offset, kind="stable")
+        starts = indexes.chunk_offset[order].tolist()
+        ends = (indexes.chunk_offset + indexes.chunk_length + indexes.message_index_length)[order].tolist()
+        at = self._data_start
+        for start, stop in zip(starts + [end], ends + [end]):
+            try:
+                while at < start:
+                    opcode, body, length = self._record_at(at, start)
+                    if opcode == Opcode.MESSAGE:
+                        return at
+                    if opcode == Opcode.DATA_END:
+                        return None
+                    at = body + length
+            except BagFormatError:
+                pass  # (records not laid out as the indexes say: not this walk's to judge)
+            at = max(at, stop)
+        return None
 
     @staticmethod
     def _add(summary: _Summary, opcode: int, item: object) -> None:
@@ -754,12 +780,14 @@ class McapReader(LazyIndexContainer):
 def _in_read_order(version: str, connections: list[Connection], chunks: ChunkTable, time: np.ndarray,
                    conn: np.ndarray, chunk: np.ndarray, offset: np.ndarray, *, problems: list[str],
                    recovered: bool = False) -> BagIndex:
-    """The index sorted by log_time, ties in file order (chunk position, then offset in the chunk)."""
+    """The index sorted by log_time, ties in file order (chunk position, then offset in the chunk; a
+    message outside chunks, in a scan's whole-file chunk whose payload starts at 0, by its own offset)."""
     step = np.diff(time)
     if (step > 0).all():  # one channel recorded in order, the common case: nothing to sort
         return BagIndex(version, connections, chunks, time, conn.astype(np.int32), chunk.astype(np.int32), offset,
                         recovered=recovered, problems=problems)
-    position = chunks.position[chunk] if chunk.size else np.zeros(0, dtype=np.int64)
+    position = np.where(chunks.data_offset[chunk] == 0, offset, chunks.position[chunk]) if chunk.size else \
+        np.zeros(0, dtype=np.int64)
     order = np.argsort(time, kind="stable")
     if (np.diff(time[order]) == 0).any():
         order = np.lexsort((offset, position, time))
