@@ -90,6 +90,18 @@ def _raw_kernel(messages: int) -> bool:
     return by_kernel(messages, RAW_KERNEL_FROM - 1)
 
 
+def _first_at_or_after(times: np.ndarray, t: int) -> int:
+    """The first position in ``times`` (int64 ns, ascending) at or after ``t``. A bound past int64 (2**63 ns
+    and later, as u64 MCAP times can be) is past every time: NumPy would compare it as a float, equal to
+    2**63 - 1."""
+    if t > _INT64_MAX:
+        return int(times.size)
+    return 0 if t < -_INT64_MAX - 1 else int(np.searchsorted(times, np.int64(t), side="left"))
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
 def _run_bounds(key: np.ndarray) -> tuple[list[int], list[int]]:
     """(starts, ends) of the maximal runs of equal values in ``key`` (one chunk's messages in a row)."""
     bounds = np.flatnonzero(np.diff(key)) + 1
@@ -740,8 +752,8 @@ class Bag:
         start, end = time_ns(start, "start"), time_ns(end, "end")
         self._check_not_seconds(start, "start", index.time)
         self._check_not_seconds(end, "end", index.time)
-        lo = 0 if start is None else int(np.searchsorted(index.time, start, side="left"))
-        hi = index.message_count if end is None else int(np.searchsorted(index.time, end, side="left"))
+        lo = 0 if start is None else _first_at_or_after(index.time, start)
+        hi = index.message_count if end is None else _first_at_or_after(index.time, end)
         hi = max(lo, hi)
         wanted: set[str] | None = None
         if topics is not None and not isinstance(topics, (str, bytes, bytearray)):

@@ -831,6 +831,7 @@ def test_regression_chunk_index_uncompressed_size_past_int64(tmp_path):
     struct.pack_into("<I", data, len(data) - 8 - 4, 0)  # no summary CRC: the index itself must be judged
     path.write_bytes(data)
     with pytest.warns(fastbag.FastbagWarning, match=r"its summary is damaged: a time, offset or size beyond 2\*\*63 "
+                      r"\(int64: times past the year 2262\) "
                       rf"\({path}, offset {ci}, chunk index record\)"):
         with fastbag.open(path) as bag:
             assert bag.recovered
@@ -1036,3 +1037,23 @@ def test_records_between_chunks_that_are_not_messages_keep_the_index(tmp_path):
         warnings.simplefilter("error")
         with fastbag.open(path) as bag:
             assert not bag.recovered and bag.read("/a").time.tolist() == list(range(30))
+
+
+def test_time_bounds_past_int64_select_nothing(tmp_path):
+    """A start of 2**63 ns or later (u64 MCAP times reach it) is after every message: NumPy compared it as a
+    float, equal to 2**63 - 1, and the message at that time was selected."""
+    path = tmp_path / "late.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f, compression=CompressionType.NONE)
+        writer.start()
+        channel = writer.register_channel("/u", "ros1", writer.register_schema("t/T", "ros1msg", b"uint8 x\n"))
+        for k, t in enumerate((10, 20, 2**63 - 1)):
+            writer.add_message(channel, log_time=t, data=bytes([k]), publish_time=t)
+        writer.finish()
+    with fastbag.open(path) as bag:
+        for start in (2**63, 2**64 - 1, 2**64):
+            assert [m.time for m in bag.messages(start=start)] == []
+            assert bag.read("/u", start=start).time.tolist() == bag.times("/u", start=start).tolist() == []
+        assert [m.time for m in bag.messages(end=2**63 - 1)] == [10, 20]
+        assert [m.time for m in bag.messages(start=2**63 - 1, end=2**64)] == [2**63 - 1]
+        assert [m.time for m in bag.messages(start=-2**64)] == [10, 20, 2**63 - 1]

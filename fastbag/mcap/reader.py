@@ -479,8 +479,8 @@ class McapReader(LazyIndexContainer):
         offsets = entries[:, 1]
         if entries.size and entries.max() >= np.uint64(1 << 63):
             j = int(np.searchsorted(first, np.argmax((entries >= np.uint64(1 << 63)).any(axis=1)), side="right")) - 1
-            raise BagFormatError("an entry's log_time or offset is beyond 2**63", path=self.path,
-                                 offset=int(where[j]), record="message index")
+            raise BagFormatError("an entry's log_time or offset is beyond 2**63 (int64: times past the year 2262)",
+                                 path=self.path, offset=int(where[j]), record="message index")
         if filled.any():
             # (offsets are below 2**63 now: they are never negative) Each must leave room for a message head.
             furthest = np.zeros(at.size, dtype=np.uint64)
