@@ -415,8 +415,10 @@ class Bag:
     is the number of threads decompressing ahead (default: the CPU count).
     ``definitions`` supplies message definitions where the bag has none
     (format 1.1, or a connection whose definition was lost): a mapping
-    ``{"pkg/Type": ".msg text"}`` or a folder of ``<pkg>/msg/<Type>.msg``
-    files; a type's dependencies are looked up in the same place.
+    ``{"pkg/Type": ".msg text"}`` (a text may be composed, as a connection
+    stores it: its ``MSG:`` blocks define the types it uses) or a folder of
+    ``<pkg>/msg/<Type>.msg`` files; a type's dependencies are looked up in
+    the same place.
     An encrypted bag is decrypted with ``aes_key`` (its 16-byte AES key) or
     with the key in its header, which ``gpg`` decrypts from the user's
     keyring (``passphrase`` for a protected GPG key); needs

@@ -477,6 +477,10 @@ def test_v11_decoding_without_definitions_raises(v11):
 def definitions_for(kind: str, root: Path):
     if kind == "dict":
         return dict(V11_TEXTS)
+    if kind == "composed":  # each topic's type alone, as a 2.0 connection stores it: its text, then MSG: blocks
+        return {main: V11_TEXTS[main] + "".join(f"{'=' * 80}\nMSG: {name}\n{text}" for name, text in
+                                                V11_TEXTS.items() if name != main)
+                for main in V11_TOPICS.values()}
     if kind == "folder_pkg_msg":
         return write_msg_folder(root / "defs_msg", V11_TEXTS, with_msg_dir=True)
     if kind == "folder_pkg_flat_as_str":
@@ -488,7 +492,7 @@ def definitions_for(kind: str, root: Path):
     raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind", ["dict", "folder_pkg_msg", "folder_pkg_flat_as_str", "folder_mixed"])
+@pytest.mark.parametrize("kind", ["dict", "composed", "folder_pkg_msg", "folder_pkg_flat_as_str", "folder_mixed"])
 def test_v11_decoded_with_definitions(v11, kind, tmp_path):
     definitions = definitions_for(kind, tmp_path)
     with caught() as found:

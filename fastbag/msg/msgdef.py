@@ -515,12 +515,23 @@ SEPARATOR_LINE = "=" * 80
 def compose_definition(msgtype: str, texts: Mapping[str, str]) -> str:
     """A connection-style definition of ``msgtype`` built from per-type texts.
 
-    ``texts`` maps ``pkg/Type`` to that type's own ``.msg`` text. The result
-    is the main type's text followed by a ``MSG:`` block for every type it
-    uses, directly or not, as a bag's connection stores it. Raises
-    :class:`DefinitionError` naming a type whose text is missing.
+    ``texts`` maps ``pkg/Type`` to that type's ``.msg`` text, or to a
+    composed one (its own text, then ``MSG:`` blocks defining the types it
+    uses, as a bag's connection stores it: those blocks define their types
+    where ``texts`` gives no text of their own). The result is the main
+    type's text followed by a ``MSG:`` block for every type it uses,
+    directly or not. Raises :class:`DefinitionError` naming a type whose
+    text is missing.
     """
-    lookup = {_normalize_name(k): v for k, v in texts.items()}
+    own: dict[str, list[tuple[int, str]]] = {}
+    inner: dict[str, list[tuple[int, str]]] = {}
+    for key, text in texts.items():
+        name = _normalize_name(key)
+        blocks = _split_blocks(name, text)
+        own[name] = blocks.pop(name)
+        for used, lines in blocks.items():
+            inner.setdefault(used, lines)
+    lookup = {**inner, **own}  # a type's own text wins over a block inside another's
     known = _Known(set(lookup))
     main = _normalize_name(msgtype)
     if main not in lookup:
@@ -528,14 +539,17 @@ def compose_definition(msgtype: str, texts: Mapping[str, str]) -> str:
     order, queue = [main], [main]
     while queue:
         name = queue.pop(0)
-        lines = list(enumerate(lookup[name].split("\n"), 1))
-        for f in _parse_block(name, lines, known).fields:
+        for f in _parse_block(name, lookup[name], known).fields:
             if not f.is_builtin and f.type not in order:
                 if f.type not in lookup:
                     raise DefinitionError(f"Type {name} uses {f.type}, whose definition was not given.")
                 order.append(f.type)
                 queue.append(f.type)
-    blocks = [lookup[main].rstrip("\n")] + [f"{SEPARATOR_LINE}\nMSG: {n}\n{lookup[n].rstrip()}" for n in order[1:]]
+
+    def text(name: str) -> str:
+        return "\n".join(line for _, line in lookup[name]).strip("\n")
+
+    blocks = [text(main)] + [f"{SEPARATOR_LINE}\nMSG: {n}\n{text(n)}" for n in order[1:]]
     return "\n".join(blocks) + "\n"
 
 
