@@ -1241,11 +1241,7 @@ class Bag:
         around it. Once a topic has had SALVAGE_LIMIT bad messages (a wrong
         definition spoils them all) its failing batches are not split again.
         """
-        if topic not in failed:
-            failed[topic] = 0
-            warnings.warn(f"messages of {topic} cannot be decoded ({error}); bag.messages() yields them with a "
-                          "msg that raises this error when used (m.data holds their bytes)", FastbagWarning,
-                          stacklevel=4)
+        before = failed.setdefault(topic, 0)
 
         def salvage(which: np.ndarray, error: FastbagError) -> list[Any]:
             if which.size == 1 or failed[topic] >= SALVAGE_LIMIT or isinstance(error, (DefinitionError,
@@ -1261,7 +1257,14 @@ class Bag:
                     out += salvage(part, exc)
             return out
 
-        return salvage(mine, error)
+        found = salvage(mine, error)
+        if before == 0 and failed[topic] > 0:  # said once, and only where a message is lost: halves of a batch
+            # may decode each (CDR messages of both byte orders: each half settles its own)
+            bad = next(m.error for m in found if isinstance(m, Undecodable))
+            warnings.warn(f"messages of {topic} cannot be decoded ({bad}); bag.messages() yields them with a "
+                          "msg that raises this error when used (m.data holds their bytes)", FastbagWarning,
+                          stacklevel=4)
+        return found
 
     def _message_types(self, connection: Connection) -> Any:
         """The message classes' type information for a connection (the definition its layout used), cached:

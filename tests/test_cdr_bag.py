@@ -122,6 +122,12 @@ def test_a_topic_in_two_byte_orders_is_a_decode_error(tmp_path, store, monkeypat
         with pytest.raises(DecodeError, match=r"CDR_BE, unlike most of the topic's messages \(CDR_LE\)") as info:
             bag.read("/s")
         assert info.value.index == 3 and info.value.topic == "/s"
+        # A message loop decodes each, without a warning: only the one array cannot hold both byte orders
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = [m.msg.data for m in bag.messages()]
+        assert got == [store.deserialize_cdr(r, "std_msgs/msg/String").data for r in raws] == \
+            [f"m{k}" for k in range(5)]
 
 
 def test_fixed_structs_by_attribute_in_ros1_too(tmp_path) -> None:
