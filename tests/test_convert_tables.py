@@ -103,6 +103,13 @@ def check_pandas(arr, frame, rows):
         assert any(c == field or c.startswith((field + ".", field + "[")) for c in frame.columns), field
     for column in frame.columns:
         want = walk(arr, column)
+        by_key = arr[column]  # every column's name is a key of the array too (README: arr["a.b"], "a[3]")
+        if isinstance(want, np.ndarray):
+            assert isinstance(by_key, np.ndarray), column
+            np.testing.assert_array_equal(by_key, want, err_msg=column)
+        else:
+            assert type(by_key) is type(want) and plain([by_key[int(i)] for i in rows]) == \
+                plain([want[int(i)] for i in rows]), column
         got = frame[column]
         if isinstance(got.dtype, pd.ArrowDtype):
             assert isinstance(want, (Ragged, Nested, np.ndarray))

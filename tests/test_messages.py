@@ -105,6 +105,38 @@ def test_constants_at_every_depth_on_real_messages():
         assert ours.topics == list(t.topics)
 
 
+def test_dotted_paths_reach_through_arrays_of_messages_on_a_real_tf_bag():
+    """``arr["transforms.child_frame_id"]`` is ``arr["transforms"]["child_frame_id"]``: per message, each
+    transform's frame, as rosbags gives them. It said "field 'transforms' has no field ... (it has no fields)"."""
+    path = data_file("ros1v2/cruise-automation__rosbag.js__fixtures__example-lz4.bag")
+    theirs = _rosbags(path, "/tf")
+    with fastbag.open(path) as bag:
+        arr = bag.read("/tf")
+    frames = arr["transforms.child_frame_id"]
+    assert len(frames) == len(theirs) > 100
+    assert [list(frames[i]) for i in range(len(arr))] == [[t.child_frame_id for t in m.transforms] for m in theirs]
+    x = arr["transforms.transform.translation.x"]
+    assert [list(x[i]) for i in range(len(arr))] == [[t.transform.translation.x for t in m.transforms] for m in theirs]
+
+
+def test_a_path_into_arrays_of_fixed_structs_says_where_their_fields_are():
+    """An array of structs of varying length (a view per message, no column of one field): the error says
+    how to reach a field of its elements, where it said the field had no fields."""
+    import struct
+
+    from fastbag.msg.arrays import decode_messages
+
+    definition = "p/Pt[] pts\n" + "=" * 80 + "\nMSG: p/Pt\nfloat32 z\nfloat32 w\n"
+    arr = decode_messages("p/Top", definition, [struct.pack("<I", n) + np.arange(2 * n, dtype="<f4").tobytes()
+                                                for n in (1, 3)])
+    with pytest.raises(fastbag.NotFoundError, match=r"arrays of structs of varying length: their fields are "
+                                                    r"arr\['pts'\]\.values\['z'\]"):
+        arr["pts.z"]
+    assert arr["pts"].values["z"].tolist() == [0.0, 0.0, 2.0, 4.0]
+    with pytest.raises(fastbag.NotFoundError, match=r"has no field 'q'; fields: z, w"):
+        arr["pts.q"]
+
+
 def test_arrays_of_structs_on_a_real_tf_bag():
     path = data_file("ros1v2/cruise-automation__rosbag.js__fixtures__example-lz4.bag")
     theirs = _rosbags(path, "/tf")

@@ -468,6 +468,12 @@ def test_use_block(source, synthetic, request):
     assert packed.dtype.itemsize == sum(packed.dtype.fields[f][0].itemsize for f in packed.dtype.names)  # packed
     assert np.array_equal(packed["linear_acceleration"]["x"], x)
     assert np.array_equal(run.one("imu.linear_acceleration.x   "), x)
+    assert np.array_equal(run.one('imu["linear_acceleration.x"]'), x)
+    covariance = run.one('imu["orientation_covariance[4]"]')
+    assert covariance.shape == (n,) and np.array_equal(covariance, imu["orientation_covariance"][:, 4])
+    if source == "real":
+        assert covariance.tolist() == [m.orientation_covariance[4] for _, m, _ in
+                                       oracle(request.getfixturevalue("composite"), "/imu")]
     assert run.one('"header" in imu') is True
     stamps_sec = run.at("m.msg.header.stamp.to_sec()")
     if source == "real":

@@ -26,6 +26,7 @@ fields by attribute and ``[name]`` at every depth, reading these columns.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -110,6 +111,22 @@ class _PerMessage:
             cached.flags.writeable = False
             self.__dict__["_offsets"] = cached
         return cached
+
+
+#: A path part naming one element of a fixed array, as to_pandas names its columns: ``name[4]``.
+_ELEMENT = re.compile(r"(.+)\[(\d+)\]")
+
+
+def _element(value: Any, i: int, field: str, msgtype: str) -> np.ndarray:
+    """Element ``i`` of every message's fixed array ``value`` (``(N, ...)``, its elements in C order, as
+    to_pandas numbers its ``field[i]`` columns)."""
+    if not isinstance(value, np.ndarray) or value.ndim < 2 or value.dtype.names:
+        raise NotFoundError(f"{msgtype} field {field!r} is no fixed array of numbers: [{i}] picks an element of "
+                            "one (a column to_pandas names so)")
+    flat = value.reshape(value.shape[0], int(np.prod(value.shape[1:])))  # (-1 cannot size 0 messages)
+    if i >= flat.shape[1]:
+        raise NotFoundError(f"{msgtype} field {field!r} has {flat.shape[1]} elements a message, not {i + 1}")
+    return flat[:, i]
 
 
 class Ragged(_PerMessage):
@@ -388,7 +405,8 @@ class StructArray:
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
-            return self._field(key) if key in self._node.fields or "." not in key else self._path(key)
+            return self._field(key) if key in self._node.fields or not ("." in key or key.endswith("]")) \
+                else self._path(key)
         if key is None or isinstance(key, (bool, np.bool_)):  # (NumPy adds an axis for these; rows have none)
             raise IndexError(f"messages are selected by an integer, a slice, an integer array or a boolean mask "
                              f"of {self._n} values, not {key!r}")
@@ -446,20 +464,31 @@ class StructArray:
         return StructArray(self._n, rows, sub, self._columns, types=self.types)
 
     def _path(self, path: str) -> Any:
-        """A nested field by its dotted path (``"pose.pose.position.x"``, as to_pandas names its columns):
-        ``arr["pose"]["pose"]["position"]["x"]``; NotFoundError names the part that is missing."""
+        """A nested field by its dotted path, as to_pandas names its columns: ``"pose.pose.position.x"`` is
+        ``arr["pose"]["pose"]["position"]["x"]``, ``"orientation_covariance[4]"`` that fixed array's element 4
+        (of its elements in C order); through an array of messages, ``"transforms.child_frame_id"`` is
+        ``arr["transforms"]["child_frame_id"]``. NotFoundError names the part that is missing."""
         value: Any = self
-        for depth, name in enumerate(path.split(".")):
-            if isinstance(value, StructArray):
+        parts = path.split(".")
+        for depth, part in enumerate(parts):
+            element = _ELEMENT.fullmatch(part)
+            name = element.group(1) if element else part
+            inside = ".".join(parts[:depth])
+            if isinstance(value, (StructArray, Nested)):
                 value = value[name]
-                continue
-            names = value.dtype.names if isinstance(value, np.ndarray) else None
-            if not names or name not in names:
-                inside = ".".join(path.split(".")[:depth])
-                have = f"; fields: {', '.join(names)}" if names else " (it has no fields)"
-                raise NotFoundError(f"{self._node.msgtype} field {inside!r} has no field {name!r}"
-                                    f"{close_matches(name, names or ())}{have}")
-            value = value[name]
+            else:
+                names = value.dtype.names if isinstance(value, (np.ndarray, Ragged)) else None
+                if not names or name not in names or isinstance(value, Ragged):
+                    if isinstance(value, Ragged) and names and name in names:
+                        raise NotFoundError(f"{self._node.msgtype} field {inside!r} holds arrays of structs of "
+                                            f"varying length: their fields are arr[{inside!r}].values[{name!r}] "
+                                            f"(every message's, packed) or arr[{inside!r}][i][{name!r}]")
+                    have = f"; fields: {', '.join(names)}" if names else " (it has no fields)"
+                    raise NotFoundError(f"{self._node.msgtype} field {inside!r} has no field {name!r}"
+                                        f"{close_matches(name, names or ())}{have}")
+                value = value[name]
+            if element:
+                value = _element(value, int(element.group(2)), ".".join(parts[:depth] + [name]), self._node.msgtype)
         return value
 
     def _subset(self, key: Any) -> "StructArray":
