@@ -617,7 +617,8 @@ class Bag:
 
     @property
     def compression_unit(self) -> str:
-        """What :attr:`compression` counts: ``"chunks"``, or ``"files"`` (rosbag2 sqlite3 storage)."""
+        """What :attr:`compression` counts: ``"chunks"``, or ``"files"`` (rosbag2 recordings: sqlite3
+        storage, and MCAP storage compressed per file or per message, rosbag2's units of compression)."""
         return self._container.compression_unit
 
     @property

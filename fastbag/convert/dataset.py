@@ -101,8 +101,9 @@ class SyncedDataset:
     Image its ``(H, W[, C])`` pixels, a CompressedImage its bytes as uint8,
     other types one structured row (``TopicArray.to_numpy()``), or the
     message's ``to_dict()`` where fields vary in length; a window gives the
-    structured rows of its messages (of a PointCloud2, Image or
-    CompressedImage topic, a list of its messages' points, pixels or bytes).
+    structured rows of its messages, or their TopicArray where fields vary
+    in length (of a PointCloud2, Image or CompressedImage topic, a list of
+    its messages' points, pixels or bytes).
 
     It pickles without open files, for DataLoader workers; but a sample costs less to read than worker
     processes cost to hand it over (clouds and images are views of the mapping), so ``num_workers=0`` is

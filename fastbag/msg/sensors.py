@@ -326,7 +326,8 @@ def image(images: Any, *, stack: bool = True) -> Any:
     Given one message, returns a view of its pixels. Given a topic, returns
     one ``(N, H, W[, C])`` array (a copy) when ``stack`` and every image has
     the same size and encoding, else a list of per-message views.
-    (CompressedImage data stays bytes: decode it with an image library.)
+    A CompressedImage raises UnsupportedError: its data are encoded bytes
+    (``arr["data"][i]``), to decode with an image library.
     """
     images = _unwrapped(images)
     msgtype = images.msgtype if isinstance(images, StructArray) else str(getattr(images, "_type", ""))

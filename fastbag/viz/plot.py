@@ -85,7 +85,8 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
 
     ``fields`` are paths (see :func:`fastbag.viz.fields.series`: ``"linear_acceleration.x"``,
     ``"ranges[0]"``, ``"ranges"`` for the length per message); none given
-    draws every plain numeric field (header excluded). ``stamp`` is
+    draws the plain numeric fields (header and absolute times excluded), the
+    first DEFAULT_LINES of them, with a warning saying where it cut. ``stamp`` is
     ``"receive"`` (the bag's receive times) or ``"header"`` (``header.stamp``).
     ``t0`` (int ns) is the origin of the x axis; by default the first time.
     ``line_options`` go to ``Axes.plot``.
