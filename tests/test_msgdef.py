@@ -493,6 +493,30 @@ def test_indirect_cycle():
     assert str(info.value) == "Type pkg/A contains itself: pkg/A -> pkg/B -> pkg/C -> pkg/A."
 
 
+def _nested_chain(levels: int) -> str:
+    """pkg/T0 holding a pkg/T1 holding ... a pkg/T{levels-1} holding an int32: ``levels`` types nested."""
+    return "".join(["T1 next\n"] + [f"{'=' * 80}\nMSG: pkg/T{k}\n" + (f"T{k + 1} next\n" if k < levels - 1 else
+                                                                      "int32 x\n") for k in range(1, levels)])
+
+
+def test_types_nested_deeper_than_the_bound_are_refused():
+    """A definition chaining thousands of types (a fuzz case) overflowed Python's recursion in every walk of
+    its fields (the cycle check, md5sums: RecursionError, no FastbagError); nesting past MAX_TYPE_DEPTH is
+    now a DefinitionError, and a deep chain within it still has its md5sum."""
+    from fastbag.msg.msgdef import MAX_TYPE_DEPTH
+
+    registry = parse_definition("pkg/T0", _nested_chain(MAX_TYPE_DEPTH))
+    expected = hashlib.md5(b"int32 x").hexdigest()
+    for k in range(MAX_TYPE_DEPTH - 2, -1, -1):  # genmsg's md5: each type's text names its field's md5sum
+        expected = hashlib.md5(f"{expected} next".encode()).hexdigest()
+    assert registry.md5sum() == expected
+    for levels in (MAX_TYPE_DEPTH + 1, 3000):
+        # (named where the walk from the leaves first passes the bound)
+        with pytest.raises(DefinitionError, match=rf"Type pkg/T{levels - MAX_TYPE_DEPTH - 1} nests types "
+                                                  rf"{MAX_TYPE_DEPTH + 1} levels deep, more than the {MAX_TYPE_DEPTH}"):
+            parse_definition("pkg/T0", _nested_chain(levels))
+
+
 @pytest.mark.parametrize(
     ("line", "reason"),
     [

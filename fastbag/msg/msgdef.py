@@ -481,30 +481,46 @@ def _line_error(typename: str, lineno: int, line: str, reason: str) -> Definitio
 # --- checks across types ------------------------------------------------------
 
 
+#: Types nested deeper than this are refused (real ones nest under 10 deep): what walks a type's fields
+#: (md5sums, the layout compiler, message classes, printing) recurses once per level.
+MAX_TYPE_DEPTH = 100
+
+
 def _check_acyclic(types: dict[str, MsgDef]) -> None:
-    """Raise if a field names a missing type or a type contains itself."""
-    done: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> None:
-        if name in done:
-            return
-        if name in path:
-            cycle = " -> ".join([*path[path.index(name):], name])
-            raise DefinitionError(f"Type {name} contains itself: {cycle}.")
-        path.append(name)
-        for f in types[name].fields:
-            if f.is_builtin:
-                continue
-            if f.type not in types:
-                raise DefinitionError(
-                    f"Type {name} uses {f.type} (field {f.name!r}) but the definition does not include it."
-                )
-            visit(f.type, path)
-        path.pop()
-        done.add(name)
-
-    for name in types:
-        visit(name, [])
+    """Raise if a field names a missing type, a type contains itself, or types nest deeper than
+    MAX_TYPE_DEPTH. Walked with a stack of its own, not by recursion: a hostile definition may chain
+    thousands of types (Python's recursion stops at ~1000)."""
+    done: dict[str, int] = {}  # type -> levels of types it nests (1: builtins only)
+    for root in types:
+        if root in done:
+            continue
+        path, on_path = [root], {root}
+        stack = [iter(types[root].fields)]
+        while stack:
+            for f in stack[-1]:
+                if f.is_builtin or f.type in done:
+                    continue
+                name = path[-1]
+                if f.type not in types:
+                    raise DefinitionError(
+                        f"Type {name} uses {f.type} (field {f.name!r}) but the definition does not include it."
+                    )
+                if f.type in on_path:
+                    cycle = " -> ".join([*path[path.index(f.type):], f.type])
+                    raise DefinitionError(f"Type {f.type} contains itself: {cycle}.")
+                path.append(f.type)
+                on_path.add(f.type)
+                stack.append(iter(types[f.type].fields))
+                break
+            else:  # every field of path[-1] visited
+                stack.pop()
+                name = path.pop()
+                on_path.discard(name)
+                depth = 1 + max((done[f.type] for f in types[name].fields if not f.is_builtin), default=0)
+                if depth > MAX_TYPE_DEPTH:
+                    raise DefinitionError(f"Type {name} nests types {depth} levels deep, more than the "
+                                          f"{MAX_TYPE_DEPTH} fastbag reads (real messages nest under 10).")
+                done[name] = depth
 
 
 # --- definitions supplied by the user (format 1.1, lost definitions) -------------
