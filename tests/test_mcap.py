@@ -974,7 +974,8 @@ def _mcap_with_loose_messages(path: Path, statistics: bool) -> None:
         at = emit(Chunk(message_start_time=min(times), message_end_time=max(times), uncompressed_size=len(raw),
                         uncompressed_crc=zlib.crc32(raw), compression="", data=raw))
         indexes_at = len(out)
-        offsets = {channel: emit(MessageIndex(channel_id=channel, records=entries)) for channel, entries in where.items()}
+        offsets = {channel: emit(MessageIndex(channel_id=channel, records=entries))
+                   for channel, entries in where.items()}
         chunk_indexes.append(ChunkIndex(message_start_time=min(times), message_end_time=max(times),
                                         chunk_start_offset=at, chunk_length=indexes_at - at,
                                         message_index_offsets=offsets, message_index_length=len(out) - indexes_at,

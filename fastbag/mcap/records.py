@@ -414,8 +414,8 @@ def parse_chunk_indexes(buf: np.ndarray, body_at: np.ndarray, body_length: np.nd
         if (column >= np.uint64(1 << 63)).any():
             k = int(np.argmax(column >= np.uint64(1 << 63)))
             k = int(np.searchsorted(entry_start, k, side="right")) - 1 if column is columns[-1] else k
-            raise BagFormatError("a time, offset or size beyond 2**63 (int64: times past the year 2262)", path=path, offset=int(record_at[k]),
-                                 record="chunk index")
+            raise BagFormatError("a time, offset or size beyond 2**63 (int64: times past the year 2262)", path=path,
+                                 offset=int(record_at[k]), record="chunk index")
     as_int = [c.astype(np.int64) for c in columns]
     return ChunkIndexes(*as_int[:5], as_int[5], as_int[6], compression, name_length, entry_start,
                         le_uint(buf, entry_at, 2).astype(np.int64), as_int[7])
