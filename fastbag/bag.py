@@ -90,6 +90,9 @@ def _raw_kernel(messages: int) -> bool:
     return by_kernel(messages, RAW_KERNEL_FROM - 1)
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
 def _first_at_or_after(times: np.ndarray, t: int) -> int:
     """The first position in ``times`` (int64 ns, ascending) at or after ``t``. A bound past int64 (2**63 ns
     and later, as u64 MCAP times can be) is past every time: NumPy would compare it as a float, equal to
@@ -97,9 +100,6 @@ def _first_at_or_after(times: np.ndarray, t: int) -> int:
     if t > _INT64_MAX:
         return int(times.size)
     return 0 if t < -_INT64_MAX - 1 else int(np.searchsorted(times, np.int64(t), side="left"))
-
-
-_INT64_MAX = (1 << 63) - 1
 
 
 def _run_bounds(key: np.ndarray) -> tuple[list[int], list[int]]:

@@ -131,18 +131,21 @@ class McapReader(LazyIndexContainer):
         """Whether the data section (up to ``end``) holds a Chunk or Message record, or cannot be walked: a
         summary that counts no messages and indexes no chunk is then not believed (a file that records
         none holds few records, so the walk is short; one that does stops at its first)."""
-        at = self._data_start
         try:
-            while at < end:
-                opcode, body, length = self._record_at(at, end)
-                if opcode in (Opcode.CHUNK, Opcode.MESSAGE):
-                    return True
-                if opcode == Opcode.DATA_END:
-                    return False
-                at = body + length
+            found = self._first_record(self._data_start, end, (Opcode.CHUNK, Opcode.MESSAGE))
         except BagFormatError:
             return True
-        return False
+        return found is not None and found[0] != Opcode.DATA_END
+
+    def _first_record(self, at: int, end: int, opcodes: tuple[int, ...]) -> tuple[int, int] | None:
+        """``(opcode, offset)`` of the first record from ``at`` to ``end`` whose opcode is one of ``opcodes`` or
+        DATA_END, or None; BagFormatError where a record runs past ``end``."""
+        while at < end:
+            opcode, body, length = self._record_at(at, end)
+            if opcode in opcodes or opcode == Opcode.DATA_END:
+                return opcode, at
+            at = body + length
+        return None
 
     @staticmethod
     def _chunk_heads(indexes: ChunkIndexes) -> np.ndarray:
@@ -258,15 +261,11 @@ class McapReader(LazyIndexContainer):
         at = self._data_start
         for start, stop in zip(starts + [end], ends + [end]):
             try:
-                while at < start:
-                    opcode, body, length = self._record_at(at, start)
-                    if opcode == Opcode.MESSAGE:
-                        return at
-                    if opcode == Opcode.DATA_END:
-                        return None
-                    at = body + length
+                found = self._first_record(at, start, (Opcode.MESSAGE,))
             except BagFormatError:
-                pass  # (records not laid out as the indexes say: not this walk's to judge)
+                found = None  # (records not laid out as the indexes say: not this walk's to judge)
+            if found is not None:
+                return found[1] if found[0] == Opcode.MESSAGE else None
             at = max(at, stop)
         return None
 

@@ -477,15 +477,15 @@ class StructArray:
             if isinstance(value, (StructArray, Nested)):
                 value = value[name]
             else:
-                names = value.dtype.names if isinstance(value, (np.ndarray, Ragged)) else None
-                if not names or name not in names or isinstance(value, Ragged):
-                    if isinstance(value, Ragged) and names and name in names:
-                        raise NotFoundError(f"{self._node.msgtype} field {inside!r} holds arrays of structs of "
-                                            f"varying length: their fields are arr[{inside!r}].values[{name!r}] "
-                                            f"(every message's, packed) or arr[{inside!r}][i][{name!r}]")
+                names = getattr(getattr(value, "dtype", None), "names", None) or ()
+                if name not in names:
                     have = f"; fields: {', '.join(names)}" if names else " (it has no fields)"
                     raise NotFoundError(f"{self._node.msgtype} field {inside!r} has no field {name!r}"
-                                        f"{close_matches(name, names or ())}{have}")
+                                        f"{close_matches(name, names)}{have}")
+                if isinstance(value, Ragged):  # (no column of one field: each message's elements are a view)
+                    raise NotFoundError(f"{self._node.msgtype} field {inside!r} holds arrays of structs of varying "
+                                        f"length: their fields are arr[{inside!r}].values[{name!r}] (every "
+                                        f"message's, packed) or arr[{inside!r}][i][{name!r}]")
                 value = value[name]
             if element:
                 value = _element(value, int(element.group(2)), ".".join(parts[:depth] + [name]), self._node.msgtype)
