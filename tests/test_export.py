@@ -449,3 +449,61 @@ def test_parquet_ready_strips_field_less_structs_inside_lists(tmp_path):
     assert ready.column("n").to_pylist() == [7, 8, 9]
     pq.write_table(ready, tmp_path / "t.parquet")
     assert pq.read_table(tmp_path / "t.parquet").to_pylist() == ready.to_pylist()
+
+
+def test_parquet_ready_strips_field_less_structs_two_structs_down(tmp_path):
+    """A field-less struct inside a struct inside a struct (Main{A a}, A{B b}, B{Empty e; uint8 c}) is dropped:
+    the struct above it is rebuilt even though its own member count did not change."""
+    from fastbag.convert.export import parquet_ready
+
+    empty = pa.StructArray.from_buffers(pa.struct([]), 2, [None])
+    b = pa.StructArray.from_arrays([empty, pa.array([7, 9], type=pa.uint8())], names=["e", "c"])
+    a = pa.StructArray.from_arrays([b], names=["b"])
+    ready = parquet_ready(pa.table({"a": a}))
+    assert ready.schema.field("a").type == pa.struct([("b", pa.struct([("c", pa.uint8())]))])
+    assert ready.schema.metadata[b"fastbag.dropped"] == b"a.b.e"
+    assert ready.column("a").to_pylist() == [{"b": {"c": 7}}, {"b": {"c": 9}}]
+    pq.write_table(ready, tmp_path / "t.parquet")  # (before: ArrowNotImplementedError, an empty struct)
+    assert pq.read_table(tmp_path / "t.parquet").to_pylist() == ready.to_pylist()
+
+
+def deep_empty_bag(path):
+    """/deep: Main{A a}, A{B b}, B{Empty e; uint8 c}; /n: Int32."""
+    sep = "=" * 80
+    text = f"A a\n{sep}\nMSG: p/A\nB b\n{sep}\nMSG: p/B\nEmpty e\nuint8 c\n{sep}\nMSG: p/Empty\n"
+    with fastbag.Writer(path, compression="none") as w:
+        deep = w.add_connection("/deep", "p/Main", text)
+        number = w.add_connection("/n", "std_msgs/Int32", "int32 data\n")
+        for k in range(3):
+            w.write(deep, 10**18 + 2 * k, bytes([7 + k]))
+            w.write(number, 10**18 + 2 * k + 1, int(k).to_bytes(4, "little"))
+    return path
+
+
+def test_parquet_export_of_an_empty_struct_two_structs_down(tmp_path):
+    path = deep_empty_bag(tmp_path / "deep.bag")
+    result = fastbag.export(path, tmp_path / "out", "parquet")
+    assert result.skipped == {} and sorted(result.files) == ["/deep", "/n"]
+    table = pq.read_table(result.files["/deep"])
+    assert table.column("a").to_pylist() == [{"b": {"c": c}} for c in (7, 8, 9)]
+    with fastbag.open(path) as bag:
+        assert bag.read("/deep")["a.b.c"].tolist() == [7, 8, 9]
+
+
+def test_parquet_export_skips_a_topic_arrow_cannot_store(tmp_path, monkeypatch):
+    """An Arrow error writing one topic (a type Parquet cannot hold) skips that topic, not the whole export."""
+    import fastbag.convert.export as export
+
+    path = deep_empty_bag(tmp_path / "deep.bag")
+    ready = export.parquet_ready
+
+    def refuse_deep(table):
+        if "a" in table.column_names:
+            raise pa.ArrowNotImplementedError("Cannot write struct type 'e' with no child field to Parquet")
+        return ready(table)
+
+    monkeypatch.setattr(export, "parquet_ready", refuse_deep)
+    result = fastbag.export(path, tmp_path / "out", "parquet")
+    assert list(result.skipped) == ["/deep"] and "ArrowNotImplementedError" in result.skipped["/deep"]
+    assert list(result.files) == ["/n"] and pq.read_table(result.files["/n"]).column("data").to_pylist() == [0, 1, 2]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["n.parquet"]  # no partial file left

@@ -214,8 +214,12 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
                         "path to have it opened with them")
     if compression is not None and compression not in CODECS[format]:
         raise ValueError(f"{format} compression must be one of {', '.join(CODECS[format])}, not {compression!r}")
+    skippable: tuple[type[BaseException], ...] = (FastbagError, ValueError, OSError, MemoryError)
     if format == "parquet":
         require("pyarrow.parquet", "arrow", "Parquet export")
+        import pyarrow as pa
+
+        skippable += (pa.ArrowException,)  # a type Arrow or Parquet cannot store (ArrowNotImplementedError...)
     elif format == "csv":
         require("pandas", "pandas", "CSV export")
     if format == "csv" and compression == "zstd":
@@ -266,7 +270,7 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
                 try:
                     count = _WRITERS[format](opened, topic, temporary, reading, bar, **options)
                     os.replace(temporary, final)
-                except (FastbagError, ValueError, OSError, MemoryError) as exc:  # this topic cannot be decoded
+                except skippable as exc:  # this topic cannot be decoded
                     # or stored (memory: a part of ``step`` too large for this machine; its arrays are gone now)
                     result.skipped[topic] = f"{type(exc).__name__}: {exc}" + (
                         " (a smaller step may fit)" if isinstance(exc, MemoryError) else "") + (
@@ -431,7 +435,9 @@ def parquet_ready(table: Any) -> Any:
         if not fields:
             dropped.append(name)
             return None
-        return column if len(fields) == column.type.num_fields else pa.StructArray.from_arrays(kept, fields=fields)
+        if fields == [column.type.field(i) for i in range(column.type.num_fields)]:
+            return column  # no member dropped, at any depth below
+        return pa.StructArray.from_arrays(kept, fields=fields)
 
     def has_empty_struct(kind: Any) -> bool:
         if is_list(kind):
