@@ -77,7 +77,8 @@ def readable_topics(bag):
 
 
 def time_name(arr):
-    return "receive_time" if "time" in arr.fields else "time"
+    """The receive time's column, as README says: ``time``, or ``receive_time`` beside a field ``time``."""
+    return "time" if "time" not in arr.fields else "receive_time" + "_" * ("receive_time" in arr.fields)
 
 
 def check_arrow(arr, table, rows):
@@ -233,6 +234,41 @@ def test_a_field_called_time_keeps_its_name(tmp_path):
         assert arr.to_polars().columns == ["receive_time", "time", "value"]
         result = fastbag.export(bag, tmp_path / "csv", "csv")
         assert pd.read_csv(result.files["/t"]).columns.tolist() == ["receive_time", "time", "value"]
+
+
+def test_fields_called_time_and_receive_time_keep_their_names(tmp_path):
+    """With fields ``time`` and ``receive_time`` both, the receive time is ``receive_time_``: no column hides
+    another in Arrow, pandas, polars, Parquet, CSV or NPZ (before, two columns were called ``receive_time``)."""
+    import struct
+
+    path = tmp_path / "times.bag"
+    with fastbag.Writer(path) as w:
+        conn = w.add_connection("/t", "my_msgs/Tick", "float64 time\nint64 receive_time\n")
+        for k in range(3):
+            w.write(conn, 10**18 + k, struct.pack("<dq", k / 2, 40 + k))
+    with fastbag.open(path) as bag:
+        arr = bag.read("/t")
+    assert time_name(arr) == "receive_time_" and arr["receive_time"].tolist() == [40, 41, 42]
+    names = ["receive_time_", "time", "receive_time"]
+    table = arr.to_arrow()
+    assert table.column_names == names and table.column("receive_time").to_pylist() == [40, 41, 42]
+    assert table.column("receive_time_").cast(pa.int64()).to_pylist() == arr.time.tolist()
+    frame = arr.to_pandas()
+    assert frame.index.name == "receive_time_" and frame["receive_time"].tolist() == [40, 41, 42]
+    assert arr.to_polars().columns == names
+    for fmt in ("parquet", "csv", "npz"):
+        result = fastbag.export(path, tmp_path / fmt, fmt)
+        assert result.skipped == {}, result.skipped
+    assert pq.read_table(result_file(tmp_path, "parquet")).column_names == names
+    assert pd.read_csv(result_file(tmp_path, "csv")).to_dict("list") == {
+        "receive_time_": arr.time.tolist(), "time": [0.0, 0.5, 1.0], "receive_time": [40, 41, 42]}
+    with np.load(result_file(tmp_path, "npz")) as columns:
+        assert columns["receive_time_"].tolist() == arr.time.tolist()
+        assert columns["receive_time"].tolist() == [40, 41, 42]
+
+
+def result_file(tmp_path, fmt):
+    return tmp_path / fmt / f"t.{fmt}"
 
 
 def test_import_loads_no_optional_library():

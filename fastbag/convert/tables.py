@@ -40,8 +40,14 @@ EXPAND_LIMIT = 16
 
 
 def time_column(arr: StructArray) -> str:
-    """The name of the receive-time column: ``time``, or ``receive_time`` when the message has a ``time`` field."""
-    return "receive_time" if "time" in arr.fields else "time"
+    """The name of the receive-time column: ``time``; ``receive_time`` when the message has a ``time`` field; with
+    ``_`` appended until it names no field (a type with both ``time`` and ``receive_time`` fields)."""
+    if "time" not in arr.fields:
+        return "time"
+    name = "receive_time"
+    while name in arr.fields:
+        name += "_"
+    return name
 
 
 def require(module: str, extra: str, what: str) -> Any:
@@ -171,7 +177,8 @@ def schema_metadata(arr: "TopicArray") -> dict[str, str]:
 def to_arrow(arr: "TopicArray") -> "pyarrow.Table":
     """The topic as an Arrow table: ``time`` (timestamp[ns], receive time), then one column per field.
 
-    (The receive time is ``receive_time`` for a message type with a field called ``time``.)
+    (The receive time is ``receive_time`` for a message type with a field called ``time``, see
+    :func:`time_column`.)
 
     Nested messages are struct columns, arrays are (large) list columns;
     the schema's metadata names the topic and its ROS type (``ros.msgtype``,
