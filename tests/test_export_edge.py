@@ -315,3 +315,22 @@ def test_json_cells_of_every_leaf_kind():
     fixed = pa.array([[{"a": 1, "b": "x"}], [{"a": 2, "b": "y"}]],
                      type=pa.list_(pa.struct([("a", pa.int32()), ("b", pa.large_string())]), 1))[1:]
     assert json_cells(fixed) == ['[{"a":2,"b":"y"}]']
+
+
+def test_an_array_of_a_type_without_fields_has_no_column_whatever_its_counts(tmp_path):
+    """``Empty[] e``: to_pandas and CSV have no column for it whether its counts are equal within a part (a dense
+    array) or vary (Ragged): one CSV header for every part (before, a later part's rows had a cell more)."""
+    path = tmp_path / "empties.bag"
+    sep = "=" * 80
+    with fastbag.Writer(path, compression="none") as w:
+        conn = w.add_connection("/t", "p/Main", f"Empty[] e\nint32 v\n{sep}\nMSG: p/Empty\n")
+        for k, count in enumerate([1, 1, 1, 2]):  # parts of 2: counts 1, 1 (equal), then 1, 2
+            w.write(conn, 10**18 + k, struct.pack("<Ii", count, k))
+    with fastbag.open(path) as bag:
+        for part in (bag.read("/t", end=10**18 + 2), bag.read("/t", start=10**18 + 2), bag.read("/t")):
+            assert list(part.to_pandas().columns) == ["v"]
+        assert np.diff(bag.read("/t")["e"].offsets).tolist() == [1, 1, 1, 2]  # (the counts are read)
+    result = fastbag.export(path, tmp_path / "csv", "csv", step=2)
+    assert (tmp_path / "csv" / "t.csv").read_text().splitlines() == [
+        "time,v", *(f"{10**18 + k},{k}" for k in range(4))]
+    assert result.messages == 4

@@ -219,8 +219,11 @@ def flat_columns(arr: StructArray) -> dict[str, Any]:
 
 
 def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
-    if isinstance(value, np.ndarray) and value.dtype.names == ():
-        return  # a type without fields (CDR pads it with a byte), or an array of them: no data, no column
+    data = value.values if isinstance(value, Ragged) else value
+    if isinstance(data, np.ndarray) and data.dtype.names == ():
+        # a type without fields (CDR pads it with a byte), or an array of them, whether its counts vary or not:
+        # no data, no column (the columns depend on the type only)
+        return
     if isinstance(value, StructArray):
         for sub in value.fields:
             _flatten(f"{name}.{sub}", value[sub], field_kind(value, sub), out)
