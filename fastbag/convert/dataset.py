@@ -101,7 +101,8 @@ class SyncedDataset:
     Image its ``(H, W[, C])`` pixels, a CompressedImage its bytes as uint8,
     other types one structured row (``TopicArray.to_numpy()``), or the
     message's ``to_dict()`` where fields vary in length; a window gives the
-    structured rows of its messages, or their TopicArray where fields vary
+    structured rows of its messages in the order of ``times[name]`` (by time,
+    as ``stamp`` says), or their TopicArray where fields vary
     in length (of a PointCloud2, Image or CompressedImage topic, a list of
     its messages' points, pixels or bytes).
 
@@ -261,8 +262,8 @@ class SyncedDataset:
             sample[name] = present(bag.take(self.topics[name], [int(positions[k])]))
         for name, (lo, hi) in samples.window.items():
             topic = samples.topics[name]
-            positions = np.sort(topic.positions[int(lo[k]):int(hi[k])])
-            rows = bag.take(self.topics[name], positions)
+            # in the order of the times (by header stamp: not always the bag's order)
+            rows = bag.take(self.topics[name], topic.positions[int(lo[k]):int(hi[k])])
             sample["times"][name] = topic.times[int(lo[k]):int(hi[k])].copy()
             sample[name] = rows_of(rows)
         return sample
