@@ -15,6 +15,7 @@ import struct
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import fastbag
@@ -269,3 +270,31 @@ def test_damaged_record_is_reported_as_without_windows(mixed, monkeypatch):
             assert len(bag.read("/camera/image_raw")) == bag.topics["/camera/image_raw"].message_count
     assert errors[0] == errors[1]
     assert f"chunk at offset {chunk_at}" in errors[0] and f"offset {offset}," in errors[0]
+
+
+@pytest.mark.parametrize("values", [100, 20_000])  # 800 B messages (through the mapping), 160 KB (windows)
+def test_big_endian_cdr_reads_through_windows(tmp_path, monkeypatch, values):
+    """A topic of big-endian CDR messages far apart reads through windows in its own byte order. Before, the
+    byte-order vote looked for each message at its window's start, which is its record's: no vote, little-endian
+    assumed, and a DecodeError ("message is CDR_BE, unlike most of the topic's messages")."""
+    rosbag2 = pytest.importorskip("rosbags.rosbag2", reason="rosbags writes the big-endian recording")
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    store.register(get_types_from_msg("float64[] data\nint32 k\n", "qa/msg/M"))
+    kind = store.types["qa/msg/M"]
+    raws = [bytes(store.serialize_cdr(kind(np.arange(k, k + values, dtype=np.float64), k), "qa/msg/M",
+                                      little_endian=False)) for k in range(6)]
+    assert {raw[:2] for raw in raws} == {b"\0\0"}  # CDR_BE
+    writer = rosbag2.Writer(tmp_path / "be", version=9, storage_plugin=rosbag2.StoragePlugin.MCAP)
+    with writer:
+        conn = writer.add_connection("/t", "qa/msg/M", typestore=store)
+        for k, raw in enumerate(raws):
+            writer.write(conn, 10**9 + k, raw)
+    used = _spy(monkeypatch)
+    with fastbag.open(tmp_path / "be") as bag:
+        arr = bag.read("/t")
+    assert used == (["/t"] if values == 20_000 else [])
+    assert arr["k"].tolist() == list(range(6)) and arr["k"].dtype.byteorder == ">"
+    for k, raw in enumerate(raws):
+        np.testing.assert_array_equal(arr["data"][k], store.deserialize_cdr(raw, "qa/msg/M").data)

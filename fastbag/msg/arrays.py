@@ -732,9 +732,10 @@ class TopicBuilder:
         """
         if windows is None:
             self._settle_byte_order(payload, starts, lengths)
-        else:  # each message's first bytes, where its head window holds them (the mapping is not touched)
-            held = (windows[:, 0] == starts) & (windows[:, 1] >= 2)
-            self._settle_byte_order(payload, np.where(held, windows[:, 2], -1), lengths)
+        else:  # each message's first bytes, where its head window holds them (the mapping is not touched);
+            # the window starts at the message's record, before the message
+            held = (windows[:, 0] <= starts) & (starts + 2 <= windows[:, 0] + windows[:, 1])
+            self._settle_byte_order(payload, np.where(held, windows[:, 2] + starts - windows[:, 0], -1), lengths)
         layout, kernels = self.layout, _kernels()
         enc = layout.encoding
         rules = (enc.header, enc.representation, enc.big_endian, enc.trailing)
