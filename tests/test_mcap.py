@@ -1058,3 +1058,33 @@ def test_time_bounds_past_int64_select_nothing(tmp_path):
         assert [m.time for m in bag.messages(end=2**63 - 1)] == [10, 20]
         assert [m.time for m in bag.messages(start=2**63 - 1, end=2**64)] == [2**63 - 1]
         assert [m.time for m in bag.messages(start=-2**64)] == [10, 20, 2**63 - 1]
+
+
+def test_statistics_times_that_disagree_with_the_chunk_indexes_are_not_believed():
+    """rosbag2's rewriter_a_0.mcap: its Statistics say the messages start at 1 ms, its chunk index and first
+    message are at 0. A fresh handle said 1 ms (and `read(t, start=bag.start_time)` lost that message), and the
+    same handle 0 once its index was read: the start time is now the messages' from the first question."""
+    path = data_file("mcap/ros2__rosbag2__rosbag2_transport__test__resources__mcap__rewriter_a/rewriter_a_0.mcap")
+    with path.open("rb") as f:
+        summary = make_reader(f).get_summary()
+        first = min(m.log_time for _, _, m in make_reader(f).iter_messages())
+    assert (summary.statistics.message_start_time, first) == (1_000_000, 0)  # what the file says, what it holds
+    with fastbag.open(path) as bag:
+        assert (bag.start_time, bag.end_time) == (0, 100_000_000) and bag.get_start_time() == 0.0
+        assert len(bag.read("a_empty", start=bag.start_time)) == len(bag.read("a_empty")) == 100
+        bag.topics  # the index read: the same times
+        assert (bag.start_time, bag.end_time) == (0, 100_000_000)
+
+
+def test_statistics_times_that_agree_are_used_without_reading_message_indexes(tmp_path):
+    path = tmp_path / "agree.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f, chunk_size=64, compression=CompressionType.NONE)
+        writer.start()
+        channel = writer.register_channel("/a", "ros1", writer.register_schema("t/T", "ros1msg", b"uint8 x\n"))
+        for k in range(30):
+            writer.add_message(channel, log_time=1000 + k, data=bytes([k]), publish_time=k)
+        writer.finish()
+    with fastbag.open(path) as bag:
+        assert (bag.start_time, bag.end_time, bag.message_count) == (1000, 1029, 30)
+        assert bag._container._index is None  # (the summary alone answered)

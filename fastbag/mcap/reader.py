@@ -622,9 +622,20 @@ class McapReader(LazyIndexContainer):
     @property
     def time_range(self) -> tuple[int | None, int | None]:
         stats = self._summary.statistics
-        if self._index is None and stats is not None:
+        if self._index is None and stats is not None and self._statistics_times_agree(stats):
             return (stats.message_start_time, stats.message_end_time) if stats.message_count else (None, None)
-        return super().time_range
+        return super().time_range  # from the messages' index (read now, if not yet)
+
+    def _statistics_times_agree(self, stats: Statistics) -> bool:
+        """Whether the statistics' first and last log_time are the chunk indexes' (over the chunks that index
+        messages). A writer that got them wrong (rosbag2's rewriter tests hold one) would make a bag's
+        start time change once its index is read."""
+        indexes = self._chunk_indexes
+        held = np.diff(indexes.entry_start) > 0
+        if not held.any():
+            return True  # nothing to judge them by
+        return bool(stats.message_count) and stats.message_start_time == int(indexes.start_time[held].min()) \
+            and stats.message_end_time == int(indexes.end_time[held].max())
 
     @property
     def statistics(self) -> Statistics | None:
