@@ -211,6 +211,15 @@ def connection_header(connection: Connection) -> dict[str, bytes]:
     return {key: value.encode() for key, value in header.items()}
 
 
+def _canonical_name(name: str) -> str:
+    """A ROS name as rosbag compares topics (roslib's canonicalize_name): no repeated or trailing ``/``."""
+    if not isinstance(name, str):
+        raise TypeError(f"topic names are str, not {type(name).__name__} {name!r}")
+    if not name or name == "/":
+        return name
+    return ("/" if name[0] == "/" else "") + "/".join(part for part in name.split("/") if part)
+
+
 def _stamp(ns: int) -> Time:
     """int nanoseconds as the genpy-like Time rosbag's API hands out."""
     return Time(ns // 1_000_000_000, ns % 1_000_000_000)
@@ -1852,8 +1861,10 @@ class Bag:
 
         ``t`` is a :class:`~fastbag.msg.messages.Time` (genpy's ``secs``, ``nsecs``, ``to_sec()``...);
         ``start_time`` and ``end_time`` are times (``rospy.Time``, or whatever :meth:`messages` takes),
-        ``end_time`` included, as rosbag includes it. ``connection_filter(topic, datatype, md5sum,
-        msg_def, header)`` selects connections; ``return_connection_header`` adds each connection's header
+        ``end_time`` included, as rosbag includes it. ``topics`` compare as ROS names, as rosbag compares
+        them (``"/a/b/"`` names ``/a/b``); none named (``None``, an empty list) means every topic.
+        ``connection_filter(topic, datatype, md5sum, msg_def, header)`` selects connections;
+        ``return_connection_header`` adds each connection's header
         (the fields fastbag keeps: topic, type, md5sum, message_definition, callerid, latching). rosbag's
         ``raw=True`` tuples are not made: :meth:`messages` with ``raw=True`` gives each message's bytes.
         """
@@ -1861,17 +1872,18 @@ class Bag:
             raise TypeError("read_messages(raw=True) is not supported: use bag.messages(raw=True), whose m.data "
                             "is each message's serialized bytes (m.connection its type and md5sum)")
         start, end = time_ns(start_time, "start_time"), time_ns(end_time, "end_time")
-        if topics:  # rosbag passes over a topic the bag lacks (a loop over bags, one list of topics)
-            named = [topics] if isinstance(topics, str) else list(topics)
-            topics = [t for t in named if not isinstance(t, str) or t in self._topic_ranks]
-            if not topics:
+        named = None if topics is None else [topics] if isinstance(topics, str) else list(topics)
+        if named:  # (none named, an empty list or generator: every topic, as rosbag reads them)
+            topics = self._rosbag_topics(named)
+            if not topics:  # rosbag passes over a topic the bag lacks (a loop over bags, one list of topics)
                 return iter(())
         kept = None if connection_filter is None else [
             c for c in self._container.connections
             if connection_filter(c.topic, c.msgtype, c.md5sum, c.definition, connection_header(c))]
         if kept == []:  # (messages(connections=[]) means every connection, as rosbags' reader means it)
             return iter(())
-        messages = self.messages(topics or None, start, None if end is None else end + 1, connections=kept)
+        messages = self.messages(topics if named else None, start, None if end is None else end + 1,
+                                 connections=kept)
         return _as_bag_messages(messages, return_connection_header)
 
     @property
@@ -1896,8 +1908,13 @@ class Bag:
         """``rosbag.Bag.get_message_count``: messages in the bag, or on the topics named."""
         if topic_filters is None:
             return self.message_count
-        names = [topic_filters] if isinstance(topic_filters, str) else dict.fromkeys(topic_filters)  # a name once
-        return sum(self.topics[name].message_count for name in names if name in self.topics)
+        return sum(self.topics[name].message_count for name in self._rosbag_topics(topic_filters))
+
+    def _rosbag_topics(self, names: Iterable[str] | str) -> list[str]:
+        """The bag's topics that rosbag selects by ``names`` (a name or several): compared as ROS names,
+        so ``"/a/b/"`` and ``"//a/b"`` name ``/a/b``; names the bag lacks select nothing; each topic once."""
+        wanted = {_canonical_name(name) for name in ([names] if isinstance(names, str) else names)}
+        return [topic for topic in self._topic_ranks if topic in wanted or _canonical_name(topic) in wanted]
 
     def get_start_time(self) -> float:
         """``rosbag.Bag.get_start_time``: the first message's time in seconds (:attr:`start_time` in ns)."""
@@ -1913,10 +1930,10 @@ class Bag:
 
     def get_type_and_topic_info(self, topic_filters: Iterable[str] | str | None = None) -> TypesAndTopicsTuple:
         """``rosbag.Bag.get_type_and_topic_info``: every message type's md5sum, and each topic's type, message
-        count, connection count and median rate in Hz (None with fewer than two messages)."""
+        count, connection count and median rate in Hz (None with fewer than two messages). ``topic_filters``
+        compare as ROS names; the topics are keyed by the bag's own names (rosbag's keys are the names given)."""
         types = dict(sorted({c.msgtype: c.md5sum for c in reversed(self._container.connections)}.items()))
-        names = None if topic_filters is None else \
-            {topic_filters} if isinstance(topic_filters, str) else set(topic_filters)
+        names = None if topic_filters is None else set(self._rosbag_topics(topic_filters))
         topics = {name: TopicTuple(info.msgtype, info.message_count, len(info.connections), info.frequency)
                   for name, info in self.topics.items() if names is None or name in names}
         return TypesAndTopicsTuple(types, topics)

@@ -163,14 +163,22 @@ def test_topic_and_time_filters_as_rosbag_applies_them():
         times = oracle(lambda: [t for _, _, t in theirs_bag.read_messages(raw=True)])
         start, end = times[len(times) // 4], times[len(times) // 2]  # both the time of a message
         topic = sorted(bag.topics)[0]
-        cases = [dict(topics=topic), dict(topics=[topic]), dict(topics=[]),
-                 dict(start_time=start, end_time=end), dict(topics=[topic], start_time=start),
-                 dict(end_time=end), dict(topics=[topic, "/nowhere"])]
-        for case in cases:
-            expected = [(tp, t.to_nsec()) for tp, _, t in theirs_bag.read_messages(raw=True, **case)]
-            got = [(m.topic, m.timestamp.to_nsec()) for m in bag.read_messages(**case)]
-            assert got == expected, case
-            assert got, case
+        # names compare as ROS names ("a/" and "a//" are a: this bag's names are relative); an empty generator
+        # is every topic
+        spelled = [topic + "/", topic + "//"]
+        cases = [lambda: dict(topics=topic), lambda: dict(topics=[topic]), lambda: dict(topics=[]),
+                 lambda: dict(topics=iter([])), lambda: dict(start_time=start, end_time=end),
+                 lambda: dict(topics=[topic], start_time=start), lambda: dict(end_time=end),
+                 lambda: dict(topics=[topic, "/nowhere"]), lambda: dict(topics=iter(spelled)),
+                 *(lambda name=name: dict(topics=name) for name in spelled)]
+        for case in cases:  # (each a new dict: a generator is used up by the first reader)
+            expected = [(tp, t.to_nsec()) for tp, _, t in theirs_bag.read_messages(raw=True, **case())]
+            got = [(m.topic, m.timestamp.to_nsec()) for m in bag.read_messages(**case())]
+            assert got == expected, case()
+            assert got, case()
+        for name in spelled:
+            assert bag.get_message_count(name) == theirs_bag.get_message_count(name) == bag.topics[topic].message_count
+            assert list(bag.get_type_and_topic_info(name).topics) == [topic]  # (rosbag keys it by the name given)
         last = [m.timestamp.to_nsec() for m in bag.read_messages(start_time=start, end_time=end)][-1]
         assert last == end.to_nsec()  # the end itself is read
         with pytest.raises(TypeError, match="seconds"):  # said when called, not at the first message
@@ -192,6 +200,23 @@ def test_topic_and_time_filters_as_rosbag_applies_them():
         assert list(theirs_bag.read_messages(topics="/nowhere")) == list(bag.read_messages(topics="/nowhere")) == []
         with pytest.raises(fastbag.NotFoundError, match="no topic '/nowhere'"):  # fastbag's own API names it
             bag.messages(topics=[topic, "/nowhere"])
+
+
+def test_topic_names_compare_as_ros_names_as_rosbag_compares_them():
+    """"/turtle1/pose/", "//turtle1/pose" and "/turtle1//pose" name /turtle1/pose (roslib's canonical form);
+    before, read_messages and get_message_count found nothing of them."""
+    path = data_file("ros1v2/cruise-automation__rosbag.js__fixtures__example.bag")
+    theirs_bag = classic(path)
+    with theirs_bag, open_quietly(path) as bag:
+        for name in ("/turtle1/pose/", "//turtle1/pose", "/turtle1//pose", ["/turtle1//pose", "/turtle1/pose"]):
+            expected = [(tp, t.to_nsec()) for tp, _, t in theirs_bag.read_messages(topics=name, raw=True)]
+            assert [(m.topic, m.timestamp.to_nsec()) for m in bag.read_messages(topics=name)] == expected
+            assert {tp for tp, _ in expected} == {"/turtle1/pose"} and len(expected) == 1344
+            assert bag.get_message_count(name) == 1344
+        assert bag.get_message_count("/turtle1/pose/") == theirs_bag.get_message_count("/turtle1/pose/")
+        assert list(bag.get_type_and_topic_info(["//turtle1/pose", "/nowhere"]).topics) == ["/turtle1/pose"]
+        with pytest.raises(TypeError, match="topic names are str, not int 7"):
+            bag.read_messages(topics=[7])
 
 
 def test_connection_filters_and_headers_as_rosbag_gives_them():
