@@ -121,12 +121,14 @@ class _Scope:
     rows of two indexes while another thread builds one.
     """
 
-    __slots__ = ("index", "read_before")
+    __slots__ = ("index", "read_before", "connections")
 
     def __init__(self, index: BagIndex) -> None:
         self.index = index
         # rows a windowed read may have read already (see Bag._windowed)
         self.read_before: np.ndarray | None = None
+        # a topic's own index: its connections, each with its msgcount (see Bag._topic_connections)
+        self.connections: tuple[Connection, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -695,10 +697,18 @@ class Bag:
             by_topic.setdefault(connection.topic, []).append(rank)
         return {topic: by_topic[topic] for topic in sorted(by_topic)}
 
-    def _topic_connections(self, topic: str) -> tuple[Connection, ...]:
-        """``topic``'s connections (as the bag hands them out: with their ``msgcount`` once counted)."""
+    def _topic_connections(self, topic: str, scope: _Scope | None = None) -> tuple[Connection, ...]:
+        """``topic``'s connections as the bag hands them out: with their ``msgcount`` once counted, or counted
+        in ``scope``, the topic's own index, where the whole index is not built yet (a read's TopicArray
+        then holds the counts bag.connections gives, whatever was asked first)."""
         connections = self._container.connections
-        return tuple(connections[r] for r in self._topic_ranks[topic])
+        ranks = self._topic_ranks[topic]
+        if self._counted or scope is None or scope is self._whole:
+            return tuple(connections[r] for r in ranks)
+        if scope.connections is None:
+            counts = np.bincount(scope.index.conn, minlength=len(connections))
+            scope.connections = tuple(dataclasses.replace(connections[r], msgcount=int(counts[r])) for r in ranks)
+        return scope.connections
 
     @_says_if_closed
     def times(self, topic: str, start: TimeLike | None = None, end: TimeLike | None = None) -> np.ndarray:
@@ -1488,7 +1498,7 @@ class Bag:
         from .msg.arrays import TopicArray, TopicBuilder
 
         index = scope.index
-        connections = self._topic_connections(topic)
+        connections = self._topic_connections(topic, scope)
         connection = connections[0]
         if connection.encoding not in ARRAY_ENCODINGS:
             how = f"bag.messages(topics={topic!r}" + (") for its decoded messages" if connection.encoding in

@@ -119,6 +119,10 @@ def assert_same_through_both_indexes(path: Path, own: bool = True) -> int:
                     assert str(info.value) == str(exc)
                     continue
                 arr = bag.read(topic)
+                # the connections' msgcount, as the whole index counts them (it was -1 on a fresh handle)
+                counts = [c.msgcount for c in arr.connections]
+                assert counts == [c.msgcount for c in theirs.connections] == \
+                    [c.msgcount for c in whole_bag.connections if c.topic == topic] and min(counts) >= 0, topic
                 scope = bag._scope(topic)
                 if own:
                     assert scope.index is not whole and bag._container.index is not None  # (built only now)
