@@ -143,8 +143,10 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
     """Write every topic (or ``topics``) of a bag into ``out_dir``, one file per topic.
 
     ``start`` and ``end`` bound the messages written (``[start, end)``, as
-    :meth:`~fastbag.bag.Bag.read` takes them); a topic without messages
-    there still gets its file (no rows). A file name depends on the topic
+    :meth:`~fastbag.bag.Bag.read` takes them, but a start not before the
+    end is a ValueError, where ``read`` gives no rows: an export of no
+    time is a mistake); a topic without messages there still gets its
+    file (no rows). A file name depends on the topic
     and the bag's other topics only, whichever are exported (see
     :func:`topic_filename`): an export into a folder holding an earlier
     one's files replaces the files of the topics it writes, and a topic it
