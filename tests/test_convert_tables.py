@@ -288,3 +288,55 @@ def test_import_loads_no_optional_library():
             "print('dask' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("texts", [["\0b", "a\0b", "\u00df"], ["\0b", "a\0b", "x"]], ids=["utf8", "ascii"])
+def test_strings_holding_nuls_convert_whole(tmp_path, texts):
+    """ROS strings are counted bytes: a NUL inside one is text. Arrow, pandas, polars and Parquet cut non-ASCII
+    text at its first NUL ("\\0b" became "", "a\\0b" "a")."""
+    import struct
+
+    path = tmp_path / "nuls.bag"
+    with fastbag.Writer(path) as w:
+        conn = w.add_connection("/t", "std_msgs/String", "string data\n")
+        for k, text in enumerate(texts):
+            raw = text.encode()
+            w.write(conn, 10**18 + k, struct.pack("<I", len(raw)) + raw)
+    with fastbag.open(path) as bag:
+        arr = bag.read("/t")
+    assert arr["data"].tolist() == texts
+    assert arr.to_arrow().column("data").to_pylist() == texts
+    assert arr.to_pandas()["data"].tolist() == texts
+    assert arr.to_polars()["data"].to_list() == texts
+    result = fastbag.export(path, tmp_path / "out", "parquet")
+    assert pq.read_table(result.files["/t"]).column("data").to_pylist() == texts
+
+
+def test_big_endian_columns_convert_in_the_machines_order(tmp_path):
+    """Big-endian CDR reads as '>' arrays; Arrow takes numbers in the machine's order only, and refused them
+    ("Byte-swapped arrays not supported") in to_arrow, to_pandas, to_polars, to_awkward and the exports."""
+    rosbag2 = pytest.importorskip("rosbags.rosbag2", reason="rosbags writes the big-endian recording")
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    store.register(get_types_from_msg("float64 x\nint32[] a\nuint16[2] b\n", "qa/msg/M"))
+    kind = store.types["qa/msg/M"]
+    messages = [kind(1.5 + k, np.array([k, 7], dtype=np.int32), np.array([k, 9], dtype=np.uint16)) for k in range(3)]
+    with rosbag2.Writer(tmp_path / "be", version=9, storage_plugin=rosbag2.StoragePlugin.MCAP) as writer:
+        conn = writer.add_connection("/t", "qa/msg/M", typestore=store)
+        for k, msg in enumerate(messages):
+            writer.write(conn, 10**9 + k, bytes(store.serialize_cdr(msg, "qa/msg/M", little_endian=False)))
+    with fastbag.open(tmp_path / "be") as bag:
+        arr = bag.read("/t")
+    assert arr["x"].dtype.byteorder == ">"
+    rows = [{"x": m.x, "a": m.a.tolist(), "b": m.b.tolist()} for m in messages]
+    assert arr.to_arrow().drop_columns(["time"]).to_pylist() == rows
+    frame = arr.to_pandas()
+    assert frame["x"].tolist() == [1.5, 2.5, 3.5] and frame["b[1]"].tolist() == [9, 9, 9]
+    assert [list(v) for v in frame["a"]] == [[0, 7], [1, 7], [2, 7]]
+    assert arr.to_polars()["x"].to_list() == [1.5, 2.5, 3.5]
+    for fmt in ("parquet", "csv", "npz"):
+        result = fastbag.export(tmp_path / "be", tmp_path / fmt, fmt)
+        assert result.skipped == {} and list(result.files) == ["/t"], fmt
+    assert pq.read_table(result_file(tmp_path, "parquet")).drop_columns(["time"]).to_pylist() == rows
+    assert pd.read_csv(result_file(tmp_path, "csv"))["x"].tolist() == [1.5, 2.5, 3.5]

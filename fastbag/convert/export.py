@@ -200,7 +200,9 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
     ``(N, k)`` array), every variable-length array (``T[]``, arrays of
     messages) as ``path.offsets`` (int64, N+1) and its elements under
     ``path.values`` (``path.values.x``... for messages), even when every
-    message has the same count.
+    message has the same count. Strings are NumPy str arrays (bytes arrays
+    where some are not UTF-8), which cannot end a string in NUL characters:
+    a string's trailing NULs are dropped (Parquet and CSV keep them).
     """
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")

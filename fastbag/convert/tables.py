@@ -136,6 +136,8 @@ def _numpy_arrow(a: np.ndarray) -> "pyarrow.Array":
         return _text_arrow(a)
     if a.dtype.kind == "S":
         return pa.array(a, type=pa.large_binary())
+    if not a.dtype.isnative:  # big-endian CDR: Arrow holds numbers in the machine's order only
+        a = a.astype(a.dtype.newbyteorder("="))
     return pa.array(np.ascontiguousarray(a))
 
 
@@ -152,13 +154,13 @@ def _text_arrow(a: np.ndarray) -> "pyarrow.Array":
         offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
         data = np.frombuffer(raw, dtype=np.uint8) if raw else np.zeros(0, np.uint8)
         return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(np.tile(data, n)))
-    width = a.dtype.itemsize // 4
     try:
-        encoded = a.astype(f"S{max(width, 1)}")  # ASCII only: raises for anything else
-    except UnicodeEncodeError:
-        return pa.array(a, type=pa.large_string())
-    lengths = np.char.str_len(encoded).astype(np.int64)
-    matrix = encoded.view(np.uint8).reshape(n, max(width, 1))
+        encoded = a.astype(f"S{max(a.dtype.itemsize // 4, 1)}")  # ASCII only: raises for anything else
+    except UnicodeEncodeError:  # UTF-8 in one C loop (pyarrow's own conversion cuts a string at a NUL)
+        encoded = np.char.encode(a, "utf-8")
+    width = max(encoded.dtype.itemsize, 1)
+    lengths = np.char.str_len(encoded).astype(np.int64)  # (a str array holds no trailing NULs to lose)
+    matrix = encoded.view(np.uint8).reshape(n, width)
     data = matrix[np.arange(matrix.shape[1]) < lengths[:, None]]  # row by row: each string's bytes in order
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets_of(lengths)), pa.py_buffer(data))
 
