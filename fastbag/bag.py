@@ -608,8 +608,9 @@ class Bag:
 
     @property
     def chunk_count(self) -> int:
-        """Chunks of the bag (ROS1 and MCAP chunks; a rosbag2 ``.db3``'s batches of ~4 MiB of a topic's rows)."""
-        return len(self._chunks)
+        """Chunks of the bag (ROS1 and MCAP chunks; a rosbag2 ``.db3``'s batches of ~4 MiB of a topic's rows;
+        0 for the legacy ROS1 formats, which store messages unchunked)."""
+        return self._container.chunk_count
 
     @property
     def compression(self) -> dict[str, int]:

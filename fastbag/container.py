@@ -373,6 +373,11 @@ class Container(ABC):
     #: What :meth:`compression_counts` counts, for people (``fastbag info``).
     compression_unit = "chunks"
 
+    @property
+    def chunk_count(self) -> int:
+        """The format's chunks, as :attr:`Bag.chunk_count` gives them (the default: :attr:`chunks`)."""
+        return len(self.chunks)
+
     def compression_counts(self) -> dict[str, int]:
         """How the data is compressed, as :attr:`Bag.compression` gives it: chunks per compression name."""
         counts: dict[str, int] = {}

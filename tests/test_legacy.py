@@ -183,6 +183,7 @@ def test_v12_metadata_equals_the_index_records(path):
             assert bag.message_count == sum(i.count for i in parsed.index.values()) == len(parsed.messages)
             assert bag.start_time == min(times) and bag.end_time == max(times)
             assert not bag.recovered
+            assert (bag.chunk_count, bag.compression, bag.compression_sizes) == (0, {}, {})  # (no chunks: it was 1)
     assert not found, texts(found)
 
 
@@ -436,6 +437,11 @@ def test_v11_fixture_is_what_it_claims(v11):
 
         with pytest.raises(rosbag.ROSBagException, match="unsupported bag version 101"):
             rosbag.Bag(str(v11.path))
+
+
+def test_v11_has_no_chunks(v11):
+    with fastbag.open(v11.path) as bag:
+        assert (bag.version, bag.chunk_count, bag.compression) == ("1.1", 0, {})
 
 
 def test_v11_raw_without_definitions(v11):

@@ -104,6 +104,11 @@ class Ros1Reader(Container):
     def version(self) -> str:
         return "2.0" if self._deferred is not None else self.index.version
 
+    @property
+    def chunk_count(self) -> int:
+        """None in the legacy formats (read as one chunk, the whole file)."""
+        return 0 if self.version.startswith("1.") else len(self.chunks)
+
     def compression_counts(self) -> dict[str, int]:
         """Chunks per compression; none for the legacy formats (1.2 and 1.1 store messages unchunked)."""
         return {} if self.version.startswith("1.") else super().compression_counts()
