@@ -88,6 +88,30 @@ def test_names_meet_whichever_way_they_are_written() -> None:
     assert layout_for("p/msg/T", text, encoding="cdr", schema_encoding="ros2msg").min_size == 4 + 48
 
 
+def test_a_bare_header_is_the_packages_own_where_the_text_defines_it(tmp_path) -> None:
+    """ROS 2 builds a bare ``Header`` as the message's own package's; fastbag keeps ROS 1's std_msgs/Header
+    (converted texts) unless the text defines ``pkg/Header``. A file mcap_ros2 wrote with such a text was a
+    DecodeError (its qa/Header read as std_msgs/Header)."""
+    text = f"Header h\nint8 z\n{SEP}\nMSG: qa/Header\nint32 a\nstring b\n"
+    assert [(f.name, f.type) for f in parse_ros2msg("qa/msg/Main", text)["qa/Main"].fields] == [
+        ("h", "qa/Header"), ("z", "int8")]
+    assert parse_ros2msg("qa/msg/Main", "Header h\n")["qa/Main"].fields[0].type == "std_msgs/Header"
+    writer_module = pytest.importorskip("mcap_ros2.writer", reason="mcap_ros2 writes the file")
+    import fastbag
+
+    path = tmp_path / "own_header.mcap"
+    with path.open("wb") as f:
+        writer = writer_module.Writer(f)
+        schema = writer.register_msgdef("qa/msg/Main", text)
+        for k in range(3):
+            writer.write_message("/t", schema, {"h": {"a": 7 + k, "b": "xyz"[:k + 1]}, "z": k}, log_time=1000 + k)
+        writer.finish()
+    with fastbag.open(path) as bag:
+        arr = bag.read("/t")
+        assert arr["h.a"].tolist() == [7, 8, 9] and arr["h.b"].tolist() == ["x", "xy", "xyz"]
+        assert [(m.msg.h.a, m.msg.h.b, m.msg.z) for m in bag.messages()] == [(7, "x", 0), (8, "xy", 1), (9, "xyz", 2)]
+
+
 def test_repeated_dependency_is_read_once_when_it_agrees() -> None:
     block = f"{SEP}\nMSG: p/Inner\nint32 v\n"
     reg = parse_ros2msg("p/msg/Outer", "p/Inner a\n" + block + block)
