@@ -321,3 +321,80 @@ def test_a_field_named_twice_is_said(tmp_path):
     with bag, pytest.warns(fastbag.FastbagWarning, match=r"field 'x' is named twice \(offsets 0 and 4\)"):
         points = fastbag.pointcloud(topic[0])
     assert points.dtype.names == ("x",) and points["x"].tolist() == [0.0, 3.0]
+
+
+def test_images_of_one_size_in_two_encodings_are_not_stacked(tmp_path):
+    """rgb8 and bgr8 frames share a shape and dtype, not a channel order: a list of views, not one array."""
+    red = {"rgb8": [255, 0, 0], "bgr8": [0, 0, 255]}
+    messages = [Image(header=_header(i), height=1, width=1, encoding=enc, is_bigendian=0, step=3,
+                      data=np.array(red[enc], dtype=np.uint8)) for i, enc in enumerate(red)]
+    bag, arr = _write(tmp_path / "two.bag", IMAGE, messages)
+    with bag:
+        views = fastbag.image(arr)
+        assert isinstance(views, list) and [v.tolist() for v in views] == [[[[255, 0, 0]]], [[[0, 0, 255]]]]
+        assert fastbag.image(arr[:1]).shape == (1, 1, 1, 3)  # one encoding: stacked
+
+
+def test_images_in_both_byte_orders_stack_native_and_collate_into_one_tensor(tmp_path):
+    """Same size and encoding, is_bigendian 0 then 1: one native stack (it was a list), and collate's batch
+    one tensor (it was a list of arrays, one of them >u2)."""
+    pixels = np.arange(6).reshape(2, 3)
+    messages = [Image(header=_header(i), height=2, width=3, encoding="mono16", is_bigendian=big, step=6,
+                      data=(pixels + i).astype(">u2" if big else "<u2").view(np.uint8).ravel())
+                for i, big in enumerate((0, 1))]
+    bag, arr = _write(tmp_path / "orders.bag", IMAGE, messages)
+    with bag:
+        stacked = fastbag.image(arr)
+        assert stacked.dtype == np.dtype("=u2") and stacked.tolist() == [pixels.tolist(), (pixels + 1).tolist()]
+    dataset = fastbag.SyncedDataset(tmp_path / "orders.bag", {"d": "/t"}, anchor="d")
+    torch = pytest.importorskip("torch", reason="torch is an optional extra")
+    batch = fastbag.collate([dataset[0], dataset[1]])
+    assert isinstance(batch["d"], torch.Tensor) and batch["d"].tolist() == stacked.tolist()
+    dataset.close()
+
+
+def test_empty_organized_clouds_keep_their_shape(tmp_path):
+    fields = [PointField(name="x", offset=0, datatype=7, count=1)]
+    messages = [PointCloud2(header=_header(i), height=h, width=w, fields=fields, is_bigendian=False, point_step=4,
+                            row_step=4 * w, data=np.zeros(0, dtype=np.uint8), is_dense=True)
+                for i, (h, w) in enumerate([(3, 0), (0, 5), (1, 0)])]
+    bag, arr = _write(tmp_path / "empty.bag", POINTCLOUD2, messages)
+    with bag:
+        assert [c.shape for c in fastbag.pointcloud(arr)] == [(3, 0), (0, 5), (0,)]
+        assert fastbag.pointcloud(arr[0]).shape == (3, 0)
+
+
+def test_a_cloud_whose_size_overflows_int64_is_a_decode_error_on_every_path(tmp_path):
+    """height * row_step past 2**63 wrapped negative in the whole-topic check, which then passed: a view of
+    2**31 x 2**28 points over 20 kB, and reading it crashed the process. Now the message-by-message path
+    refuses it, as it refuses it alone."""
+    fields = [PointField(name="x", offset=0, datatype=7, count=1), PointField(name="y", offset=4, datatype=7, count=1)]
+    good = PointCloud2(header=_header(0), height=1, width=2500, fields=fields, is_bigendian=False, point_step=8,
+                       row_step=20000, data=np.zeros(20000, dtype=np.uint8), is_dense=True)
+    bad = PointCloud2(header=_header(1), height=2**31 + 1, width=2**28 + 1, fields=fields, is_bigendian=False,
+                      point_step=8, row_step=2**32 - 1, data=np.zeros(20000, dtype=np.uint8), is_dense=True)
+    bag, arr = _write(tmp_path / "huge.bag", POINTCLOUD2, [good, bad])
+    with bag:
+        assert isinstance(arr["data"], fastbag.msg.arrays.Ragged)  # (the whole-topic path)
+        with pytest.raises(fastbag.DecodeError, match="needs 9223372036854775816 data bytes, more than its 20000"):
+            list(fastbag.pointcloud(arr))
+        with pytest.raises(fastbag.DecodeError, match="more than its 20000"):
+            fastbag.pointcloud(bag.take("/t", [1])[0])
+        assert fastbag.pointcloud(arr[0]).shape == (2500,)
+
+
+def test_a_field_name_that_is_not_utf8_keeps_its_bytes_as_surrogates(tmp_path):
+    """It was the repr of its bytes ("b'temp\\\\xe9'"); now str with its bytes escaped, as
+    decode(..., "surrogateescape") gives them (``name.encode("utf-8", "surrogateescape")`` is the bytes again)."""
+    with fastbag.Writer(tmp_path / "name.bag") as writer:
+        conn = writer.add_connection("/t", POINTCLOUD2.name, POINTCLOUD2.definition, POINTCLOUD2.md5sum)
+        msg = PointCloud2(header=_header(), height=1, width=2, fields=[PointField(name="NAMEX", offset=0, datatype=7,
+                                                                                  count=1)],
+                          is_bigendian=False, point_step=4, row_step=8,
+                          data=np.array([1.5, 2.5], dtype="<f4").view(np.uint8), is_dense=True)
+        raw = bytes(STORE.serialize_ros1(msg, "sensor_msgs/msg/PointCloud2")).replace(b"NAMEX", b"temp\xe9")
+        writer.write(conn, 10**9, raw)
+    with fastbag.open(tmp_path / "name.bag") as bag:
+        for points in (fastbag.pointcloud(bag.read("/t")[0]), next(iter(fastbag.pointcloud(bag.read("/t"))))):
+            assert points.dtype.names == ("temp\udce9",) and points["temp\udce9"].tolist() == [1.5, 2.5]
+            assert points.dtype.names[0].encode("utf-8", "surrogateescape") == b"temp\xe9"

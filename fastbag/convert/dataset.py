@@ -443,7 +443,7 @@ def _kinds(dtype: np.dtype, shapes: bool) -> Any:
         return tuple((name, _kinds(dtype[name], shapes)) for name in dtype.names)
     if dtype.subdtype is not None:
         return _kinds(dtype.subdtype[0], shapes), dtype.subdtype[1] if shapes else None
-    return dtype.kind if dtype.kind in "US" else dtype.str
+    return dtype.kind if dtype.kind in "US" else dtype.newbyteorder("=").str  # (either byte order: stacked native)
 
 
 def _columns(arrays: list[np.ndarray], prefix: str = "") -> Any:

@@ -74,8 +74,8 @@ def point_dtype(names: Any, offsets: Any, datatypes: Any, counts: Any, point_ste
                 bigendian: bool = False) -> np.dtype:
     """The structured dtype of one point from PointCloud2 ``fields`` (padding kept by ``point_step``). A field
     without a name (padding) is left out, and so is a repeat of a name (the first field of the name is kept,
-    with a FastbagWarning)."""
-    return _point_dtype(tuple(str(n) for n in names), tuple(int(o) for o in offsets),
+    with a FastbagWarning); a name that is not UTF-8 keeps its bytes as surrogates (``"surrogateescape"``)."""
+    return _point_dtype(tuple(names), tuple(int(o) for o in offsets),
                         tuple(int(d) for d in datatypes), tuple(int(c) for c in counts), int(point_step),
                         bool(bigendian))
 
@@ -87,7 +87,9 @@ def _point_dtype(names: tuple[str, ...], offsets: tuple[int, ...], datatypes: tu
     order = ">" if bigendian else "<"
     spec: dict[str, list[Any]] = {"names": [], "formats": [], "offsets": []}
     for name, offset, datatype, count in zip(names, offsets, datatypes, counts):
-        name, offset, datatype, count = str(name), int(offset), int(datatype), int(count)
+        # a name that is not UTF-8 (bytes, as fastbag gives such strings) keeps its bytes as surrogates
+        name = name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else str(name)
+        offset, datatype, count = int(offset), int(datatype), int(count)
         if not name:
             continue  # unnamed padding
         if name in spec["names"]:  # the first one wins; said once per layout (this function is cached)
@@ -153,7 +155,10 @@ def _uniform_clouds(topic: StructArray, fields: Any, data: Any) -> list[np.ndarr
                                                       ("height", "width", "point_step", "row_step", "is_bigendian"))
     same = all((column == column[0]).all() for column in table) and (point_step == point_step[0]).all() \
         and (bigendian == bigendian[0]).all()
-    fits = (height > 0) & (width > 0) & ((height == 1) | (row_step >= width * point_step)) & \
+    # (each below 2**31, so that the products below cannot wrap around int64: a damaged message claiming
+    # more goes through the message-by-message path, which says what is wrong)
+    small = (height < 2**31) & (width < 2**31) & (point_step < 2**31) & (row_step < 2**31)
+    fits = small & (height > 0) & (width > 0) & ((height == 1) | (row_step >= width * point_step)) & \
         ((height - 1) * row_step + width * point_step <= data.counts)
     if not same or not fits.all():
         return None
@@ -182,8 +187,8 @@ def _point_view(data: np.ndarray, dtype: np.dtype, height: int, width: int, poin
     if height and width and needs > data.size:
         raise DecodeError(f"PointCloud2 of {height}x{width} points of {point_step} bytes (row_step {row_step}) "
                           f"needs {needs} data bytes, more than its {data.size}")
-    if height == 0 or width == 0:
-        return np.empty((0,), dtype=dtype)
+    if height == 0 or width == 0:  # (an organized cloud keeps its shape: (3, 0), (0, 5))
+        return np.empty((width,) if height == 1 else (height, width), dtype=dtype)
     points = np.ndarray((height, width), dtype=dtype, buffer=data, strides=(row_step, point_step))
     return points[0] if height == 1 else points
 
@@ -341,10 +346,14 @@ def image(images: Any, *, stack: bool = True) -> Any:
     views = _images(images)
     if not stack:
         return views
-    if views and all(v.shape == views[0].shape and v.dtype == views[0].dtype for v in views):
-        return np.stack(views)
     if not views:
         return np.empty((0, 0, 0), dtype=np.uint8)
+    # one encoding (rgb8 and bgr8 have one shape and dtype, not one channel order); either byte order: the
+    # stack is a copy, in the machine's order
+    native = views[0].dtype.newbyteorder("=")
+    if len(set(images["encoding"].tolist())) == 1 and \
+            all(v.shape == views[0].shape and v.dtype.newbyteorder("=") == native for v in views):
+        return np.stack(views, dtype=native)
     return views
 
 
