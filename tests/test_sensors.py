@@ -398,3 +398,15 @@ def test_a_field_name_that_is_not_utf8_keeps_its_bytes_as_surrogates(tmp_path):
         for points in (fastbag.pointcloud(bag.read("/t")[0]), next(iter(fastbag.pointcloud(bag.read("/t"))))):
             assert points.dtype.names == ("temp\udce9",) and points["temp\udce9"].tolist() == [1.5, 2.5]
             assert points.dtype.names[0].encode("utf-8", "surrogateescape") == b"temp\xe9"
+
+
+def test_a_raw_message_is_refused_as_raw_not_as_damaged(tmp_path):
+    msg = Image(header=_header(), height=1, width=1, encoding="mono8", is_bigendian=0, step=1,
+                data=np.array([7], dtype=np.uint8))
+    bag, _ = _write(tmp_path / "raw.bag", IMAGE, [msg])
+    with bag:
+        raw = next(iter(bag.messages(raw=True)))
+        for helper in (fastbag.image, fastbag.pointcloud):
+            with pytest.raises(TypeError, match=r"bag.messages\(raw=True\) \(/t\) holds bytes"):
+                helper(raw)
+        assert fastbag.image(next(iter(bag.messages()))).tolist() == [[7]]

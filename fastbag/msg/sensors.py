@@ -197,6 +197,9 @@ def _unwrapped(value: Any) -> Any:
     """The message of an item of ``bag.messages()`` (its ``.msg``: the item itself is topic, time, data and
     message), else ``value``."""
     if not isinstance(value, StructArray) and all(hasattr(type(value), a) for a in ("msg", "topic", "connection")):
+        if value.msg is None:  # (the item is not damaged: it was asked for undecoded)
+            raise TypeError(f"a message of bag.messages(raw=True) ({value.topic}) holds bytes, not a decoded "
+                            "message: iterate bag.messages() without raw=True, or read the topic (bag.read)")
         return value.msg
     return value
 
