@@ -1327,3 +1327,48 @@ def test_topics_taking_turns_are_iterated_a_chunk_at_a_time(tmp_path, monkeypatc
     expected = sorted(((t, k), d) for k, (_, t, d) in enumerate(rows))  # by timestamp, ties by id
     assert [m[2] for m in merged] == [d for _, d in expected]
     assert merged[1][3] == int.from_bytes(rows[1][2][4:], "little") and merged[0][3] == "m0"
+
+
+def _split_db3_of_two_definitions(root: Path, texts: list[str]) -> Path:
+    """A split sqlite3 recording (no metadata.yaml): /v of one type, each file storing its own text for it;
+    value a = k, b = -k in message k, serialized in each file's field order."""
+    import struct
+
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    folder = root / "split"
+    folder.mkdir()
+    for k, text in enumerate(texts):
+        written = root / f"part{k}"
+        with Writer(written, version=9, storage_plugin=StoragePlugin.SQLITE3) as writer:
+            conn = writer.add_connection("/v", "my_pkg/msg/Pair", msgdef=text, rihs01="RIHS01_" + str(k) * 64)
+            for i in range(10 * k, 10 * k + 10):
+                a_first = text.strip().startswith("float64 a")
+                writer.write(conn, 10**18 + i * 10**7,
+                             b"\0\1\0\0" + struct.pack("<dd", *((i, -i) if a_first else (-i, i))))
+        shutil.copy(next(written.glob("*.db3")), folder / f"r_{k}.db3")
+    return folder
+
+
+def test_split_db3_files_defining_a_type_otherwise_are_said(tmp_path):
+    """Each file of a split recording stores a definition; one definition per type serves them all, so a
+    later file whose text differs (fields swapped) decodes wrong: now a FastbagWarning says so and which file
+    to open alone (it was silent). Texts that differ only in comments are one definition."""
+    folder = _split_db3_of_two_definitions(tmp_path, ["float64 a\nfloat64 b\n", "float64 b\nfloat64 a\n"])
+    with pytest.warns(FastbagWarning, match=r"r_1.db3 defines my_pkg/msg/Pair otherwise than r_0.db3 .* open "
+                                            r"r_1.db3 alone"):
+        bag = fastbag.open(folder)
+    bag.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastbag.open(folder / "r_1.db3") as alone:
+            assert alone.read("/v")["a"].tolist() == list(range(10, 20))
+    other = tmp_path / "comments"
+    other.mkdir()
+    folder = _split_db3_of_two_definitions(other, ["float64 a\nfloat64 b\n", "float64 a  # m\n\nfloat64 b\n"])
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with fastbag.open(folder) as bag:
+            assert bag.read("/v")["a"].tolist() == list(range(20))
+    assert [str(w.message) for w in said if "defines" in str(w.message)] == []
+    assert any("no metadata.yaml" in str(w.message) for w in said)  # (the one thing said of it)

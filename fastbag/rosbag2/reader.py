@@ -102,6 +102,12 @@ def chunk_rows(rank: np.ndarray, length: np.ndarray, segment: np.ndarray, ranks:
     return order, chunk_of, number, starts, np.diff(np.append(starts, n)), size.astype(np.int64)
 
 
+def _definition_code(text: str) -> list[str]:
+    """A definition's lines without comments and blank lines: two texts that differ only there are one
+    definition."""
+    return [code for code in (line.split("#", 1)[0].strip() for line in text.splitlines()) if code]
+
+
 class StorageSource(Source):
     """The recording as the Bag sees it: a path and a size in bytes (its storage files'), no mapping.
 
@@ -339,7 +345,17 @@ class Rosbag2Reader(LazyIndexContainer):
         for k, db in enumerate(self.files):
             try:
                 topics = db.topics()
-                stored.update((t, d) for t, d in db.definitions().items() if stores_definition(*d) and t not in stored)
+                for t, d in db.definitions().items():
+                    if not stores_definition(*d):
+                        continue
+                    if t not in stored:
+                        stored[t] = d
+                    elif _definition_code(d[1]) != _definition_code(stored[t][1]):
+                        # (one definition per type serves every file: said, not decoded wrong in silence)
+                        problems.append(f"{os.path.basename(db.path)} defines {t} otherwise than "
+                                        f"{os.path.basename(self.files[0].path)} and the files before it: its "
+                                        f"messages are decoded with the first definition and may be wrong; open "
+                                        f"{os.path.basename(db.path)} alone to read them with its own")
             except FastbagError as exc:
                 failed.append(exc)
                 problems.append(str(exc))
