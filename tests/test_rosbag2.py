@@ -340,6 +340,33 @@ def test_a_decompressed_copy_goes_with_its_bag_even_unclosed_and_never_from_a_fo
     assert left.stdout.strip().startswith(tempfile.gettempdir()) and not Path(left.stdout.strip()).exists()
 
 
+def _open_unclosed(folder: str, said) -> None:
+    """A worker's work: open the recording and read it, never closing the bag; say its scratch folder."""
+    bag = fastbag.open(folder)
+    bag.read("/imu")
+    said.put([f._scratch.path for f in getattr(bag._container, "files", [bag._container])][0])
+    _open_unclosed.kept = bag  # (held to the end: the process exits as a DataLoader worker does, in os._exit)
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_a_worker_processes_decompressed_copy_goes_when_it_exits(tmp_path, storage):
+    """A worker process (multiprocessing's, as a DataLoader's) ends in os._exit, past atexit: each epoch's
+    workers left their decompressed copies in /tmp (QA: six copies after 3 epochs of 2 workers). The folder
+    goes with the worker's own exit now."""
+    import multiprocessing
+
+    folder = tmp_path / "rec"
+    rosbags_recording(folder, storage, "FILE")
+    for method in ("fork", "spawn"):
+        context = multiprocessing.get_context(method)
+        said = context.Queue()
+        worker = context.Process(target=_open_unclosed, args=(str(folder), said))
+        worker.start()
+        path = Path(said.get(timeout=60))
+        worker.join(60)
+        assert worker.exitcode == 0 and path.name.startswith("fastbag-") and not path.exists(), method
+
+
 def test_one_recording_in_every_storage_looks_the_same(tmp_path):
     """The same recording in sqlite3 and MCAP storage, plain and compressed, through everything that is not about
     its storage. A directory of one MCAP file was read as a bare MCAP file ("MCAP" version "0") and lost the type

@@ -4,7 +4,7 @@ a database with its write-ahead log.
 A reader removes its folder when closed. One never closed (a notebook's, a
 script's that ends) must not leave a whole decompressed recording in /tmp
 each time: the folder also goes when its reader is collected, or at the
-latest when the interpreter exits. Only the process that made a folder
+latest when the interpreter or a worker process exits. Only the process that made a folder
 removes it: a forked child (a DataLoader worker) holding the parent's
 reader leaves the parent's files alone.
 """
@@ -22,12 +22,18 @@ class ScratchFolder:
     or the interpreter exits, whichever comes first; by the process that made it only."""
 
     def __init__(self, owner: object) -> None:
+        from multiprocessing import util
+
         self.path = tempfile.mkdtemp(prefix="fastbag-")
         self._remove = weakref.finalize(owner, _remove_folder, self.path, os.getpid())
+        # A worker process (multiprocessing's, a DataLoader's) ends in os._exit, past atexit and so past the
+        # finalizer's exit hook; its own exit hook runs this (the interpreter's atexit runs it too)
+        self._at_exit = util.Finalize(self, _remove_folder, (self.path, os.getpid()), exitpriority=0)
 
     def remove(self) -> None:
         """Remove the folder now (once; later calls and the owner's collection do nothing)."""
         self._remove()
+        self._at_exit()
 
 
 def _remove_folder(path: str, maker: int) -> None:
