@@ -36,7 +36,7 @@ from .io.chunks import BATCHED_CHUNK, DEFAULT_CACHE_BYTES, ChunkTable, Together,
 from .io.codecs import ZSTD_MAGIC
 from .io.startup import by_kernel
 from .msg.messages import Time, TimeLike, time_ns
-from .msg.msgdef import EMPTY_MD5
+from .msg.msgdef import EMPTY_MD5, definition_code
 from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
 
 if TYPE_CHECKING:
@@ -1423,13 +1423,15 @@ class Bag:
         # file written without it), the type and its schema must agree instead.
         formats = {c.md5sum for c in connections}
         if NO_MD5 in formats:
-            formats = {(c.encoding, c.msgtype, c.definition.strip(), c.schema_data)  # type: ignore[misc]
-                       for c in connections}
+            # (texts that differ only in comments, as split files of one recording may store, are one format)
+            formats = {(c.encoding, c.msgtype, definition_code(c.definition),  # type: ignore[misc]
+                        b"" if c.definition else c.schema_data) for c in connections}  # (bytes: binary schemas)
         if len(formats) > 1:
-            msgtypes = dict.fromkeys(c.msgtype for c in connections)
-            raise DecodeError(f"topic is recorded with {len(formats)} different message formats "
-                              f"({', '.join(msgtypes)}); they cannot share one array: bag.messages(topics="
-                              f"{topic!r}) decodes each message with its own", topic=topic)
+            msgtypes = list(dict.fromkeys(c.msgtype for c in connections))
+            what = ", ".join(msgtypes) if len(msgtypes) > 1 else f"{msgtypes[0]}, defined {len(formats)} ways"
+            raise DecodeError(f"topic is recorded with {len(formats)} different message formats ({what}) in "
+                              f"{self.path}; they cannot share one array: bag.messages(topics={topic!r}) decodes "
+                              "each message with its own", topic=topic)
 
     def topic_rows(self, topic: str) -> np.ndarray:
         """Rows of every message of ``topic`` in the index its reads use, in read order (cached): what

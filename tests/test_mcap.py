@@ -906,6 +906,32 @@ def test_a_topic_on_two_schemas_without_md5sums_is_not_one_array(tmp_path):
         assert bag.read("/y")["data"].tolist() == [7, 8]
 
 
+def test_schemas_that_differ_only_in_comments_are_one_format_and_others_name_the_file(tmp_path):
+    """Two channels of one topic and type whose ros2msg texts differ in comments only (split files of one
+    recording store them so) read as one array: they were refused as "2 different message formats". Texts
+    that differ in code are refused, naming the type, how many ways it is defined, and the file."""
+    path = tmp_path / "comments.mcap"
+    texts = [b"float64 x\n", b"# the x\nfloat64 x  # m\n\n", b"float32 x\n"]
+    with path.open("wb") as f:
+        writer = Writer(f, compression=CompressionType.NONE)
+        writer.start()
+        for k, text in enumerate(texts):
+            schema = writer.register_schema("p/msg/X", "ros2msg", text)
+            channel = writer.register_channel("/x" if k < 2 else "/z", "cdr", schema)
+            raw = struct.pack("<d", 1.5 + k) if k < 2 else struct.pack("<f", 0.5)
+            writer.add_message(channel, log_time=10 + k, publish_time=0, data=b"\0\1\0\0" + raw)
+            if k == 2:
+                other = writer.register_channel("/z", "cdr", writer.register_schema("p/msg/X", "ros2msg", texts[0]))
+                writer.add_message(other, log_time=20, publish_time=0, data=b"\0\1\0\0" + struct.pack("<d", 9.0))
+        writer.finish()
+    with fastbag.open(path) as bag:
+        assert bag.read("/x")["x"].tolist() == [1.5, 2.5]
+        with pytest.raises(fastbag.DecodeError, match=r"2 different message formats \(p/msg/X, defined 2 ways\) in "
+                                                      + re.escape(str(path))):
+            bag.read("/z")
+        assert [m.msg.x for m in bag.messages(topics="/z")] == [0.5, 9.0]
+
+
 def test_regression_statistics_counting_no_messages_of_a_file_without_chunk_indexes(tmp_path):
     """A summary whose statistics count 0 messages and which indexes no chunk was believed: the file read as
     empty, silently, though its data section holds ten messages (fuzz seed 20261201 case 1945). Now the data

@@ -528,6 +528,12 @@ def _check_acyclic(types: dict[str, MsgDef]) -> None:
 SEPARATOR_LINE = "=" * 80
 
 
+def definition_code(text: str) -> tuple[str, ...]:
+    """A ``.msg`` text's lines without comments (``#`` on) and blank lines: two texts that differ only there
+    define the same messages."""
+    return tuple(code for code in (line.split("#", 1)[0].strip() for line in text.splitlines()) if code)
+
+
 def compose_definition(msgtype: str, texts: Mapping[str, str]) -> str:
     """A connection-style definition of ``msgtype`` built from per-type texts.
 

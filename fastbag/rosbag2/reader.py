@@ -60,7 +60,7 @@ from ..io.gather import item_positions
 from ..io.prefix import Reach
 from ..io.source import Source
 from ..io.startup import by_kernel
-from ..msg.msgdef import EMPTY_MD5
+from ..msg.msgdef import EMPTY_MD5, definition_code
 from .compression import FrameError, decompress_frames, file_compression
 from .definitions import resolve_definition, stores_definition
 from .metadata import BagMetadata, parse_metadata, read_metadata
@@ -100,12 +100,6 @@ def chunk_rows(rank: np.ndarray, length: np.ndarray, segment: np.ndarray, ranks:
     number[order] = np.arange(n) - starts[local]
     size = np.add.reduceat(ln, starts) if n else np.zeros(0, dtype=np.int64)
     return order, chunk_of, number, starts, np.diff(np.append(starts, n)), size.astype(np.int64)
-
-
-def _definition_code(text: str) -> list[str]:
-    """A definition's lines without comments and blank lines: two texts that differ only there are one
-    definition."""
-    return [code for code in (line.split("#", 1)[0].strip() for line in text.splitlines()) if code]
 
 
 class StorageSource(Source):
@@ -350,7 +344,7 @@ class Rosbag2Reader(LazyIndexContainer):
                         continue
                     if t not in stored:
                         stored[t] = d
-                    elif _definition_code(d[1]) != _definition_code(stored[t][1]):
+                    elif definition_code(d[1]) != definition_code(stored[t][1]):
                         # (one definition per type serves every file: said, not decoded wrong in silence)
                         problems.append(f"{os.path.basename(db.path)} defines {t} otherwise than "
                                         f"{os.path.basename(self.files[0].path)} and the files before it: its "
