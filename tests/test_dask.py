@@ -372,3 +372,23 @@ def test_bags_that_cannot_be_opened_are_passed_over_when_asked(fleet, tmp_path):
     assert np.array_equal(x.compute(scheduler="sync"), expected(good)["linear_acceleration.x"].to_numpy())
     with pytest.raises(ValueError, match="errors is 'raise' or 'skip'"):
         fastbag.dask.read_topic(pattern, "/imu", errors="ignore")
+
+
+def test_a_bag_whose_topic_has_two_formats_is_named_and_passed_over_when_asked(fleet, tmp_path):
+    """A bag recording /imu in two formats: the error names the bag (it did not), and errors="skip" passes over
+    it with a warning (it raised), as over a bag that cannot be opened."""
+    import shutil
+
+    good = sorted(fleet.glob("run*.bag"))
+    for path in good:
+        shutil.copy(path, tmp_path / path.name)
+    with fastbag.Writer(tmp_path / "run1b.bag") as w:
+        for k, (msgtype, text) in enumerate((("std_msgs/Int32", "int32 data\n"), ("std_msgs/Float32",
+                                                                                 "float32 data\n"))):
+            w.write(w.add_connection("/imu", msgtype, text), 10**18 + k, b"\0\0\0\0")
+    pattern = str(tmp_path / "run*.bag")
+    with pytest.raises(fastbag.DecodeError, match=r"2 different message formats .* in .*run1b\.bag"):
+        fastbag.dask.read_topic(pattern, "/imu")
+    with pytest.warns(fastbag.FastbagWarning, match=r"passed over a bag whose topic cannot be read: .*run1b\.bag"):
+        frame = fastbag.dask.read_topic(pattern, "/imu", errors="skip", step=1000)
+    same_frame(frame.compute(scheduler="sync"), expected(good))

@@ -373,3 +373,31 @@ def test_mcap_storage_compressed_per_message_bad_frames_are_named(tmp_path):
                                                                     "compression_format: lz4"))
     with pytest.raises(fastbag.UnsupportedError, match="compression format 'lz4'"):
         fastbag.open(tmp_path / "source")
+
+
+def test_a_split_recording_compressed_per_message_without_metadata_yaml(tmp_path):
+    """Without metadata.yaml (a recording cut short), a directory of MCAP files compressed per message is told
+    so by the files' own rosbag2 record, as one such file alone is: the directory read every message's zstd
+    frame as CDR ("fewer bytes than its definition needs")."""
+    from rosbags.rosbag2 import Writer
+    from rosbags.rosbag2.writer import CompressionFormat, CompressionMode, StoragePlugin
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    vector = store.types["geometry_msgs/msg/Vector3"]
+    folder = tmp_path / "rec"
+    folder.mkdir()
+    for k in range(2):
+        writer = Writer(tmp_path / f"part{k}", version=9, storage_plugin=StoragePlugin.MCAP)
+        writer.set_compression(CompressionMode.MESSAGE, CompressionFormat.ZSTD)
+        with writer:
+            conn = writer.add_connection("/v", "geometry_msgs/msg/Vector3", typestore=store)
+            for i in range(10 * k, 10 * k + 10):
+                writer.write(conn, 10**18 + i * 10**7,
+                             store.serialize_cdr(vector(x=float(i), y=0.0, z=0.0), "geometry_msgs/msg/Vector3"))
+        shutil.copy(next((tmp_path / f"part{k}").glob("*.mcap")), folder / f"rec_{k}.mcap")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)  # (no metadata.yaml: said)
+        with fastbag.open(folder) as bag:
+            assert bag.read("/v")["x"].tolist() == [float(i) for i in range(20)]
+            assert bag.compression == {"zstd": 2} and bag.compression_unit == "files"

@@ -49,7 +49,7 @@ def _plan(paths: list[str], topic: str, step: int | str, describe: Callable[[Bag
 
     ``describe`` runs once per distinct type and definition; ValueError where two bags' types differ, or their
     signatures do, since one collection cannot hold both. ``errors="skip"`` passes over a bag that cannot be
-    opened (a FastbagWarning names it), ``"raise"`` raises its error.
+    opened, or whose topic is recorded in two formats (a FastbagWarning names it), ``"raise"`` raises its error.
     """
     if errors not in ("raise", "skip"):
         raise ValueError(f"errors is 'raise' or 'skip', not {errors!r}")
@@ -66,7 +66,13 @@ def _plan(paths: list[str], topic: str, step: int | str, describe: Callable[[Bag
         with bag:
             if topic not in bag.topics:
                 continue  # a fleet's bags need not all record every topic
-            times = bag.topic_times(topic)  # DecodeError for a topic in two formats within the bag
+            try:
+                times = bag.topic_times(topic)  # DecodeError for a topic in two formats within the bag
+            except FastbagError as exc:
+                if errors == "raise":
+                    raise
+                warnings.warn(f"passed over a bag whose topic cannot be read: {exc}", FastbagWarning, stacklevel=3)
+                continue
             info = bag.topics[topic]
             key = (info.msgtype, info.md5sum, info.definition)
             if key not in formats:
@@ -173,8 +179,8 @@ def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLik
     ``checksums=False``, ``cache_bytes=``). ValueError names two bags whose
     message types (or types' columns) differ. ``errors="skip"`` passes over
     bags that cannot be opened (empty or damaged beyond reading, as a
-    crashed recorder leaves them; a FastbagWarning names each) instead of
-    raising their error.
+    crashed recorder leaves them) or whose topic is recorded in two formats
+    (a FastbagWarning names each) instead of raising their error.
 
     Text columns are Dask's strings where it converts them (its default,
     ``dataframe.convert-string``; ``to_pandas`` gives pandas' own ``str``):

@@ -112,12 +112,25 @@ def per_message_storage(reader: McapReader, path: str) -> McapReader | McapStora
     its ``rosbag2`` metadata record says so): then MCAP storage compressed per message, reading the file
     through ``reader``. A damaged record is no reason to doubt the file: ``bag.metadata`` says what is
     wrong with it."""
+    described = _per_message_metadata(reader, path)
+    if described is None:
+        return reader
+    try:
+        return McapStorage(path, [path], metadata=described, opened=[reader])  # (its summary read once)
+    except BaseException:
+        reader.close()
+        raise
+
+
+def _per_message_metadata(reader: McapReader, path: str) -> BagMetadata | None:
+    """The recording's metadata as the file's ``rosbag2`` metadata record stores it, where it says the
+    messages are compressed one by one; else None."""
     from .metadata import parse_metadata
 
     try:
         records = reader.metadata_named("rosbag2")
     except FastbagError:
-        return reader
+        return None
     for record in records:
         text = record.metadata.get("serialized_metadata", "")
         if not _MESSAGE_MODE.search(text):  # (most files: no YAML parsed at open, a third of its time)
@@ -127,12 +140,8 @@ def per_message_storage(reader: McapReader, path: str) -> McapReader | McapStora
         except FastbagError:
             continue
         if described is not None and described.per_message:
-            try:
-                return McapStorage(path, [path], metadata=described, opened=[reader])  # (its summary read once)
-            except BaseException:
-                reader.close()
-                raise
-    return reader
+            return described
+    return None
 
 
 class McapStorage(LazyIndexContainer):
@@ -166,6 +175,8 @@ class McapStorage(LazyIndexContainer):
         try:
             taken = {reader.path: reader for reader in opened}
             errors = [error for error in (self._open_part(f, taken.pop(f, None)) for f in files) if error is not None]
+            if metadata is None and self.parts:  # no metadata.yaml: the files' own record says (as for one file)
+                self.per_message = _per_message_metadata(self.parts[0], self.parts[0].path) is not None
             if self.per_message or self._file_mode:
                 self.compression_unit = "files"
             for reader in taken.values():  # (none: each names one of ``files``)
