@@ -4,9 +4,9 @@ a database with its write-ahead log.
 A reader removes its folder when closed. One never closed (a notebook's, a
 script's that ends) must not leave a whole decompressed recording in /tmp
 each time: the folder also goes when its reader is collected, or at the
-latest when the interpreter or a worker process exits. Only the process that made a folder
-removes it: a forked child (a DataLoader worker) holding the parent's
-reader leaves the parent's files alone.
+latest when the interpreter or a worker process exits. Only the process
+that made a folder removes it: a forked child (a DataLoader worker) holding
+the parent's reader leaves the parent's files alone.
 """
 
 from __future__ import annotations

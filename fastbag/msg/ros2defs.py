@@ -214,10 +214,11 @@ def _parse_block(name: str, lines: list[tuple[int, str]], known: _Known) -> MsgD
             if match["bound"]:
                 raise _line_error(name, lineno, line, f"{written} cannot be bounded")
             nested = normalize_ros2_name(written)
-            own = f"{name.rpartition('/')[0]}/{nested}"
+            resolved = _resolve(name, nested, known)
             # A bare Header is std_msgs/Header (ROS 1's rule, kept for converted texts) unless the text defines
             # the package's own Header, which is what ROS 2 builds it as (a bare name is of the same package)
-            resolved = own if nested == "Header" and own in known else _resolve(name, nested, known)
+            if nested == "Header" and (own := f"{name.rpartition('/')[0]}/Header") in known:
+                resolved = own
             fields.append(Field(field_name, resolved, array, written))
     return MsgDef(name, tuple(fields), tuple(constants))
 

@@ -106,7 +106,7 @@ class Ros1Reader(Container):
 
     @property
     def chunk_count(self) -> int:
-        """None in the legacy formats (read as one chunk, the whole file)."""
+        """0 in the legacy formats, which store no chunks (their reader reads the whole file as one)."""
         return 0 if self.version.startswith("1.") else len(self.chunks)
 
     def compression_counts(self) -> dict[str, int]:

@@ -334,6 +334,7 @@ class Rosbag2Reader(LazyIndexContainer):
         connections: list[Connection] = []
         by_key: dict[tuple[str, str, str, int], int] = {}
         stored: dict[str, tuple[str, str]] = {}   # type -> (encoding, text) from message_definitions
+        origin: dict[str, str] = {}  # type -> the file its stored definition came from
         self._per_file: list[tuple[int, list, list[int]]] = []  # (file, its topics, their connection ranks)
         failed: list[FastbagError] = []
         for k, db in enumerate(self.files):
@@ -343,13 +344,13 @@ class Rosbag2Reader(LazyIndexContainer):
                     if not stores_definition(*d):
                         continue
                     if t not in stored:
-                        stored[t] = d
+                        stored[t], origin[t] = d, os.path.basename(db.path)
                     elif definition_code(d[1]) != definition_code(stored[t][1]):
                         # (one definition per type serves every file: said, not decoded wrong in silence)
-                        problems.append(f"{os.path.basename(db.path)} defines {t} otherwise than "
-                                        f"{os.path.basename(self.files[0].path)} and the files before it: its "
-                                        f"messages are decoded with the first definition and may be wrong; open "
-                                        f"{os.path.basename(db.path)} alone to read them with its own")
+                        name = os.path.basename(db.path)
+                        problems.append(f"{name} defines {t} otherwise than {origin[t]} does: its messages are "
+                                        f"decoded with the first definition and may be wrong; open {name} alone "
+                                        "to read them with its own")
             except FastbagError as exc:
                 failed.append(exc)
                 problems.append(str(exc))
