@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import fastbag
 from conftest import DATA, NO_DATA, open_quietly
-from fastbag.errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
+from fastbag.errors import BagFormatError, DecodeError, FastbagError, FastbagWarning, UnsupportedError
 from fastbag.rosbag2.metadata import parse_metadata, read_metadata
 from fastbag.rosbag2.sqlite import Db3
 
@@ -1377,19 +1377,25 @@ def _split_db3_of_two_definitions(root: Path, texts: list[str]) -> Path:
     return folder
 
 
-def test_split_db3_files_defining_a_type_otherwise_are_said(tmp_path):
-    """Each file of a split recording stores a definition; one definition per type serves them all, so a
-    later file whose text differs (fields swapped) decodes wrong: now a FastbagWarning says so and which file
-    to open alone (it was silent). Texts that differ only in comments are one definition."""
+def test_split_db3_files_defining_a_type_otherwise_decode_with_their_own(tmp_path):
+    """Each file of a split recording stores a definition; a later file whose text differs (fields swapped)
+    was decoded with the first file's text (wrong values, then a warning). Its topics are now connections of
+    their own with its text: messages() decodes every file right, read() says the topic has two formats,
+    and nothing is warned. Texts that differ only in comments are one definition."""
     folder = _split_db3_of_two_definitions(tmp_path, ["float64 a\nfloat64 b\n", "float64 b\nfloat64 a\n"])
-    with pytest.warns(FastbagWarning, match=r"r_1.db3 defines my_pkg/msg/Pair otherwise than r_0.db3 .* open "
-                                            r"r_1.db3 alone"):
-        bag = fastbag.open(folder)
-    bag.close()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with fastbag.open(folder / "r_1.db3") as alone:
-            assert alone.read("/v")["a"].tolist() == list(range(10, 20))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with fastbag.open(folder) as bag:
+            decoded = [(m.msg.a, m.msg.b) for m in bag.messages()]
+            assert decoded == [(float(i), float(-i)) for i in range(20)]
+            conns = bag.topics["/v"].connections
+            assert [c.definition.split()[1] for c in conns] == ["a", "b"]
+            assert [c.msgcount for c in conns] == [10, 10] and bag.topics["/v"].message_count == 20
+            with pytest.raises(DecodeError, match="2 different message formats .*my_pkg/msg/Pair, defined 2 ways"):
+                bag.read("/v")
+    assert [str(w.message) for w in said if "no metadata.yaml" not in str(w.message)] == []
+    with fastbag.open(folder / "r_1.db3") as alone:
+        assert alone.read("/v")["a"].tolist() == list(range(10, 20))
     other = tmp_path / "comments"
     other.mkdir()
     folder = _split_db3_of_two_definitions(other, ["float64 a\nfloat64 b\n", "float64 a  # m\n\nfloat64 b\n"])

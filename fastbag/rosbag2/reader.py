@@ -327,40 +327,43 @@ class Rosbag2Reader(LazyIndexContainer):
 
     # -- the index ------------------------------------------------------------------
     def _read_topics(self, definitions: Mapping[str, str], problems: list[str]) -> None:
-        """Connections from every file's ``topics`` table (matched across files by name, type and format),
-        with their definitions; a file whose tables cannot be read is left out, unless all are. Rows of one
-        file with the same name, type and format (rosbags' writer stores a topic's publishers of other QoS
-        so) are connections of their own, each matched to the same one of every other file."""
+        """Connections from every file's ``topics`` table (matched across files by name, type, format and
+        stored definition), with their definitions; a file whose tables cannot be read is left out, unless
+        all are. Rows of one file with the same name, type and format (rosbags' writer stores a topic's
+        publishers of other QoS so) are connections of their own, each matched to the same one of every other
+        file. A file that stores a type's definition otherwise than the files before it (a split recording
+        whose type changed) gets connections of its own, decoded with its text: the topic then has two
+        formats, as in a split MCAP recording."""
         connections: list[Connection] = []
-        by_key: dict[tuple[str, str, str, int], int] = {}
-        stored: dict[str, tuple[str, str]] = {}   # type -> (encoding, text) from message_definitions
-        origin: dict[str, str] = {}  # type -> the file its stored definition came from
+        by_key: dict[tuple[str, str, str, int, int], int] = {}
+        # type -> the distinct stored (encoding, text)s, in the order files give them (comment-blind)
+        variants: dict[str, list[tuple[str, str]]] = {}
+        chosen: list[tuple[str, str] | None] = []  # per connection: its variant of the stored definition
         self._per_file: list[tuple[int, list, list[int]]] = []  # (file, its topics, their connection ranks)
         failed: list[FastbagError] = []
         for k, db in enumerate(self.files):
             try:
                 topics = db.topics()
-                for t, d in db.definitions().items():
-                    if not stores_definition(*d):
-                        continue
-                    if t not in stored:
-                        stored[t], origin[t] = d, os.path.basename(db.path)
-                    elif definition_code(d[1]) != definition_code(stored[t][1]):
-                        # (one definition per type serves every file: said, not decoded wrong in silence)
-                        name = os.path.basename(db.path)
-                        problems.append(f"{name} defines {t} otherwise than {origin[t]} does: its messages are "
-                                        f"decoded with the first definition and may be wrong; open {name} alone "
-                                        "to read them with its own")
+                own = {t: d for t, d in db.definitions().items() if stores_definition(*d)}
             except FastbagError as exc:
                 failed.append(exc)
                 problems.append(str(exc))
                 continue
+            variant_of: dict[str, int] = {}  # type -> which of its variants this file stores (0: none stored)
+            for t, d in own.items():
+                known = variants.setdefault(t, [])
+                code = definition_code(d[1])
+                same = [j for j, v in enumerate(known) if definition_code(v[1]) == code]
+                if not same:
+                    known.append(d)
+                variant_of[t] = same[0] if same else len(known) - 1
             ranks = []
             in_file: dict[tuple[str, str, str], int] = {}  # rows of each name, type and format so far
             for topic in topics:
-                same = (topic.name, topic.type, topic.serialization_format)
-                in_file[same] = in_file.get(same, 0) + 1
-                key = same + (in_file[same],)
+                same_topic = (topic.name, topic.type, topic.serialization_format)
+                in_file[same_topic] = in_file.get(same_topic, 0) + 1
+                variant = variant_of.get(topic.type, 0)
+                key = same_topic + (in_file[same_topic], variant)
                 if key not in by_key:
                     by_key[key] = len(connections)
                     connections.append(Connection(len(connections), topic.name, topic.type, NO_MD5, "",
@@ -368,11 +371,15 @@ class Rosbag2Reader(LazyIndexContainer):
                                                   latching=transient_local(topic.offered_qos_profiles),
                                                   offered_qos_profiles=topic.offered_qos_profiles,
                                                   type_description_hash=topic.type_description_hash))
+                    chosen.append(variants[topic.type][variant] if topic.type in variant_of else None)
                 ranks.append(by_key[key])
             self._per_file.append((k, topics, ranks))
         if failed and not self._per_file:  # nothing intact to read: the first file's error says why
             raise failed[0]
-        self._connections = [self._with_definition(c, stored, definitions, problems) for c in connections]
+        stored = {t: v[0] for t, v in variants.items()}
+        self._connections = [self._with_definition(c, stored if d is None else {**stored, c.msgtype: d},
+                                                   definitions, problems)
+                             for c, d in zip(connections, chosen)]
 
     def _cheap_totals(self) -> tuple[int, int | None, int | None] | None:
         """(messages, first time, last time) over every file from indexed queries, or None where a file has
