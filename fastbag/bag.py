@@ -22,7 +22,7 @@ import operator
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -1313,14 +1313,16 @@ class Bag:
         messages. Raises DecodeError when a message does not match its
         definition, naming the topic and the message's index.
         """
-        self._check_topic(topic)
-        scope = self._scope(topic)
         whole = start is None and end is None  # a whole topic's rows are kept (topic_rows), as take() keeps them
+        self._check_topic(topic, formats_in_window=not whole)
+        scope = self._scope(topic)
         selected = self.topic_rows(topic) if whole else self._select([topic], start, end, index=scope.index)
+        decoded_as = None if whole else self._window_connection(topic, scope, selected)
         if start is None:
-            return self._read_rows(topic, scope, selected)
+            return self._read_rows(topic, scope, selected, decoded_as=decoded_as)
         first = self._first_position(topic, scope.index, selected)
-        return self._read_rows(topic, scope, selected, positions=np.arange(first, first + selected.size))
+        return self._read_rows(topic, scope, selected, positions=np.arange(first, first + selected.size),
+                               decoded_as=decoded_as)
 
     @_says_if_closed
     def iter_read(self, topic: str, step: int | str = 10_000, start: TimeLike | None = None,
@@ -1336,17 +1338,21 @@ class Bag:
         place, are cut anywhere. Concatenated, the parts are ``read(topic,
         start, end)``.
         """
-        self._check_topic(topic)
+        self._check_topic(topic, formats_in_window=start is not None or end is not None)
         scope = self._step_scope(topic, step)
         selected = self._select([topic], start, end, index=scope.index)
+        decoded_as = self._window_connection(topic, scope, selected)
         first = self._first_position(topic, scope.index, selected) if start is not None else 0
         for a, b in self._parts(scope.index, selected, step):
-            yield self._read_rows(topic, scope, selected[a:b], positions=np.arange(first + a, first + b))
+            yield self._read_rows(topic, scope, selected[a:b], positions=np.arange(first + a, first + b),
+                                  decoded_as=decoded_as)
 
     def _first_position(self, topic: str, index: BagIndex, selected: np.ndarray) -> int:
         """The position in ``topic`` of the first of rows ``selected`` of ``index`` (the topic's messages from
         some time on, in read order)."""
-        return int(np.searchsorted(self.topic_times(topic), index.time[selected[0]])) if selected.size else 0
+        if not selected.size:
+            return 0
+        return int(np.searchsorted(self._scope(topic).index.time[self._rows_of(topic)], index.time[selected[0]]))
 
     def part_bounds(self, topic: str, step: int | str) -> list[tuple[int, int]]:
         """How :meth:`iter_read` cuts the whole topic: ``(a, b)`` positions for :meth:`take` (``slice(a, b)``)."""
@@ -1408,15 +1414,22 @@ class Bag:
             self._sizes = sizes
         return self._sizes
 
-    def _check_topic(self, topic: str) -> None:
-        """KeyError for an unknown topic; DecodeError for one recorded in two wire formats."""
+    def _check_topic(self, topic: str, formats_in_window: bool = False) -> None:
+        """KeyError for an unknown topic; DecodeError for one recorded in two wire formats (unless
+        ``formats_in_window``: a read of a time window checks the formats of the messages in it, see
+        :meth:`_window_connection`)."""
         self._check_open()
         if not isinstance(topic, str):
             raise TypeError(f"a topic is one name (str), not {type(topic).__name__} {topic!r}: read one topic per "
                             "call, or iterate bag.messages(topics=[...]) over several")
         if topic not in self._topic_ranks:
             raise no_topic(topic, self.path, self._topic_ranks)
-        connections = self._topic_connections(topic)
+        if not formats_in_window:
+            self._check_one_format(topic, self._topic_connections(topic))
+
+    def _check_one_format(self, topic: str, connections: Sequence[Connection], window: str = "") -> None:
+        """DecodeError where ``connections`` (of ``topic``) are in two wire formats, which one array cannot
+        hold."""
         # Connections whose md5sums agree share a wire format, even under two
         # names (tf/tfMessage and tf2_msgs/TFMessage): they merge into one array.
         # Where one names none ("*": ROS 2 channels, ROS1 channels of an MCAP
@@ -1429,14 +1442,39 @@ class Bag:
         if len(formats) > 1:
             msgtypes = list(dict.fromkeys(c.msgtype for c in connections))
             what = ", ".join(msgtypes) if len(msgtypes) > 1 else f"{msgtypes[0]}, defined {len(formats)} ways"
-            raise DecodeError(f"topic is recorded with {len(formats)} different message formats ({what}) in "
-                              f"{self.path}; they cannot share one array: bag.messages(topics={topic!r}) decodes "
-                              "each message with its own", topic=topic)
+            raise DecodeError(f"topic is recorded with {len(formats)} different message formats ({what}) "
+                              f"{window}in {self.path}; they cannot share one array: bag.messages(topics={topic!r}) "
+                              "decodes each message with its own, and read() of a time window holding one "
+                              "format reads it", topic=topic)
+
+    def _window_connection(self, topic: str, scope: _Scope, selected: np.ndarray) -> Connection | None:
+        """For a read of some of ``topic``'s messages (rows ``selected`` of ``scope``'s index), the connection
+        whose definition decodes them: None where the topic has one format. A topic recorded in two (its type
+        changed between a split recording's files) reads over a window of messages in one of them; a window
+        holding none decodes as the first."""
+        connections = self._topic_connections(topic, scope)
+        ranks = self._topic_ranks[topic]
+        if len(ranks) < 2:
+            return None
+        try:
+            self._check_one_format(topic, connections)
+            return None
+        except DecodeError:
+            pass
+        present = np.zeros(len(self._container.connections), dtype=bool)
+        present[scope.index.conn[selected]] = True
+        inside = [c for c, r in zip(connections, ranks) if present[r]] or [connections[0]]
+        self._check_one_format(topic, inside, window="in the time window read ")
+        return inside[0]
 
     def topic_rows(self, topic: str) -> np.ndarray:
         """Rows of every message of ``topic`` in the index its reads use, in read order (cached): what
         ``take``'s positions pick from."""
         self._check_topic(topic)
+        return self._rows_of(topic)
+
+    def _rows_of(self, topic: str) -> np.ndarray:
+        """:meth:`topic_rows` of a known topic, whatever its formats (a window's read needs its positions)."""
         scope = self._scope(topic)
         known = self._topic_rows.get(topic)
         # (rows of another index, where another thread built the whole one while this topic took its own)
@@ -1495,14 +1533,15 @@ class Bag:
         return self._read_rows(topic, scope, selected, positions=np.where(at < 0, at + rows.size, at))
 
     def _read_rows(self, topic: str, scope: _Scope, selected: np.ndarray,
-                   positions: np.ndarray | None = None) -> "TopicArray":
+                   positions: np.ndarray | None = None, decoded_as: Connection | None = None) -> "TopicArray":
         """Decode rows ``selected`` of ``scope``'s index (all of ``topic``, in read order) into a TopicArray;
-        ``positions``: theirs in the topic, where they are some of its messages (TopicArray.positions)."""
+        ``positions``: theirs in the topic, where they are some of its messages (TopicArray.positions);
+        ``decoded_as``: the connection whose definition decodes them (default: the topic's first)."""
         from .msg.arrays import TopicArray, TopicBuilder
 
         index = scope.index
         connections = self._topic_connections(topic, scope)
-        connection = connections[0]
+        connection = decoded_as or connections[0]
         if connection.encoding not in ARRAY_ENCODINGS:
             how = f"bag.messages(topics={topic!r}" + (") for its decoded messages" if connection.encoding in
                                                        OBJECT_ENCODINGS else ", raw=True) for its bytes")

@@ -904,6 +904,16 @@ def test_a_topic_on_two_schemas_without_md5sums_is_not_one_array(tmp_path):
             bag.read("/x")
         assert [m.msg.data for m in bag.messages(topics="/x")] == [7, 2.5]
         assert bag.read("/y")["data"].tolist() == [7, 8]
+    with fastbag.open(path) as bag:  # fresh: a window holding one format reads (the topic's own index)
+        part = bag.read("/x", start=11)
+        assert part["data"].tolist() == [2.5] and part["data"].dtype == np.float32 and part.time.tolist() == [11]
+        assert bag.read("/x", end=11)["data"].tolist() == [7] and bag.read("/x", 10, 11)["data"].dtype == np.int32
+        assert [p["data"].tolist() for p in bag.iter_read("/x", step=1, start=11)] == [[2.5]]
+        with pytest.raises(fastbag.DecodeError, match="2 different message formats .* in the time window read "):
+            bag.read("/x", start=10)
+        with pytest.raises(fastbag.DecodeError, match="2 different message formats"):
+            list(bag.iter_read("/x"))
+        assert len(bag.read("/x", start=12)) == 0  # (a window of none decodes as the first format)
 
 
 def test_schemas_that_differ_only_in_comments_are_one_format_and_others_name_the_file(tmp_path):

@@ -1393,6 +1393,10 @@ def test_split_db3_files_defining_a_type_otherwise_decode_with_their_own(tmp_pat
             assert [c.msgcount for c in conns] == [10, 10] and bag.topics["/v"].message_count == 20
             with pytest.raises(DecodeError, match="2 different message formats .*my_pkg/msg/Pair, defined 2 ways"):
                 bag.read("/v")
+            # a window of one file's messages reads with that file's definition
+            later = bag.read("/v", start=10**18 + 10 * 10**7)
+            assert later["a"].tolist() == list(range(10, 20)) and later["b"].tolist() == list(range(-10, -20, -1))
+            assert bag.read("/v", end=10**18 + 10 * 10**7)["a"].tolist() == list(range(10))
     assert [str(w.message) for w in said if "no metadata.yaml" not in str(w.message)] == []
     with fastbag.open(folder / "r_1.db3") as alone:
         assert alone.read("/v")["a"].tolist() == list(range(10, 20))
