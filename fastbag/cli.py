@@ -196,10 +196,22 @@ def plot_selections(bag: Bag, items: list[str]) -> list[tuple[str, list[str]]]:
     return selections
 
 
+def _open_or_say(args: argparse.Namespace) -> Bag | None:
+    """``args.bag`` opened, or None once stderr says why not, as ``fastbag info`` says it."""
+    try:
+        return open_bag(args.bag, **_open_options(args))
+    except (FastbagError, OSError) as exc:
+        print(_file_error_line(args.bag, exc), file=sys.stderr)
+        return None
+
+
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .viz.plot import plot_topics, save_or_show
 
-    with open_bag(args.bag, **_open_options(args)) as bag:
+    bag = _open_or_say(args)
+    if bag is None:
+        return 1
+    with bag:
         try:
             figure = plot_topics(bag, plot_selections(bag, args.items), stamp=args.stamp,
                                  use_pyplot=args.output is None, start=args.start, end=args.end)
@@ -213,7 +225,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 def _cmd_timeline(args: argparse.Namespace) -> int:
     from .viz.plot import plot_timeline, save_or_show
 
-    with open_bag(args.bag, **_open_options(args)) as bag:
+    bag = _open_or_say(args)
+    if bag is None:
+        return 1
+    with bag:
         ax = plot_timeline(bag, gap_factor=args.gap_factor, use_pyplot=args.output is None)
         save_or_show(ax.figure, args.output)
     return 0

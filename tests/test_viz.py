@@ -11,6 +11,7 @@ figure is rendered to PNG and must not be blank.
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import warnings
@@ -715,3 +716,199 @@ def test_timeline_plot_and_views_on_mcap_and_rosbag2(relative):
         assert "<table" in bag._repr_html_() and topic in bag._repr_html_()
         assert "accel.linear.x" in arr._repr_html_() or "accel" in arr._repr_html_()
         assert "geometry_msgs/AccelStamped" in next(iter(bag.messages(topics=topic))).msg._repr_html_()
+
+
+# -- what a hostile or odd file holds (QA, 2026-11-25) ------------------------------------------------------
+
+def _float64_bag(path: Path, topic: str, values: list[float]) -> Path:
+    spec = conn_spec(topic, "std_msgs/Float64")
+    with fastbag.Writer(path) as writer:
+        connection = writer.add_connection(topic, spec.msgtype, spec.msgdef, spec.md5sum)
+        for k, value in enumerate(values):
+            writer.write(connection, 1_700_000_000 * 10**9 + k * 10**8, np.float64(value).tobytes())
+    return path
+
+
+def test_values_no_axis_can_span_are_left_outside_it_with_a_warning(tmp_path, capsys):
+    """+-1.8e308 (the largest floats, a common "no reading") beside ordinary values: matplotlib could place no
+    ticks on such a span and failed when the figure was drawn (fastbag plot: a traceback). The axis now spans
+    the other values and a warning counts those left out; NaN and inf stay as matplotlib draws them."""
+    big = float(np.finfo(np.float64).max)
+    path = _float64_bag(tmp_path / "sentinels.bag", "/range", [1.0, 2.0, big, -big, 3.0, np.inf, np.nan])
+    with fastbag.open(path) as bag:
+        arr = bag.read("/range")
+    with pytest.warns(fastbag.FastbagWarning, match=r"/range: 2 values beyond \+-4.5e307 .* left outside the y "
+                                                    r"axis"):
+        ax = arr.plot("data")
+    rendered(ax.figure)
+    low, high = ax.get_ylim()
+    assert low < 1.0 and 3.0 < high < 4.0
+    (line,) = ax.get_lines()
+    np.testing.assert_array_equal(line.get_ydata(), [1.0, 2.0, big, -big, 3.0, np.inf, np.nan])  # drawn as they are
+    assert main(["plot", str(path), "/range", "data", "-o", str(tmp_path / "p.png")]) == 0
+    assert (tmp_path / "p.png").stat().st_size > 0 and "left outside the y axis" in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an axis that fits says nothing
+        with fastbag.open(_float64_bag(tmp_path / "plain.bag", "/r", [1.0, -1e300])) as bag:
+            rendered(bag.read("/r").plot("data").figure)
+
+
+def test_names_that_are_no_plain_text_draw_and_show(tmp_path, capsys):
+    """A file name that is not UTF-8 (its byte kept as a surrogate, as Python decodes names) made the timeline
+    fail in matplotlib's font code and the HTML view unencodable; '$...$' in a file or topic name was parsed
+    as math (a traceback, or the name garbled). Both now draw as written (the byte as \\xe9)."""
+    folder = os.fsencode(tmp_path)
+    latin = os.fsdecode(folder + b"/r\xe9sultat_$5_and_$10.bag")
+    _float64_bag(Path(latin), "/cost_$5_and_$10", [1.0, 2.0])
+    assert main(["timeline", latin, "-o", str(tmp_path / "t.png")]) == 0
+    assert main(["plot", latin, "/cost_$5_and_$10", "-o", str(tmp_path / "p.png")]) == 0
+    assert capsys.readouterr().err == ""
+    with fastbag.open(latin) as bag:
+        ax = bag.plot_timeline()
+        rendered(ax.figure)
+        assert ax.get_title().startswith("r\\xe9sultat_$5_and_$10.bag: 2 messages")
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["/cost_$5_and_$10"]
+        plotted = bag.read("/cost_$5_and_$10").plot("data")
+        assert plotted.get_title() == "/cost_$5_and_$10 (std_msgs/Float64)"
+        rendered(plotted.figure)
+        view = bag._repr_html_()
+    view.encode("utf-8")  # (a lone surrogate raised here)
+    assert "r\\xe9sultat_$5_and_$10.bag" in view
+
+
+def test_info_and_html_write_control_characters_out(tmp_path, capsys):
+    """A newline in a topic name forged a row of fastbag info ('problems: none...'), ESC and BEL reached the
+    terminal, and NUL/ESC in strings made the HTML views invalid. They are written as escapes now: the topic
+    stays on its row, and the views hold no control character."""
+    spec = conn_spec("/x", "std_msgs/String")
+    path = tmp_path / "control.bag"
+    topic = "/ok\nproblems:    none\x1b[2J\x1b]0;pwned\x07"
+    with fastbag.Writer(path) as writer:
+        connection = writer.add_connection(topic, spec.msgtype, spec.msgdef, spec.md5sum)
+        text = b"a\x00b\x1b[31mc\x07\td"
+        writer.write(connection, 10**9, len(text).to_bytes(4, "little") + text)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\x00")
+    (line,) = [line for line in out.splitlines() if line.startswith("topics:")]
+    assert "/ok\\nproblems:    none\\x1b[2J\\x1b]0;pwned\\x07   1 msg" in line
+    assert not [line for line in out.splitlines() if line.startswith("problems")]
+    with fastbag.open(path) as bag:
+        arr = bag.read(topic)
+        views = [bag._repr_html_(), arr._repr_html_(), arr[0]._repr_html_()]
+    for view in views:
+        assert not [c for c in view if ord(c) < 32 or 0x7F <= ord(c) <= 0x9F]
+    assert "a\\x00b\\x1b[31mc\\x07\\td" in views[2]
+
+
+def test_html_views_stay_small_for_large_bags_and_messages(tmp_path):
+    """The Bag view listed every type (3,000: topics were cut at 200), a message view converted arrays of
+    structs whole (seconds for 1000 x 1000 elements, 10 shown) and a TopicArray had a column per leaf
+    field. Each is cut now, saying how much more there is."""
+    import time
+
+    from fastbag.msg.msgdef import parse_definition
+    from fastbag.viz.html import MAX_COLUMNS, MAX_ELEMENTS, MAX_TOPICS
+
+    path = tmp_path / "large.bag"
+    nested = ("Inner[] inner\n" + "=" * 80 + "\nMSG: wide/Inner\nLeaf[] leaves\n" + "=" * 80 +
+              "\nMSG: wide/Leaf\nfloat64 a\nfloat64 b\n")
+    wide = "".join(f"int8 f{k}\n" for k in range(300))
+    with fastbag.Writer(path) as writer:
+        for k in range(MAX_TOPICS + 50):
+            text = "int32 x\n"
+            c = writer.add_connection(f"/many/{k}", f"many/T{k}", text, parse_definition(f"many/T{k}", text).md5sum())
+            writer.write(c, 10**9 + k, k.to_bytes(4, "little"))
+        c = writer.add_connection("/nested", "wide/Nested", nested, parse_definition("wide/Nested", nested).md5sum())
+        inner = (1000).to_bytes(4, "little") + np.arange(2000, dtype=np.float64).tobytes()
+        writer.write(c, 2 * 10**9, (1000).to_bytes(4, "little") + inner * 1000)
+        c = writer.add_connection("/wide", "wide/Wide", wide, parse_definition("wide/Wide", wide).md5sum())
+        writer.write(c, 2 * 10**9, bytes(300))
+    with fastbag.open(path) as bag:
+        view = bag._repr_html_()
+        assert view.count("many/T") == 2 * MAX_TOPICS and "... and 52 more types" in view  # (types, topics' types)
+        arr = bag.read("/nested")
+        started = time.perf_counter()
+        message_view, topic_view = arr[0]._repr_html_(), arr._repr_html_()
+        assert time.perf_counter() - started < 1.0  # (4 s before)
+        assert message_view.count("<td>inner[") == MAX_ELEMENTS * (2 * MAX_ELEMENTS + 1) + 1  # (a, b of 10 leaves)
+        assert "<td>inner[0].leaves[9].b</td><td>19.0</td>" in message_view
+        assert "<td>inner[...]</td><td>990 more elements</td>" in message_view
+        wide_view = bag.read("/wide")._repr_html_()
+    assert wide_view.count("<th>f") == MAX_COLUMNS and f"... {300 - MAX_COLUMNS} more fields" in wide_view
+    assert "<th>inner[0].leaves[0].a</th>" in topic_view
+
+
+def test_topic_array_html_of_rows_out_of_time_order():
+    """take() positions in any order, or arr[::-1]: the view said a negative duration and rate, and the
+    last row's time as the start. It shows the rows' span whatever their order."""
+    path = data_file(IMU)
+    with fastbag.open(path) as bag:
+        arr = bag.read("/imu/data_raw")
+        picked = bag.take("/imu/data_raw", [5, 1, 3])
+    times = arr.time
+    for subset, first, last, count in ((arr[::-1], times[0], times[-1], len(times)),
+                                     (picked, times[1], times[5], 3)):
+        view = subset._repr_html_()
+        assert f"<td>start</td><td>{_utc_text(int(first))}</td>" in view
+        assert f"<td>duration</td><td>{(int(last) - int(first)) / 1e9:.3f} s</td>" in view
+        assert f"{(count - 1) / ((int(last) - int(first)) / 1e9):.2f} Hz" in view
+
+
+def test_bag_html_shows_what_info_shows_for_every_format():
+    """The Bag view said '[*]' for every type of MCAP and rosbag2 and 'chunks' for rosbag2's files, and left
+    out the compression ratio: it now shows info's type labels and compression rows."""
+    from fastbag.viz.info import format_info
+
+    for relative in ("mcap/geocamxyz__rosbags-rs__tests__test_bags__test_bag_mcap/test_bag_mcap.mcap",
+                     "db3/geocamxyz__rosbags-rs__tests__test_bags__test_bag_sqlite3", IMU):
+        bag = open_quietly(data_file(relative))
+        with bag:
+            view, info = bag._repr_html_(), format_info(bag)
+        compression = next(line for line in info.splitlines() if line.startswith("compression:"))
+        assert f"<td>compression</td><td>{compression.split(':', 1)[1].strip()}</td>" in view
+        assert "[*]" not in view
+        types = [line.split(":", 1)[-1].strip() for line in info.splitlines()
+                 if "[" in line and not line.startswith(("compression", "topics"))]
+        assert types and all(" ".join(t.split()) in view for t in types)
+    assert "[cdr, ros2msg]" in view or "bz2 [" in view
+
+
+def test_compressions_of_equal_counts_in_rosbags_order(tmp_path, capsys):
+    """rosbag info lists compressions by count, then name, both descending ('none [2/4 chunks], bz2 [...]');
+    fastbag listed a tie by name ascending."""
+    rosbag = pytest.importorskip("rosbag", reason="the classic rosbag module writes the bag of mixed chunks")
+    import genpy
+
+    class Int32:
+        _type, _md5sum, _full_text = "std_msgs/Int32", "da5909fbe378aeaf85e547e830cc1bb7", "int32 data\n"
+
+    path = tmp_path / "mixed.bag"
+    bag = rosbag.Bag(str(path), "w", chunk_threshold=1)
+    for k, compression in enumerate(["bz2", "none", "bz2", "none"]):
+        bag.compression = compression
+        bag.write("/a", ("std_msgs/Int32", k.to_bytes(4, "little"), Int32._md5sum, Int32), t=genpy.Time(10 + k),
+                  raw=True)
+    bag.close()
+    expected = next(line for line in str(rosbag.Bag(str(path))).splitlines() if line.startswith("compression"))
+    assert main(["info", str(path)]) == 0
+    got = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("compression"))
+    assert got.split() == expected.split() and got.split()[1] == "none"
+
+
+def test_empty_topic_array_plot_says_there_is_nothing(tmp_path):
+    """TopicArray.plot of no messages drew a blank panel 'since 1970-01-01'; fastbag plot refused the same
+    window. Both say so now."""
+    path = _float64_bag(tmp_path / "one.bag", "/r", [1.0])
+    with fastbag.open(path) as bag:
+        empty = bag.read("/r", start=2 * 1_700_000_000 * 10**9)
+    with pytest.raises(ValueError, match="^/r has no messages to plot$"):
+        empty.plot("data")
+
+
+def test_plot_and_timeline_say_a_file_cannot_be_read_as_info_does(tmp_path, capsys):
+    missing = str(tmp_path / "absent.bag")
+    for command in (["info", missing], ["timeline", missing, "-o", str(tmp_path / "t.png")],
+                    ["plot", missing, "/x", "-o", str(tmp_path / "p.png")]):
+        assert main(command) == 1
+        assert capsys.readouterr().err == f"fastbag: {missing}: No such file or directory\n"

@@ -13,21 +13,27 @@ from __future__ import annotations
 import html
 import os
 from datetime import datetime, timezone
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import FastbagError
+from .info import compression_rows, type_labels
+from .text import printable
 from .timeline import bag_timeline, density, find_gaps, rate_of
 
 if TYPE_CHECKING:
     from ..bag import Bag
     from ..msg.arrays import TopicArray
 
-#: Rows of a TopicArray shown, topics of a Bag listed, elements of a list in a message shown.
+#: Rows of a TopicArray shown, topics (and types) of a Bag listed, elements of a list in a message shown,
+#: fields of a message shown (a row each in its view, a column each in a TopicArray's).
 FIRST_ROWS = 5
 MAX_TOPICS = 200
 MAX_ELEMENTS = 10
+MAX_FIELDS = 400
+MAX_COLUMNS = 40
 #: Size of a timeline strip (pixels) and its bins.
 STRIP_WIDTH, STRIP_HEIGHT, STRIP_BINS = 240, 14, 80
 #: One style block per view, for its tables' cells (inline styles on every cell would double the size).
@@ -36,7 +42,9 @@ _STYLE = ("<style>table.fastbag{border-collapse:collapse;font-size:12px}"
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """Text from the file for HTML: escaped, and its control characters and lone surrogates written out
+    (NUL or ESC make HTML invalid; a surrogate could not be encoded at all)."""
+    return html.escape(printable(value), quote=True)
 
 
 def _utc(ns: int) -> str:
@@ -100,12 +108,13 @@ def bag_html(bag: "Bag") -> str:
     if bag.start_time is not None and bag.end_time is not None:
         facts += [["duration", f"{bag.duration / 1e9:.3f} s"], ["start", _e(_utc(bag.start_time))],
                   ["end", _e(_utc(bag.end_time))]]
-    chunks = bag.chunk_count
-    compression = ", ".join(f"{name} [{n}/{chunks} chunks]" for name, n in bag.compression.items()) or "none"
-    facts += [["size", size_text(bag.size)], ["messages", str(bag.message_count)], ["compression", _e(compression)]]
-    types = dict(sorted({c.msgtype: c.md5sum for c in reversed(bag.connections)}.items()))  # first md5 per type
+    facts += [["size", size_text(bag.size)], ["messages", str(bag.message_count)]]
+    facts += [[key, _e(value)] for key, value in compression_rows(bag)]
+    types = type_labels(bag)
     if types:
-        facts.append(["types", "<br>".join(_e(f"{name} [{md5}]") for name, md5 in types.items())])
+        shown = [_e(f"{name} [{label}]") for name, label in list(types.items())[:MAX_TOPICS]]
+        shown += [f"... and {len(types) - MAX_TOPICS} more types"] if len(types) > MAX_TOPICS else []
+        facts.append(["types", "<br>".join(shown)])
     if bag.recovered:
         facts.append(["index", "rebuilt by scanning (the bag is not indexed or is damaged)"])
     rows = bag_timeline(bag)
@@ -143,18 +152,22 @@ def topic_array_html(arr: "TopicArray") -> str:
     n = len(arr)
     facts = [["topic", _e(arr.topic)], ["type", _e(arr.msgtype)], ["messages", str(n)]]
     if n:
-        start, end = int(times[0]), int(times[-1])
+        # (rows picked out of order, take(t, [5, 1, 3]) or arr[::-1], span the same time as in order)
+        ordered = times if bool((times[1:] >= times[:-1]).all()) else np.sort(times)
+        start, end = int(ordered[0]), int(ordered[-1])
         facts += [["start", _e(_utc(start))], ["duration", f"{(end - start) / 1e9:.3f} s"],
-                  ["mean rate", _rate(rate_of(times))],
-                  ["timeline", timeline_svg(times, start, end, find_gaps(times))]]
+                  ["mean rate", _rate(rate_of(ordered))],
+                  ["timeline", timeline_svg(ordered, start, end, find_gaps(ordered))]]
     header: list[str] = []
     body: list[list[str]] = []
     for i in range(min(n, FIRST_ROWS)):
-        flat = dict(_flatten(arr[i].to_dict()))
+        flat = dict(_flatten(arr[i]))
         if not header:
-            header = list(flat)
+            header = list(flat)[:MAX_COLUMNS]
         body.append([str(i), _e(_utc(int(times[i])))] + [_e(_cell(flat.get(k, ""))) for k in header])
     more = f"<p>... {n - FIRST_ROWS} more rows</p>" if n > FIRST_ROWS else ""
+    if body and len(flat) > MAX_COLUMNS:
+        more += f"<p>... {len(flat) - MAX_COLUMNS} more fields (a message's own view shows them)</p>"
     rows = _table(body, ["#", "receive time"] + [_e(h) for h in header]) if body else ""
     return (f'{_STYLE}<div class="fastbag-topic"><p><b>TopicArray</b> {_e(arr.topic)}</p>' + _table(facts) + rows + more
             + "</div>")
@@ -163,29 +176,48 @@ def topic_array_html(arr: "TopicArray") -> str:
 def record_html(record: Any) -> str:
     """A decoded message: its type, then a row per field (nested fields as dotted paths).
 
-    Uses only what every decoded message offers: ``_type``, ``to_dict()``.
+    Uses only what every decoded message offers: ``_type``, and its ``_fields``
+    or else ``to_dict()``. At most MAX_FIELDS rows.
     """
     msgtype = getattr(record, "_type", "") or ""  # _type: no field can shadow it (msgtype, a field name, can)
-    rows = [[_e(path), _e(_cell(value))] for path, value in _flatten(record.to_dict())]
+    flat = _flatten(record)
+    rows = [[_e(path), _e(_cell(value))] for path, value in flat[:MAX_FIELDS]]
+    if len(flat) > MAX_FIELDS:
+        rows.append(["...", f"{len(flat) - MAX_FIELDS} more fields"])
     return f'{_STYLE}<div class="fastbag-message"><p><b>{_e(msgtype) or "message"}</b></p>' + \
         _table(rows, ["field", "value"]) + "</div>"
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """``(dotted path, leaf)`` of nested dicts; lists of dicts show their first MAX_ELEMENTS elements."""
+    """``(dotted path, leaf)`` of a message (its fields, read one by one: an array of messages is never
+    converted whole) or of nested dicts (JSON messages, ``to_dict()``); lists of messages or dicts show their
+    first MAX_ELEMENTS elements."""
+    fields = getattr(type(value), "_fields", None)
+    if isinstance(fields, tuple) and hasattr(value, "to_dict"):  # fastbag's messages and times
+        return _flatten_items(((name, getattr(value, name)) for name in fields), prefix)
     if isinstance(value, dict):
-        out = []
-        for name, sub in value.items():
-            out += _flatten(sub, f"{prefix}.{name}" if prefix else str(name))
-        return out
-    if isinstance(value, list) and value and isinstance(value[0], dict):
-        out = []
-        for k, sub in enumerate(value[:MAX_ELEMENTS]):
-            out += _flatten(sub, f"{prefix}[{k}]")
-        if len(value) > MAX_ELEMENTS:
-            out.append((f"{prefix}[...]", f"{len(value) - MAX_ELEMENTS} more elements"))
-        return out
+        return _flatten_items(value.items(), prefix)
+    if not isinstance(value, (dict, str, bytes, bytearray, np.ndarray)) and hasattr(value, "to_dict"):
+        return _flatten(value.to_dict(), prefix)  # another kind of message object: as it converts itself
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray)) and len(value):
+        first = value[0]
+        if isinstance(first, dict) or hasattr(first, "to_dict"):
+            out = []
+            for k in range(min(len(value), MAX_ELEMENTS)):
+                out += _flatten(value[k], f"{prefix}[{k}]")
+            if len(value) > MAX_ELEMENTS:
+                out.append((f"{prefix}[...]", f"{len(value) - MAX_ELEMENTS} more elements"))
+            return out
     return [(prefix, value)]
+
+
+def _flatten_items(items: Iterable[tuple[str, Any]], prefix: str) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for name, sub in items:
+        out += _flatten(sub, f"{prefix}.{name}" if prefix else str(name))
+        if len(out) > MAX_FIELDS:  # (a view shows no more: the rest is only counted, never flattened)
+            break
+    return out
 
 
 def _cell(value: Any, limit: int = 80) -> str:

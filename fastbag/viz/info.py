@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from ..bag import Bag
+from .text import printable
 
 
 def _stamp(ns: int) -> str:
@@ -22,21 +23,26 @@ def _stamp(ns: int) -> str:
     return f"{moment:%b %d %Y %H:%M:%S}.{rest:02d} ({sign}{abs(hundredths) // 100}.{abs(hundredths) % 100:02d})"
 
 
-def info_dict(bag: Bag) -> dict[str, object]:
-    """The facts ``fastbag info`` prints, as a JSON-ready dict."""
+def type_labels(bag: Bag) -> dict[str, str]:
+    """``{type: what identifies its format}``, sorted by type: a ROS1 type's md5sum, another encoding's
+    serialization and schema encoding (``cdr, ros2msg``); the first connection's where several differ."""
     types: dict[str, str] = {}
     for connection in bag.connections:
-        # ROS1 types are known by their md5sum; other encodings by how they are serialized and described
         known = connection.encoding == "ros1" and connection.md5sum != "*"
         types.setdefault(connection.msgtype, connection.md5sum if known else
                          f"{connection.encoding}, {connection.schema_encoding or 'no schema'}")
+    return dict(sorted(types.items()))
+
+
+def info_dict(bag: Bag) -> dict[str, object]:
+    """The facts ``fastbag info`` prints, as a JSON-ready dict."""
     return {
         "path": bag.path, "format": bag.format, "version": bag.version, "duration_ns": bag.duration,
         "start_ns": bag.start_time, "end_ns": bag.end_time, "size": bag.size,
         "messages": bag.message_count, "chunks": bag.chunk_count, "compression": bag.compression,
         "indexed": not bag.recovered,
         "encryption": encryption_dict(bag.encryption),
-        "types": dict(sorted(types.items())),
+        "types": type_labels(bag),
         "topics": [{"topic": t.name, "type": t.msgtype, "types": list(t.msgtypes), "messages": t.message_count,
                     "connections": len(t.connections), "frequency": t.frequency}
                    for t in bag.topics.values()],
@@ -53,7 +59,8 @@ def encryption_dict(encryption: object) -> dict[str, str] | None:
 def encryption_rows(encryption: object) -> list[tuple[str, str]]:
     """rosbag info's rows for an encrypted bag: the encryptor, and the GPG user its key is for."""
     method, recipient = encryption.method, encryption.recipient  # type: ignore[attr-defined]
-    return [("encryption", method), ("GPG key user", recipient or "none (a key given to the reader)")]
+    return [("encryption", printable(method)),
+            ("GPG key user", printable(recipient) if recipient else "none (a key given to the reader)")]
 
 
 def rows_text(rows: list[tuple[str, str]]) -> str:
@@ -92,13 +99,13 @@ def _frequency_text(hz: float) -> str:
     return f"{hz:.1f} THz"
 
 
-def _compression_rows(bag: Bag) -> list[tuple[str, str]]:
+def compression_rows(bag: Bag) -> list[tuple[str, str]]:
     """rosbag info's ``compression`` row (``bz2 [170/170 chunks; 75.42%]``), and where any chunk is
     compressed its ``uncompressed`` and ``compressed`` totals with their rates over the bag's duration."""
     counts, sizes = bag.compression, bag.compression_sizes
     total = sum(counts.values())
     parts = []
-    for name, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+    for name, n in sorted(counts.items(), key=lambda item: (item[1], item[0]), reverse=True):  # as rosbag orders
         stored, size = sizes.get(name, (0, 0))
         ratio = f"; {100.0 * stored / size:.2f}%" if name != "none" and size else ""
         parts.append(f"{name} [{n}/{total} {bag.compression_unit}{ratio}]")
@@ -123,34 +130,39 @@ def format_info(bag: Bag, *, freq: bool = False) -> str:
     ``rosbag info --freq``), with what rosbag's has no row for: the format, encryption, an index rebuilt by
     scanning, attachments and problems found."""
     info = info_dict(bag)
-    rows: list[tuple[str, str]] = [("path", str(bag.path)), ("format", bag.format), ("version", bag.version)]
+    # (names and problems come from the file: printable() keeps each on its row and out of the terminal's
+    # control; info_dict leaves them as they are, for JSON, which escapes them itself)
+    rows: list[tuple[str, str]] = [("path", printable(bag.path)), ("format", bag.format),
+                                   ("version", printable(bag.version))]
     if bag.message_count:
         rows += [("duration", _duration_text(bag.duration)), ("start", _stamp(bag.start_time)),  # type: ignore[arg-type]
                  ("end", _stamp(bag.end_time))]  # type: ignore[arg-type]
     rows += [("size", _size(bag.size)), ("messages", str(bag.message_count))]
-    rows += _compression_rows(bag)
+    rows += compression_rows(bag)
     if bag.encryption is not None:
         rows += encryption_rows(bag.encryption)
     if bag.recovered:
         rows.append(("index", "rebuilt by scanning (the file is not indexed or is damaged)"))
     if bag.attachments or bag.metadata:
         rows.append(("attachments", f"{len(bag.attachments)}, metadata: {len(bag.metadata)}"))
-    types = info["types"]
+    types = {printable(name): printable(md5) for name, md5 in info["types"].items()}  # type: ignore[union-attr]
     width = max((len(t) for t in types), default=0)  # type: ignore[union-attr]
     rows += [("types" if k == 0 else "", f"{name:<{width}} [{md5}]")
              for k, (name, md5) in enumerate(types.items())]  # type: ignore[union-attr]
     topics = list(bag.topics.values())
-    twidth = max((len(t.name) for t in topics), default=0)
+    names = {t.name: printable(t.name) for t in topics}
+    twidth = max(map(len, names.values()), default=0)
     cwidth = max((len(str(t.message_count)) for t in topics), default=0)
     rates = {t.name: _frequency_text(t.frequency) for t in topics if freq and t.frequency}
     fwidth = max(map(len, rates.values()), default=0)
-    kinds = {t.name: ", ".join(t.msgtypes) for t in topics}
+    kinds = {t.name: printable(", ".join(t.msgtypes)) for t in topics}
     kwidth = max(map(len, kinds.values()), default=0)
     for k, t in enumerate(topics):
-        line = f"{t.name:<{twidth}}   {t.message_count:>{cwidth}} {'msgs' if t.message_count > 1 else 'msg '}"
+        line = f"{names[t.name]:<{twidth}}   {t.message_count:>{cwidth}} {'msgs' if t.message_count > 1 else 'msg '}"
         line += f" @ {rates[t.name]:>{fwidth}}" if t.name in rates else " " * (fwidth + 3)  # (also without)
         line += f" : {kinds[t.name]:<{kwidth}}"
         line += f" ({len(t.connections)} connections)" if len(t.connections) > 1 else ""
         rows.append(("topics" if k == 0 else "", line.rstrip()))
-    rows += [("problems" if k == 0 else "", problem) for k, problem in enumerate(info["problems"])]  # type: ignore[arg-type]
+    rows += [("problems" if k == 0 else "", printable(problem))
+             for k, problem in enumerate(info["problems"])]  # type: ignore[arg-type]
     return rows_text(rows)

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import FastbagWarning
 from ..msg.messages import time_ns
 from .fields import header_stamp_ns, numeric_fields, series
+from .text import printable
 from .timeline import GAP_FACTOR, bag_timeline, density
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
     if stamp not in STAMPS:
         raise ValueError(f"stamp must be one of {', '.join(STAMPS)}, not {stamp!r}")
     topic = getattr(arr, "topic", "")
+    if not len(arr):  # (a blank panel would say nothing)
+        raise ValueError(f"{topic or arr.msgtype} has no messages to plot")
     times = arr.time if stamp == "receive" else header_stamp_ns(arr, topic)
     paths = list(fields) or numeric_fields(arr)
     if not paths:
@@ -120,15 +123,37 @@ def plot_fields(arr: "TopicArray", *fields: str, ax: Any = None, stamp: str = "r
         import matplotlib
 
         ax.set_prop_cycle(color=matplotlib.colormaps["tab20"].colors)
+    _limit_overflowing_range(ax, [y for y, _ in drawn], topic or arr.msgtype)  # (before: no autoscale of them)
     for y, label in drawn:
         ax.plot(x, y, label=label, **line_options)
-    ax.set_title(f"{topic} ({arr.msgtype})" if topic else arr.msgtype, fontsize="medium")
+    ax.set_title(printable(f"{topic} ({arr.msgtype})" if topic else arr.msgtype), fontsize="medium",
+                 parse_math=False)  # ($ in a name is no math)
     ax.set_xlabel(f"{STAMPS[stamp]} [s] since {_origin(t0)}")
     ax.set_ylabel(drawn[0][1] if len(drawn) == 1 else "value")
     if len(drawn) > 1:  # right of the panel: never over the data, and no scan of every point for a place
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(True, alpha=0.3)
     return ax
+
+
+def _limit_overflowing_range(ax: Any, ys: list[np.ndarray], name: str) -> None:
+    """Values beyond +-4.5e307 (such as +-1.8e308, the largest floats, which often mean "no reading") leave
+    matplotlib no axis: placing ticks, or margins around them, overflows float64, and drawing the figure
+    failed. The y axis then spans the other values, and a warning counts those left out."""
+    limit = np.finfo(np.float64).max / 4  # (a span, with margins, of values within it cannot overflow)
+    finite = [y[np.isfinite(y)] for y in (np.asarray(y, dtype=np.float64) for y in ys)]
+    values = np.concatenate(finite) if finite else np.zeros(0)
+    beyond = np.abs(values) > limit
+    if not beyond.any():
+        return
+    inner = values[~beyond]
+    low, high = (float(inner.min()), float(inner.max())) if inner.size else (-1.0, 1.0)
+    pad = (high - low) * 0.05 or max(abs(low), 1.0) * 0.05
+    ax.set_ylim(low - pad, high + pad)
+    outside = int(beyond.sum())
+    warnings.warn(FastbagWarning(f"{name}: {outside} value{'s' if outside != 1 else ''} beyond +-4.5e307 (such "
+                                 "as +-1.8e308, the largest floats, which often mean no reading) left outside "
+                                 "the y axis: no axis spans them"), stacklevel=3)
 
 
 def plot_topics(bag: "Bag", selections: list[tuple[str, list[str]]], *, stamp: str = "receive",
@@ -199,7 +224,7 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
         count = f"{row.count} msg{'s' if row.count != 1 else ''}"
         ax.text(1.01, y, f"{rate}  {count}{gaps}", transform=ax.get_yaxis_transform(), va="center",
                 fontsize="small")
-    ax.set_yticks(range(len(rows)), [row.topic for row in rows])
+    ax.set_yticks(range(len(rows)), [printable(row.topic) for row in rows], parse_math=False)
     ax.set_ylim(max(1, len(rows)) - 0.5, -0.5)  # the first topic on top
     span = (end - t0) / 1e9
     ax.set_xlim(-0.01 * span - 1e-6, 1.01 * span + 1e-6)
@@ -207,8 +232,9 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
     # What the marks and numbers are (QA: mean rates read as rosbag info's medians; bins taken for marks)
     binned = f"; topics of more than {max_marks} messages: messages per time bin" if any(
         row.count > max_marks for row in rows) else ""
-    ax.set_title(f"{os.path.basename(bag.path)}: {bag.message_count} messages, {span:.1f} s\n"
-                 f"right: mean rate, messages, gaps (red: over {gap_factor:g} periods){binned}", fontsize="medium")
+    ax.set_title(f"{printable(os.path.basename(bag.path))}: {bag.message_count} messages, {span:.1f} s\n"
+                 f"right: mean rate, messages, gaps (red: over {gap_factor:g} periods){binned}", fontsize="medium",
+                 parse_math=False)
     ax.grid(True, axis="x", alpha=0.3)
     if not rows:
         ax.text(0.5, 0.5, "no messages", transform=ax.transAxes, ha="center")
