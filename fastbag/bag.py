@@ -756,14 +756,18 @@ class Bag:
         return bag_html(self)
 
     # -- messages --------------------------------------------------------------
-    @staticmethod
-    def _check_not_seconds(bound: int | None, name: str, times: np.ndarray) -> None:
-        """TypeError for an int bound that is the messages' time in seconds, not nanoseconds: far before the
-        first of ``times`` (the read's, ascending), and among them once read as seconds (every message or
-        none would be read)."""
-        if bound is None or not times.size or not 0 < bound < int(times[0]) // 1000:
+    def _check_not_seconds(self, bound: Any, name: str) -> None:
+        """TypeError for a bound given as a plain int that is the bag's time in seconds, not nanoseconds: far
+        before the bag's first message, and inside the bag once read as seconds (every message or none would
+        be read). Judged by the whole bag's time range, whatever index a call reads, so one bound gets one
+        answer from every method; a ``Time``, a stamp or a datetime says its unit and is never refused."""
+        if not isinstance(bound, (int, np.integer)) or isinstance(bound, (bool, np.bool_, _Judged)):
             return
-        if int(times[0]) < (bound + 1) * 1_000_000_000 and bound * 1_000_000_000 <= int(times[-1]):
+        first, last = self.start_time, self.end_time
+        if first is None or last is None or not 0 < int(bound) < first // 1000:
+            return
+        bound = int(bound)
+        if first < (bound + 1) * 1_000_000_000 and bound * 1_000_000_000 <= last:
             raise TypeError(f"{name}={bound} is nanoseconds, {bound / 1e9:.3f} s after 1970-01-01, long before "
                             f"this bag; read as seconds it falls inside the bag: pass int(seconds * 1e9) or a Time")
 
@@ -772,9 +776,9 @@ class Bag:
         """Rows of ``index`` (the whole index by default) of the wanted messages, in read order."""
         if index is None:
             index = self._index
+        self._check_not_seconds(start, "start")
+        self._check_not_seconds(end, "end")
         start, end = time_ns(start, "start"), time_ns(end, "end")
-        self._check_not_seconds(start, "start", index.time)
-        self._check_not_seconds(end, "end", index.time)
         lo = 0 if start is None else _first_at_or_after(index.time, start)
         hi = index.message_count if end is None else _first_at_or_after(index.time, end)
         hi = max(lo, hi)
@@ -1923,6 +1927,8 @@ class Bag:
         if raw:
             raise TypeError("read_messages(raw=True) is not supported: use bag.messages(raw=True), whose m.data "
                             "is each message's serialized bytes (m.connection its type and md5sum)")
+        self._check_not_seconds(start_time, "start_time")  # (the caller's bounds; end + 1 below is no int)
+        self._check_not_seconds(end_time, "end_time")
         start, end = time_ns(start_time, "start_time"), time_ns(end_time, "end_time")
         named = None if topics is None else [topics] if isinstance(topics, str) else list(topics)
         if named:  # (none named, an empty list or generator: every topic, as rosbag reads them)
@@ -1934,8 +1940,8 @@ class Bag:
             if connection_filter(c.topic, c.msgtype, c.md5sum, c.definition, connection_header(c))]
         if kept == []:  # (messages(connections=[]) means every connection, as rosbags' reader means it)
             return iter(())
-        messages = self.messages(topics if named else None, start, None if end is None else end + 1,
-                                 connections=kept)
+        messages = self.messages(topics if named else None, None if start is None else _Judged(start),
+                                 None if end is None else _Judged(end + 1), connections=kept)  # (end included)
         return _as_bag_messages(messages, return_connection_header)
 
     @property
@@ -2098,6 +2104,11 @@ class TopicInfos(dict):  # type: ignore[type-arg]
 
     def __missing__(self, topic: str) -> TopicInfo:
         raise no_topic(topic, self.path, self)
+
+
+class _Judged(int):
+    """Nanoseconds made from a bound the caller gave and :meth:`Bag._check_not_seconds` judged already
+    (read_messages' ``end_time + 1``: the caller's ``Time(0)`` is no int of seconds)."""
 
 
 def no_topic(topic: Any, path: str, topics: Iterable[str]) -> NotFoundError:

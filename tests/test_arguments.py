@@ -122,6 +122,41 @@ def test_int_seconds_of_the_bag_are_refused(strings_bag, tmp_path):
             writer.write(c, 10**9 + k * 10**7, (1).to_bytes(4, "little") + b"x")
     with fastbag.open(sim) as bag:
         assert len(bag.read("/good", start=10**9 + 5 * 10**7)) == 15 and len(bag.read("/good", start=3)) == 20
+        # Only a plain int can be seconds: a Time, a stamp or a datetime64 of 1 ns says its unit (they were
+        # refused as "start=1 is nanoseconds ... pass a Time"), as does rosbag's Time(0) end, whose end + 1
+        # read_messages made was refused as "end=1".
+        for bound in (Time(0, 1), np.datetime64(1, "ns")):
+            assert len(list(bag.messages(start=bound))) == 20 and len(bag.read("/good", start=bound)) == 20
+        assert list(bag.read_messages(end_time=Time(0))) == []
+        with pytest.raises(TypeError, match="^start=1 is nanoseconds"):
+            bag.read("/good", start=1)
+
+
+def test_int_seconds_are_judged_by_the_whole_bag_on_every_path(tmp_path):
+    """Whether an int is refused as seconds depended on the index a call read: a fresh MCAP handle's topic
+    index (from 100 s) refused start=150 in read/times/iter_read, while messages() (the whole bag, from a
+    message at 0) read it; after messages() every call read it. The whole bag's range decides now."""
+    from mcap.writer import Writer
+
+    path = tmp_path / "sim.mcap"
+    with path.open("wb") as f:
+        writer = Writer(f)
+        writer.start("ros1", "test")
+        schema = writer.register_schema("std_msgs/Int32", "ros1msg", b"int32 data\n")
+        latched, odom = (writer.register_channel(t, "ros1", schema) for t in ("/latched", "/odom"))
+        writer.add_message(latched, log_time=0, publish_time=0, data=(7).to_bytes(4, "little"))
+        for k in range(201):
+            writer.add_message(odom, log_time=(100 + k // 2) * 10**9 + k % 2, publish_time=0,
+                               data=k.to_bytes(4, "little"))
+        writer.finish()
+    for first in ("read", "messages"):
+        with fastbag.open(path) as bag:
+            calls = {"read": lambda: len(bag.read("/odom", start=150)),
+                     "messages": lambda: len(list(bag.messages(topics=["/odom"], start=150))),
+                     "times": lambda: len(bag.times("/odom", start=150)),
+                     "iter_read": lambda: sum(map(len, bag.iter_read("/odom", start=150)))}
+            order = [first] + [name for name in calls if name != first]
+            assert {name: calls[name]() for name in order} == dict.fromkeys(calls, 201)  # (150 ns: every one)
 
 
 def test_topic_arguments_of_the_wrong_type_say_so(strings_bag):
