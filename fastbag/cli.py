@@ -288,7 +288,8 @@ def _export_one(bag: str, out: str, args: argparse.Namespace) -> int:
 
 
 def _epoch_seconds(text: str) -> int:
-    """``--start``/``--end``: seconds since the epoch, as ``fastbag info`` prints them (decimals exact), in ns."""
+    """``--start``/``--end``: seconds since the epoch, as ``fastbag info`` prints them (decimals exact), in ns
+    (digits past the nanosecond round up: the bound selects what the exact time would)."""
     try:
         seconds = decimal.Decimal(text)
     except decimal.InvalidOperation:
@@ -299,7 +300,11 @@ def _epoch_seconds(text: str) -> int:
         year = 1970 + int(seconds) // 31_556_952
         raise argparse.ArgumentTypeError(f"{text} is no time as seconds since the epoch (the year {year}); "
                                          f"nanoseconds? then {seconds / 10**9:f}")
-    return int(seconds * 10**9)
+    # A bound between two nanoseconds selects as the next one does ([start, end) of int times): rounded up,
+    # exactly (a context as precise as the text: the default 28 digits would round the tail away first).
+    with decimal.localcontext() as exact:
+        exact.prec = len(text) + 20
+        return int((seconds * 10**9).to_integral_value(rounding=decimal.ROUND_CEILING))
 
 
 def _step(text: str) -> int | str:

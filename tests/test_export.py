@@ -350,6 +350,13 @@ def test_export_between_times(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["export", str(path), str(tmp_path / "e"), "--start", "soon"])
     assert "not a number of seconds since the epoch: 'soon'" in capsys.readouterr().err
+    # Digits past the nanosecond round up, as the exact time selects: a start just after message 10 leaves it
+    # out, an end just after message 30 keeps it (they were cut toward zero). 40 decimals: beyond 28 digits.
+    after = [seconds + "0" * 30 + "1", until + "0000000001"]
+    assert main(["export", str(path), str(tmp_path / "f"), "--format", "npz", "--topics", "/imu", "--start",
+                 after[0], "--end", after[1], "--no-progress"]) == 0
+    with fastbag.open(path) as bag, np.load(tmp_path / "f" / "imu.npz") as z:
+        assert np.array_equal(z["time"], bag.topic_times("/imu")[11:31])
 
 
 def test_an_export_window_that_holds_nothing_is_said(tmp_path, capsys):
