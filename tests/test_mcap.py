@@ -830,7 +830,8 @@ def test_regression_chunk_index_uncompressed_size_past_int64(tmp_path):
     struct.pack_into("<Q", data, at, 2**64 - 1)
     struct.pack_into("<I", data, len(data) - 8 - 4, 0)  # no summary CRC: the index itself must be judged
     path.write_bytes(data)
-    with pytest.warns(fastbag.FastbagWarning, match=r"its summary is damaged: a time, offset or size beyond 2\*\*63 "
+    with pytest.warns(fastbag.FastbagWarning, match=r"its summary holds values fastbag cannot read: a time, offset or "
+                      r"size beyond 2\*\*63 "
                       r"\(int64: times past the year 2262\) "
                       rf"\({path}, offset {ci}, chunk index record\)"):
         with fastbag.open(path) as bag:

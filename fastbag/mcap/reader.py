@@ -223,7 +223,9 @@ class McapReader(LazyIndexContainer):
                                                         le_uint(section, at_ + 1, 8).astype(np.int64),
                                                         footer.summary_start + at_, path=self.path)
         except BagFormatError as exc:
-            raise _Damaged(f"its summary is damaged: {exc}") from None
+            # (a u64 past 2**63 is valid MCAP, past what fastbag's int64 tables hold: not damage)
+            past = "beyond 2**63" in str(exc)
+            raise _Damaged(f"its summary {'holds values fastbag cannot read' if past else 'is damaged'}: {exc}") from None
         indexes = summary.chunk_indexes
         if summary.statistics is not None and not len(indexes) and (
                 summary.statistics.message_count or self._holds_messages(footer.summary_start)):
