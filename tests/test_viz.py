@@ -668,15 +668,18 @@ def test_topic_array_html_shows_first_rows_and_record_html_its_fields():
         assert "<td>orientation_covariance</td><td>float64[9]: " in view
 
 
-def test_html_escapes_what_comes_from_the_file(tmp_path):
+def _string_bag(path: Path, topic: str, text: bytes) -> Path:
+    """A bag of one std_msgs/String message holding ``text`` on ``topic``."""
     spec = conn_spec("/x", "std_msgs/String")
-    path = tmp_path / "hostile.bag"
-    evil = '/a<script>alert("x")</script>&b'
     with fastbag.Writer(path) as writer:
-        connection = writer.add_connection(evil, spec.msgtype, spec.msgdef, spec.md5sum)
-        text = b"<img src=x onerror=alert(1)>"
+        connection = writer.add_connection(topic, spec.msgtype, spec.msgdef, spec.md5sum)
         writer.write(connection, 10**9, len(text).to_bytes(4, "little") + text)
-    with fastbag.open(path) as bag:
+    return path
+
+
+def test_html_escapes_what_comes_from_the_file(tmp_path):
+    evil = '/a<script>alert("x")</script>&b'
+    with fastbag.open(_string_bag(tmp_path / "hostile.bag", evil, b"<img src=x onerror=alert(1)>")) as bag:
         views = [bag._repr_html_(), bag.read(evil)._repr_html_(), bag.read(evil)[0]._repr_html_()]
     for view in views:
         assert "<script>" not in view and "<img" not in view
@@ -780,13 +783,8 @@ def test_info_and_html_write_control_characters_out(tmp_path, capsys):
     """A newline in a topic name forged a row of fastbag info ('problems: none...'), ESC and BEL reached the
     terminal, and NUL/ESC in strings made the HTML views invalid. They are written as escapes now: the topic
     stays on its row, and the views hold no control character."""
-    spec = conn_spec("/x", "std_msgs/String")
-    path = tmp_path / "control.bag"
     topic = "/ok\nproblems:    none\x1b[2J\x1b]0;pwned\x07"
-    with fastbag.Writer(path) as writer:
-        connection = writer.add_connection(topic, spec.msgtype, spec.msgdef, spec.md5sum)
-        text = b"a\x00b\x1b[31mc\x07\td"
-        writer.write(connection, 10**9, len(text).to_bytes(4, "little") + text)
+    path = _string_bag(tmp_path / "control.bag", topic, b"a\x00b\x1b[31mc\x07\td")
     assert main(["info", str(path)]) == 0
     out = capsys.readouterr().out
     assert not any(c in out for c in "\x1b\x07\x00")
@@ -848,7 +846,7 @@ def test_topic_array_html_of_rows_out_of_time_order():
         picked = bag.take("/imu/data_raw", [5, 1, 3])
     times = arr.time
     for subset, first, last, count in ((arr[::-1], times[0], times[-1], len(times)),
-                                     (picked, times[1], times[5], 3)):
+                                       (picked, times[1], times[5], 3)):
         view = subset._repr_html_()
         assert f"<td>start</td><td>{_utc_text(int(first))}</td>" in view
         assert f"<td>duration</td><td>{(int(last) - int(first)) / 1e9:.3f} s</td>" in view
