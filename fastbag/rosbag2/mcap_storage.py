@@ -158,6 +158,7 @@ class McapStorage(LazyIndexContainer):
         self._scratch: ScratchFolder | None = None  # decompressed .mcap.zstd files, removed on close
         self._problems: list[str] = []
         self._index: BagIndex | None = None
+        self._parts_range: tuple[int | None, int | None] | None = None  # see time_range
         path = os.fspath(path)
         self.format = "rosbag2" if os.path.isdir(path) else "MCAP"  # a lone .mcap.zstd is an MCAP file
         self._version = "0" if self.format == "MCAP" else str(metadata.version) if metadata is not None else \
@@ -336,8 +337,10 @@ class McapStorage(LazyIndexContainer):
     def time_range(self) -> tuple[int | None, int | None]:
         if self._index is not None:
             return super().time_range
-        ranges = [p.time_range for p in self.parts if p.message_count]
-        return (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else (None, None)  # type: ignore
+        if self._parts_range is None:  # (every part asked once: a read with int bounds asks on every call)
+            ranges = [p.time_range for p in self.parts if p.message_count]
+            self._parts_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else (None, None)
+        return self._parts_range  # type: ignore[return-value]
 
     @property
     def attachments(self) -> list[Any]:
