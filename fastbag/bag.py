@@ -482,6 +482,7 @@ class Bag:
             warnings.warn(f"{self.path}: {'; '.join(container.problems)}", FastbagWarning, stacklevel=3)
         self._store = container.chunk_store(cache_bytes=cache_bytes, workers=workers, checksums=checksums)
         self._layouts: dict[tuple, Layout] = {}  # by (type, definition); object decoders, message types too
+        self._definition_keys: dict[str, tuple[Any, ...]] = {}  # see _definition_key
         self._sizes: np.ndarray | None = None            # bytes of each index row's record, on first use
         # rows of each topic in the index of its scope, with that index, on first use
         self._topic_rows: dict[str, tuple[BagIndex, np.ndarray]] = {}
@@ -1296,7 +1297,7 @@ class Bag:
         iteration asks once per batch, and a new one would parse the definition and build its classes again."""
         from .msg.messages import message_types
 
-        key = ("types", connection.msgtype, connection.definition, connection.schema_encoding)
+        key = ("types", connection.msgtype, self._definition_key(connection.definition), connection.schema_encoding)
         if key not in self._layouts:
             definition = connection.definition
             if connection.encoding == "ros1" and not definition.strip() and connection.md5sum != EMPTY_MD5:
@@ -1840,12 +1841,23 @@ class Bag:
         for _, _, a, _, _, lengths in self._runs(index, selected, kernel=True):
             check_min_size(layout, lengths, a, topic=topic, msgtype=msgtype)
 
+    def _definition_key(self, text: str) -> tuple[Any, ...]:
+        """What of a definition's text its layout and classes depend on (cached per text): its lines
+        without comments, and whether it is empty. Connections whose texts differ only in comments (a
+        topic merged from many nodes' recordings: 500 such texts) share one compiled layout; each compiled
+        again cost 1.3 ms."""
+        key = self._definition_keys.get(text)
+        if key is None:
+            key = self._definition_keys[text] = (definition_code(text), not text.strip())
+        return key
+
     def _layout(self, connection: Connection) -> "Layout":
         """The compiled layout of a connection's type (cached), checking its md5sum once."""
         from .errors import DefinitionError, UnsupportedError
         from .msg.layout import layout_for
 
-        key = (connection.msgtype, connection.definition, connection.encoding, connection.schema_encoding)
+        key = (connection.msgtype, self._definition_key(connection.definition), connection.encoding,
+               connection.schema_encoding)
         if key not in self._layouts:
             definition = connection.definition
             # ROS1: an empty text is lost unless the md5sum says the type has no fields (other encodings: the

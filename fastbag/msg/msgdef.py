@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -528,10 +529,17 @@ def _check_acyclic(types: dict[str, MsgDef]) -> None:
 SEPARATOR_LINE = "=" * 80
 
 
+#: A string constant's line (``string NAME=value``, ROS 1 and 2): its value runs to the line's end, ``#`` included.
+_STRING_CONSTANT = re.compile(r"\s*w?string(<=\d+)?\s+\w+\s*=")
+
+
 def definition_code(text: str) -> tuple[str, ...]:
     """A ``.msg`` text's lines without comments (``#`` on) and blank lines: two texts that differ only there
-    define the same messages."""
-    return tuple(code for code in (line.split("#", 1)[0].strip() for line in text.splitlines()) if code)
+    define the same messages. A string constant's line is kept whole (its value may hold ``#``): two texts
+    that differ in a comment after one are taken as two definitions, the safe side."""
+    lines = (line.strip() if _STRING_CONSTANT.match(line) else line.split("#", 1)[0].strip()
+             for line in text.splitlines())
+    return tuple(code for code in lines if code)
 
 
 def compose_definition(msgtype: str, texts: Mapping[str, str]) -> str:
