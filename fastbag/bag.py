@@ -34,7 +34,7 @@ from .errors import (DecodeError, DefinitionError, FastbagError, FastbagWarning,
                      UnsupportedError, close_matches)
 from .io.chunks import BATCHED_CHUNK, DEFAULT_CACHE_BYTES, ChunkTable, Together, ordered_map, size_mismatch
 from .io.codecs import ZSTD_MAGIC
-from .io.startup import by_kernel
+from .io.startup import by_kernel, numba_loaded
 from .msg.messages import Time, TimeLike, time_ns
 from .msg.msgdef import EMPTY_MD5, definition_code
 from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
@@ -51,9 +51,9 @@ PREFIX_SPARED = 0.2
 #: Reads of fewer messages than twice this decode on the calling thread; larger runs are cut
 #: into parts of at least this many messages, one per worker.
 PARALLEL_MIN = 4096
-#: Bag._iter_merged iterates at most this many connections side by side (each holding a chunk: rosbag2's
-#: batches are ~4 MiB); more take turns in one stream.
-MERGED_CONNECTIONS = 64
+#: Bag._iter_merged iterates connections side by side where each holding its largest chunk (rosbag2's batches
+#: are up to ~4 MiB) stays within this many bytes; more take turns in one stream.
+MERGED_BYTES = 256 << 20
 #: Whole-topic reads decode on the workers chunk by chunk when the messages' fixed parts fill at least this
 #: share of their compressed chunks' bytes (see Bag._pipelined).
 PIPELINE_SHARE = 1 / 8
@@ -844,6 +844,10 @@ class Bag:
                 raise TypeError("pass end or stop (rosbags' name of end), not both")
             end = stop
         self._check_open()
+        if not raw and not numba_loaded():
+            # Decoding loads Numba: loaded first, the index read now takes its kernels too (a .db3's rows read
+            # from its pages, which iterating a topic a chunk at a time needs: see _iter_merged).
+            import numba  # noqa: F401
         selected = self._select(topics, start, end, connections)
         iterate = self._iter_raw if raw else self._iter_decoded
         found = self._iter_merged(selected, iterate) if self._container.chunks_of_one_connection else \
@@ -868,13 +872,19 @@ class Bag:
         sqlite3 batches of rows): each connection's iterated on its own, in runs as long as its chunks, and
         merged back into read order. Iterated together, topics that take turns cut the runs into single
         messages, each decoded alone (~0.1 ms a message: a whole-bag loop 20-40x slower than rosbags')."""
-        conn_of = self._index.conn[selected]
-        ranks = np.unique(conn_of)
-        if ranks.size <= 1 or ranks.size > MERGED_CONNECTIONS:  # (each stream holds a chunk while it runs)
+        index = self._index
+        conn_of = index.conn[selected]
+        order = np.argsort(conn_of, kind="stable")  # each connection's messages, in read order
+        ranks, firsts = np.unique(conn_of[order], return_index=True)
+        if ranks.size <= 1:
+            return iterate(selected)
+        # Each stream holds a chunk while it runs: at most its largest at once. (Counted, not capped at a
+        # number of connections: 100 topics of small batches were cut into single messages, 60x slower.)
+        largest = np.maximum.reduceat(index.chunks.size[index.chunk[selected[order]]], firsts)
+        if int(largest.sum()) > MERGED_BYTES:
             return iterate(selected)
         streams = []
-        for rank in ranks.tolist():
-            where = np.flatnonzero(conn_of == rank)
+        for where in np.split(order, firsts[1:]):
             streams.append(zip(where.tolist(), iterate(selected[where])))
         return (message for _, message in heapq.merge(*streams, key=operator.itemgetter(0)))
 

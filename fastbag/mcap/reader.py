@@ -224,8 +224,8 @@ class McapReader(LazyIndexContainer):
                                                         footer.summary_start + at_, path=self.path)
         except BagFormatError as exc:
             # (a u64 past 2**63 is valid MCAP, past what fastbag's int64 tables hold: not damage)
-            past = "beyond 2**63" in str(exc)
-            raise _Damaged(f"its summary {'holds values fastbag cannot read' if past else 'is damaged'}: {exc}") from None
+            said = "holds values fastbag cannot read" if "beyond 2**63" in str(exc) else "is damaged"
+            raise _Damaged(f"its summary {said}: {exc}") from None
         indexes = summary.chunk_indexes
         if summary.statistics is not None and not len(indexes) and (
                 summary.statistics.message_count or self._holds_messages(footer.summary_start)):
