@@ -194,3 +194,78 @@ def entries_table(buf, data_at, counts, rank, chunk, time, conn, chunk_of, offse
             offset[k] = _u32(buf, p + 8)
             p += 12
             k += 1
+
+
+#: What the checked parser refuses (records.MAX_HEADER_LEN): a longer header is left to it.
+_MAX_HEADER_LEN = 1 << 24
+
+
+@njit(cache=True, nogil=True)
+def message_records(buf, pos, end, sec, nsec, at, conn):
+    """Message-data records one after another in ``buf[pos:end]`` (a chunk's payload, being scanned to
+    rebuild a lost index): per record its time as stored (u32 sec, nsec), offset and connection id, into
+    the arrays from index 0. Returns ``(count, stop)``: the records taken, and where the walk stopped, at
+    ``end`` or at the first record that is anything else, or anything odd: another op, a field without
+    '=', a duplicate or misshapen op/conn/time, a length past ``end``. The checked Python parser reads
+    that record and says what it is (a connection record, damage), then the walk goes on. Fields are
+    read as that parser reads them: any order, extra fields allowed, a name up to its first '='."""
+    k = 0
+    while pos < end and k < at.size:
+        if end - pos < 8:
+            break
+        header_len = _u32(buf, pos)
+        if header_len > _MAX_HEADER_LEN or header_len > end - pos - 8:
+            break
+        field = pos + 4
+        header_end = field + header_len
+        op = -1
+        got_conn = -1
+        got_sec = -1
+        got_nsec = -1
+        seen = 0
+        ok = True
+        while field < header_end:
+            if header_end - field < 4:
+                ok = False
+                break
+            n = _u32(buf, field)
+            field += 4
+            if n > header_end - field:
+                ok = False
+                break
+            eq = -1
+            for j in range(n):
+                if buf[field + j] == 0x3D:
+                    eq = j
+                    break
+            if eq < 0:
+                ok = False
+                break
+            if eq == 2 and buf[field] == 0x6F and buf[field + 1] == 0x70:  # op
+                seen += 1
+                op = buf[field + 3] if n == 4 else -2
+            elif eq == 4 and buf[field] == 0x63 and buf[field + 1] == 0x6F and buf[field + 2] == 0x6E \
+                    and buf[field + 3] == 0x6E:  # conn
+                seen += 1
+                got_conn = _u32(buf, field + 5) if n == 9 else -2
+            elif eq == 4 and buf[field] == 0x74 and buf[field + 1] == 0x69 and buf[field + 2] == 0x6D \
+                    and buf[field + 3] == 0x65:  # time
+                seen += 1
+                if n == 13:
+                    got_sec = _u32(buf, field + 5)
+                    got_nsec = _u32(buf, field + 9)
+                else:
+                    got_sec = -2
+            field += n
+        if not ok or seen != 3 or op != 2 or got_conn < 0 or got_sec < 0:
+            break
+        data_len = _u32(buf, header_end)
+        if data_len > end - header_end - 4:
+            break
+        sec[k] = got_sec
+        nsec[k] = got_nsec
+        at[k] = pos
+        conn[k] = got_conn
+        k += 1
+        pos = header_end + 4 + data_len
+    return k, pos
