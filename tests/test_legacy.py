@@ -753,3 +753,42 @@ def test_cli_info_on_v11_and_unindexed_v12_bags(v11, tmp_path):
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout)
     assert info["version"] == "1.2" and info["indexed"] is False and info["messages"] == 267
+
+
+def _legacy_record(fields: list[bytes], data: bytes = b"") -> bytes:
+    header = b"".join(struct.pack("<I", len(f)) + f for f in fields)
+    return struct.pack("<I", len(header)) + header + struct.pack("<I", len(data)) + data
+
+
+_V12_MSG = [b"op=\x02", b"topic=/a", b"md5=x", b"type=t", b"sec=" + struct.pack("<I", 5), b"nsec=" + struct.pack("<I", 6)]
+
+
+@pytest.mark.parametrize(("records", "want_time"), [
+    ([_V12_MSG], 5_000_000_006),                                                   # a 1.2 message: read
+    ([_V12_MSG], 5_000_000_007),                                                   # its time differs: refused
+    ([[b"op=\x07"] + _V12_MSG[1:], _V12_MSG[:4] + [b"sec=\x05\0\0\0", b"nsec=\x07\0\0\0"]], 5_000_000_006),
+    ([_V12_MSG[:5]], 5_000_000_006),                                               # sec without nsec
+    ([_V12_MSG[:4] + [b"sec=\x05\0\0", b"nsec=\x06\0\0\0"]], 5_000_000_006),       # sec of 3 bytes
+    ([[b"op=\x02\x02"] + _V12_MSG[1:]], 5_000_000_006),                           # op of 2 bytes
+    ([[b"op=\x01", b"topic=/a"], _V12_MSG], 5_000_000_006),                        # a definition before it
+    ([_V12_MSG[:4] + [b"time=" + struct.pack("<II", 5, 6)]], 5_000_000_006),       # 2.0's time field
+    ([_V12_MSG[:4] + [b"time=" + struct.pack("<I", 5)]], 5_000_000_006),           # ... of 4 bytes
+])
+def test_record_checks_agree_with_and_without_the_kernel(records, want_time):
+    """Once Numba was loaded (any earlier read in the process) a 1.2 record's time went unchecked: its
+    sec/nsec fields were not read, so an index entry pointing at the wrong record (or past a record whose op
+    was damaged to 7) gave another message's bytes in silence, where the checked parser refuses. Both
+    check the same now."""
+    from fastbag.ros1.records import message_spans
+
+    payload = b"".join(_legacy_record(f, b"data") for f in records)
+    buf = np.frombuffer(payload, dtype=np.uint8)
+    outcomes = []
+    for kernel in (True, False):
+        args = (np.array([a], dtype=np.int64) for a in (0, 0, len(payload), 0, 3, want_time))
+        try:
+            starts, lengths = message_spans(buf, *args, path="crafted", kernel=kernel)
+            outcomes.append((starts.tolist(), lengths.tolist()))
+        except fastbag.FastbagError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]

@@ -22,8 +22,9 @@ def _record_span(buf, pos, lo, end, want_conn, want_time, data_end):
     past it. Parses the header field by field (any order, extra fields allowed),
     skipping connection (op 7) and definition (op 1) records in front of the
     message, and checks ``op`` = 2 and, where the header has them, ``conn`` =
-    ``want_conn`` and ``time`` = ``want_time`` (ns). (-1, -1) when anything
-    differs: the caller explains it with the checked Python parser.
+    ``want_conn`` and the time (``time``, or format 1.2's ``sec`` and ``nsec``)
+    = ``want_time`` (ns), as records._message_span_slow does. (-1, -1) when
+    anything differs: the caller explains it with that checked parser.
     """
     if pos < lo or end > buf.size:
         return -1, -1
@@ -38,6 +39,8 @@ def _record_span(buf, pos, lo, end, want_conn, want_time, data_end):
         op = -1
         got_conn = -1
         got_time = -1
+        got_sec = -1  # format 1.2 keeps a message's time in sec and nsec
+        got_nsec = -1
         ok = True
         while field < header_end:
             if header_end - field < 4:
@@ -48,17 +51,28 @@ def _record_span(buf, pos, lo, end, want_conn, want_time, data_end):
             if n > header_end - field:
                 ok = False
                 break
-            if n == 4 and buf[field] == 0x6F and buf[field + 1] == 0x70 and buf[field + 2] == 0x3D:
-                op = buf[field + 3]  # op=
-            elif n == 9 and buf[field] == 0x63 and buf[field + 1] == 0x6F and buf[field + 2] == 0x6E \
-                    and buf[field + 3] == 0x6E and buf[field + 4] == 0x3D:
-                got_conn = _u32(buf, field + 5)  # conn=
-            elif n == 13 and buf[field] == 0x74 and buf[field + 1] == 0x69 and buf[field + 2] == 0x6D \
-                    and buf[field + 3] == 0x65 and buf[field + 4] == 0x3D:
-                got_time = _u32(buf, field + 5) * 1_000_000_000 + _u32(buf, field + 9)  # time=
+            # A field named op, conn, time, sec or nsec of another size than the parser takes: left to it.
+            if n >= 3 and buf[field] == 0x6F and buf[field + 1] == 0x70 and buf[field + 2] == 0x3D:  # op=
+                op = buf[field + 3] if n == 4 else -2
+            elif n >= 5 and buf[field] == 0x63 and buf[field + 1] == 0x6F and buf[field + 2] == 0x6E \
+                    and buf[field + 3] == 0x6E and buf[field + 4] == 0x3D:  # conn=
+                got_conn = _u32(buf, field + 5) if n == 9 else -2
+            elif n >= 5 and buf[field] == 0x74 and buf[field + 1] == 0x69 and buf[field + 2] == 0x6D \
+                    and buf[field + 3] == 0x65 and buf[field + 4] == 0x3D:  # time=
+                got_time = _u32(buf, field + 5) * 1_000_000_000 + _u32(buf, field + 9) if n == 13 else -2
+            elif n >= 4 and buf[field] == 0x73 and buf[field + 1] == 0x65 and buf[field + 2] == 0x63 \
+                    and buf[field + 3] == 0x3D:  # sec=
+                got_sec = _u32(buf, field + 4) if n == 8 else -2
+            elif n >= 5 and buf[field] == 0x6E and buf[field + 1] == 0x73 and buf[field + 2] == 0x65 \
+                    and buf[field + 3] == 0x63 and buf[field + 4] == 0x3D:  # nsec=
+                got_nsec = _u32(buf, field + 5) if n == 9 else -2
             field += n
-        if not ok:
+        if not ok or op == -2 or got_conn == -2 or got_time == -2:
             break
+        if got_time == -1 and got_sec != -1:  # (as the parser reads a 1.2 record: sec, then nsec, both u32)
+            if got_sec < 0 or got_nsec < 0:
+                break
+            got_time = got_sec * 1_000_000_000 + got_nsec
         data_len = _u32(buf, header_end)
         data = header_end + 4
         if data_len > data_end - data:
