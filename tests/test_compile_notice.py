@@ -45,3 +45,22 @@ def test_a_cold_cache_is_announced_once_and_a_warm_one_not_at_all(tmp_path) -> N
     assert lines.index(done[0]) > lines.index(next(line for line in lines if "compiling" in line))
     assert "fastbag:" not in warm.stderr, warm.stderr  # the cache is warm: not a word
     assert float(warm.stdout.split()[1]) < 3.0  # import, open, read (the bench's first-read job: < 1 s)
+
+
+def test_the_notice_does_not_hang_after_the_classic_rosbag_module_is_imported(tmp_path) -> None:
+    """rosgraph (imported with rospy or the classic rosbag module) makes every logger created after it a
+    RospyLogger, whose findCaller looped forever on the notice logged from Numba's compile event: a script
+    that imported rosbag before its first read after install hung. The notice is logged without findCaller."""
+    import pytest
+
+    pytest.importorskip("rosbag", reason="the classic rosbag module (rosgraph's logger class) is not installed")
+    path = tmp_path / "small.bag"
+    with fastbag.Writer(path) as w:
+        c = w.add_connection("/x", "std_msgs/Float64", "float64 data\n", "fdb28210bfa9d7c91146260178d9a584")
+        w.write(c, 10**9, np.float64(2.5).tobytes())
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
+    child = "import rosbag\n" + CHILD
+    run = subprocess.run([sys.executable, "-c", child, str(path)], env=env, capture_output=True, text=True,
+                         timeout=120)  # (it hung: the timeout fails the test)
+    assert run.returncode == 0 and run.stdout.split()[0] == "2.5", run.stderr
+    assert "fastbag: compiling decoding kernels" in run.stderr and "compiled in" in run.stderr

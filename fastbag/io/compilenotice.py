@@ -69,7 +69,7 @@ class CompileNotice(event.Listener):
             announce = not self._announced
             self._announced = True
         if announce:
-            LOG.warning("fastbag: compiling decoding kernels (first use after install, %s) ...", ESTIMATE)
+            _warn("fastbag: compiling decoding kernels (first use after install, %s) ...", ESTIMATE)
 
     def on_end(self, ev: Any) -> None:
         if not self._ours(ev):
@@ -93,9 +93,19 @@ class CompileNotice(event.Listener):
             seconds, self._seconds, self._timer = self._seconds, 0.0, None
             first, self._reported = not self._reported, True
         if first:
-            LOG.warning("fastbag: decoding kernels compiled in %.1f s (cached: later runs load them at once)", seconds)
+            _warn("fastbag: decoding kernels compiled in %.1f s (cached: later runs load them at once)", seconds)
         elif seconds >= LATER_SECONDS:
-            LOG.warning("fastbag: more decoding kernels compiled in %.1f s (cached)", seconds)
+            _warn("fastbag: more decoding kernels compiled in %.1f s (cached)", seconds)
+
+
+def _warn(message: str, *args: Any) -> None:
+    """``LOG.warning(message, *args)`` without ``Logger.findCaller``: rosgraph (imported with rospy or the
+    classic rosbag module) makes every logger created after it a RospyLogger, whose findCaller loops forever
+    when it cannot match the caller's frame (as from a Numba compile event on Python 3.11): the first read
+    after install hung in a script that had imported rosbag first."""
+    if LOG.isEnabledFor(logging.WARNING):
+        LOG.handle(LOG.makeRecord(LOG.name, logging.WARNING, __file__, 0, message, args, None,
+                                  func="compile notice"))
 
 
 NOTICE = CompileNotice()
