@@ -386,3 +386,61 @@ def test_threads_sharing_a_handle_decompress_each_chunk_once(tmp_path, monkeypat
             a, b = arr[name], alone[topic][name]
             if isinstance(a, np.ndarray) and a.dtype.names is None and a.dtype.kind != "O":
                 assert np.array_equal(a, b), (topic, name)
+
+
+def test_an_interrupted_decompression_leaves_no_chunk_in_flight(tmp_path, monkeypatch):
+    """A Ctrl-C while one thread decompressed a chunk: landing between its registering the chunk as in
+    flight and the try that settles it, it left the chunk in flight for ever (every later read of it hung);
+    a thread waiting for that chunk received the KeyboardInterrupt meant for the other; landing inside
+    set_result, it came out as InvalidStateError. Now the interrupt stays with its thread, waiters
+    decompress the chunk themselves, and the chunk reads again afterwards. An error stays the chunk's."""
+    import threading
+    import time
+
+    from fastbag.io import chunks as chunks_module
+    from fastbag.io.chunks import ChunkStore
+
+    path = tmp_path / "z.mcap"
+    write(path, np.arange(600, dtype=np.int64) * 1000)
+    with fastbag.open(path) as bag:
+        store = bag._store
+        want = store._decoded(0, None).copy()
+        real = ChunkStore._decoded
+        started = threading.Event()
+
+        def interrupted(self, index, reach):
+            started.set()
+            for _ in range(1000):  # until the other thread waits for this chunk
+                if self._decoding[index]._condition._waiters:  # (CPython: a thread in result())
+                    break
+                time.sleep(0.01)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(ChunkStore, "_decoded", interrupted)
+        waited = []
+
+        def waiter():
+            started.wait(10)
+            monkeypatch.setattr(ChunkStore, "_decoded", real)  # (what the waiter decompresses for itself)
+            waited.append(store.get(0, remember=False))
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        with pytest.raises(KeyboardInterrupt):
+            store.get(0, remember=False)
+        thread.join(10)
+        assert len(waited) == 1 and np.array_equal(waited[0], want)  # no KeyboardInterrupt in the waiter
+        assert store._decoding == {} and np.array_equal(store.get(0), want)
+        # Interrupted inside set_result (the future already settled): the interrupt, not InvalidStateError.
+        store._cache.clear()
+        real_set = chunks_module.Future.set_result
+
+        def set_then_interrupt(self, result):
+            real_set(self, result)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(chunks_module.Future, "set_result", set_then_interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            store.get(1)
+        monkeypatch.setattr(chunks_module.Future, "set_result", real_set)
+        assert store._decoding == {} and store.get(1).size == store.chunks[1].size

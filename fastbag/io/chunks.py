@@ -22,7 +22,7 @@ import sys
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -451,7 +451,7 @@ class ChunkStore:
         # Payloads being decompressed (whole or a prefix), by chunk: a thread that misses the cache waits for
         # the one in flight and takes it where it reaches far enough, rather than decompressing the chunk
         # again (threads reading one bag meet on its chunks).
-        self._decoding: dict[int, Future[np.ndarray]] = {}
+        self._decoding: dict[int, Future[np.ndarray | None]] = {}
         reset_in_children(self)
 
     def _after_fork(self) -> None:
@@ -470,39 +470,56 @@ class ChunkStore:
             return decompress(self.source, chunk)
         if reach is not None and self.checksums and self.checksummed is not None and self.checksummed(index):
             reach = None
-        with self._lock:
-            hit = self._cache.get(index)
-            if hit is not None and self._serves(hit, chunk, reach):
-                self._cache.move_to_end(index)
-                return hit
-            decoding = self._decoding.get(index)
-            if decoding is None:
-                self._decoding[index] = mine = Future()
-        if decoding is not None:  # another thread is decompressing it: its payload serves if it reaches as far
-            try:
-                theirs = decoding.result()
-                if self._serves(theirs, chunk, reach):
-                    return theirs
-            except BagFormatError:
-                if reach is None:
-                    raise
-            payload = self._decoded(index, reach)
-        else:
-            try:
+        mine: Future[np.ndarray | None] | None = None
+        try:
+            with self._lock:
+                hit = self._cache.get(index)
+                if hit is not None and self._serves(hit, chunk, reach):
+                    self._cache.move_to_end(index)
+                    return hit
+                decoding = self._decoding.get(index)
+                if decoding is None:
+                    mine = Future()
+                    self._decoding[index] = mine
+            if mine is not None:
                 payload = self._decoded(index, reach)
                 if remember:  # (cached before it stops being in flight: no thread then misses both)
                     self._remember(index, payload)
-                mine.set_result(payload)
-            except BaseException as exc:
-                mine.set_exception(exc)
+                self._settle(index, mine, payload)
+                return payload
+        except BaseException as exc:
+            if mine is not None:
+                # An error is the chunk's: the threads waiting for it get it too. An interrupt (Ctrl-C) is this
+                # thread's alone: they decompress the chunk themselves (a KeyboardInterrupt was raised in them,
+                # and one between registering and settling left the chunk in flight for ever: reads hung).
+                self._settle(index, mine, exc if isinstance(exc, Exception) else None)
+            raise
+        # Another thread is decompressing it: its payload serves if it reaches as far.
+        try:
+            theirs = decoding.result()  # (None: that thread was interrupted)
+            if theirs is not None and self._serves(theirs, chunk, reach):
+                return theirs
+        except BagFormatError:
+            if reach is None:
                 raise
-            finally:
-                with self._lock:
-                    self._decoding.pop(index, None)
-            return payload
+        payload = self._decoded(index, reach)
         if remember:
             self._remember(index, payload)
         return payload
+
+    def _settle(self, index: int, future: Future[np.ndarray | None], outcome: np.ndarray | BaseException | None) -> None:
+        """Chunk ``index`` is no longer in flight: ``future`` (its waiters') gets ``outcome``, once."""
+        with self._lock:
+            if self._decoding.get(index) is future:
+                del self._decoding[index]
+        if not future.done():
+            try:
+                if isinstance(outcome, BaseException):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)
+            except InvalidStateError:  # (settled meanwhile: an interrupt inside set_result, then here again)
+                pass
 
     @staticmethod
     def _serves(payload: np.ndarray, chunk: Chunk, reach: Reach | None) -> bool:
