@@ -505,3 +505,42 @@ def test_the_chunk_scan_kernel_leaves_odd_records_to_the_parser(odd, monkeypatch
         results.append(({c: e.tolist() for c, e in entries.items()}, conns, complete))
     assert results[0] == results[1]
     assert results[0][0][3][0] == [5, 6, 0]  # the first record, read either way
+
+
+def test_a_chunk_info_repeating_another_chunks_position_rebuilds_the_index(tmp_path, built):
+    """A chunk info whose chunk_pos repeats another's lists one chunk twice and its own chunk not at all:
+    that chunk's messages were lost under a note saying the chunk was 'read once'. The index is damaged
+    then, and rebuilt by scanning: every message is read (the classic rosbag module refuses the file)."""
+    path, layout, expected = built("fastbag", "lz4")
+    data = bytearray(path.read_bytes())
+    infos = [start for start, op, _, _ in layout.records if op == 6 and start >= layout.index_pos]
+    at = data.index(b"chunk_pos=", infos[1]) + len(b"chunk_pos=")
+    struct.pack_into("<Q", data, at, layout.chunks[0].position)
+    copy = tmp_path / "repeated.bag"
+    copy.write_bytes(bytes(data))
+    bag, text = open_warned(copy, f"lists the chunk at offset {layout.chunks[0].position} twice")
+    with bag:
+        assert bag.recovered and fastbag_read(bag) == expected
+
+
+def test_an_index_pos_at_the_end_with_records_after_the_header_is_scanned(tmp_path, built):
+    """A header saying no connections and no chunks, with index_pos at the end of the file, over a file of
+    chunks (a header written before the recording, the index lost): nothing was read, and nothing said.
+    The records are scanned; an empty bag (nothing after its header) still opens as it is, in silence."""
+    path, layout, expected = built("fastbag", "none")
+    data = bytearray(path.read_bytes()[:layout.index_pos])
+    _zero_index_pos(data, counts=True)
+    at = data.index(b"index_pos=", 13, HEADER_END) + len(b"index_pos=")
+    struct.pack_into("<Q", data, at, len(data))
+    copy = tmp_path / "no_counts.bag"
+    copy.write_bytes(bytes(data))
+    bag, text = open_warned(copy, "at or past the end of the file")
+    with bag:
+        assert fastbag_read(bag) == expected
+    empty = tmp_path / "empty.bag"
+    with fastbag.Writer(empty):
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with fastbag.open(empty) as bag:
+            assert bag.message_count == 0 and not bag.problems

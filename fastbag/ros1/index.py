@@ -116,7 +116,8 @@ def read_index(source: Source, *, decryptor: AesCbcDecryptor | None = None,
     if index_pos == 0:
         return scan_index(source, header.end, reason="it is not indexed (index_pos is 0)", decryptor=decryptor,
                           encryption=encryption)
-    if index_pos >= source.size and header.header.u32("chunk_count"):
+    # (an empty bag's index is empty: index_pos is the end of the file, and no record follows the header)
+    if index_pos >= source.size and (header.header.u32("chunk_count") or header.end < source.size):
         return scan_index(source, header.end, decryptor=decryptor, encryption=encryption,
                           reason=f"its index_pos {index_pos} is at or past the end of the file ({source.size} bytes)")
     conn_count = header.header.u32("conn_count")
@@ -335,9 +336,9 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
     reader = _IndexDataReader(source, problems)
     listed = set()
     for info in infos:
-        if info.position in listed:  # its messages would be counted twice
-            problems.append(f"the index lists the chunk at offset {info.position} twice; read once")
-            continue
+        if info.position in listed:  # a damaged chunk info: the chunk it should list is listed by none
+            raise BagFormatError(f"the index lists the chunk at offset {info.position} twice (another chunk may "
+                                 "be listed by none)", path=source.path, record="chunk info")
         listed.add(info.position)
         chunk_id = len(chunks)
         chunk_record = read_record(source, info.position, expect=Op.CHUNK)
