@@ -467,6 +467,11 @@ class Bag:
                         "aes_key": aes_key, "passphrase": passphrase, "checksums": checksums}
         if definitions is None or isinstance(definitions, Mapping):
             self._definitions = dict(definitions or {})
+            odd = next(((k, v) for k, v in self._definitions.items()
+                        if not isinstance(k, str) or not isinstance(v, str)), None)
+            if odd is not None:
+                raise TypeError(f"definitions= maps type names (str) to .msg texts (str); got {odd[0]!r}: "
+                                f"{type(odd[1]).__name__} (bytes: decode them; a folder: pass its path)")
         else:
             from .msg.msgdef import load_definitions
             self._definitions = load_definitions(definitions)

@@ -357,3 +357,14 @@ def test_an_empty_topic_list_selects_no_topic_and_an_empty_connection_list_every
         assert list(bag.messages(topics=[])) == [] and len(bag.read("/good", start=T0)) == 20
         assert len(list(bag.messages(connections=[], raw=True))) == 40
         assert len(list(bag.read_messages(topics=[]))) == 40
+
+
+def test_definitions_that_are_not_texts_are_a_type_error_naming_the_entry(strings_bag):
+    """definitions={type: 5} or {type: None} raised AttributeError from inside the .msg parser, bytes a
+    TypeError naming nothing (QA); a TypeError now names the entry before anything is read."""
+    for bad in (5, None, b"string data\n"):
+        with pytest.raises(TypeError, match=rf"^definitions= maps type names \(str\) to \.msg texts \(str\); got "
+                                            rf"'std_msgs/String': {type(bad).__name__} "):
+            fastbag.open(strings_bag, definitions={"std_msgs/String": bad})
+    with pytest.raises(TypeError, match="got 3: str"):
+        fastbag.open(strings_bag, definitions={3: "string data\n"})
