@@ -641,3 +641,27 @@ def test_an_unknown_encryptor(tmp_path):
     with pytest.raises(UnsupportedError, match=rf"bag encryptor 'acme/OtherEncryptor123' is not supported \(known: "
                                                rf"{AES_CBC}\) \({other}, offset 13, bag header record\)"):
         fastbag.open(other, aes_key=KEY)
+
+
+def test_damaged_connection_records_with_the_right_key_rebuild_the_index(tmp_path):
+    """The only connection record of a one-topic bag damaged (bad padding): 'the AES key does not decrypt
+    the encrypted connection record ... it is not this bag's key', though every chunk decrypts with it. The
+    first chunk now tells a right key from a wrong one: the index is rebuilt from the chunks; a wrong key is
+    still refused."""
+    path = tmp_path / "one.bag"
+    with fastbag.Writer(path, compression="lz4", chunk_size=512, aes_key=KEY) as writer:
+        c = writer.add_connection("/n", "std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+        for k in range(60):
+            writer.write(c, 10**9 + k, k.to_bytes(4, "little"))
+    data = bytearray(path.read_bytes())
+    index_pos = struct.unpack_from("<Q", data, data.index(b"index_pos=", 13) + len(b"index_pos="))[0]
+    block = struct.unpack_from("<I", data, index_pos)[0]
+    data[index_pos + 4 + block - 1] ^= 0x01  # the last byte of its header block: the padding
+    broken = tmp_path / "broken.bag"
+    broken.write_bytes(bytes(data))
+    with pytest.warns(FastbagWarning, match="its encrypted connection records do not decrypt, though its chunks do"):
+        bag = fastbag.open(broken, aes_key=KEY)
+    with bag:
+        assert [int.from_bytes(bytes(m.data), "little") for m in bag.messages(raw=True)] == list(range(60))
+    with pytest.raises(EncryptionKeyError, match="it is not this bag's key"):
+        fastbag.open(broken, aes_key=bytes(16))

@@ -122,7 +122,15 @@ def read_index(source: Source, *, decryptor: AesCbcDecryptor | None = None,
                           reason=f"its index_pos {index_pos} is at or past the end of the file ({source.size} bytes)")
     conn_count = header.header.u32("conn_count")
     if decryptor is not None and encryption is not None:
-        verify_key(source, index_pos, conn_count, decryptor, encryption)  # a wrong key is not a damaged index
+        try:
+            verify_key(source, index_pos, conn_count, decryptor, encryption)  # a wrong key is not a damaged index
+        except EncryptionKeyError:
+            if not _first_chunk_decrypts(source, header.end, decryptor):
+                raise
+            # The key decrypts the chunks: the index's connection records are damaged, not the key wrong
+            return scan_index(source, header.end, decryptor=decryptor, encryption=encryption,
+                              reason="its encrypted connection records do not decrypt, though its chunks do "
+                                     "(they are damaged)")
     try:
         return _read_indexed(source, index_pos, conn_count, header.header.u32("chunk_count"), decryptor)
     except FastbagError as exc:
@@ -462,6 +470,18 @@ def _read_chunk_info(source: Source, record) -> ChunkInfo:
     pairs = np.frombuffer(source.bytes(record.data_offset, record.data_len, "chunk info"), dtype="<u4")
     counts = {int(c): int(n) for c, n in zip(pairs[0::2], pairs[1::2])}
     return ChunkInfo(h.u64("chunk_pos"), h.time("start_time"), h.time("end_time"), counts, count)
+
+
+def _first_chunk_decrypts(source: Source, start: int, decryptor: AesCbcDecryptor) -> bool:
+    """Whether the record at ``start`` (the first after the bag header) is a chunk that ``decryptor``
+    decrypts and decompresses into a record: the key is then the bag's, whatever its index says."""
+    try:
+        chunk = _chunk_from_record(source, read_record(source, start, expect=Op.CHUNK), decryptor)
+        payload = decompress(source, chunk)
+        read_record(BufferSource(payload, f"{source.path} (chunk at offset {start})"), 0)
+    except FastbagError:
+        return False
+    return True
 
 
 def _chunk_from_record(source: Source, record, decryptor: AesCbcDecryptor | None = None) -> Chunk:
