@@ -1431,3 +1431,25 @@ def test_split_db3_files_defining_a_type_otherwise_decode_with_their_own(tmp_pat
             assert bag.read("/v")["a"].tolist() == list(range(20))
     assert [str(w.message) for w in said if "defines" in str(w.message)] == []
     assert any("no metadata.yaml" in str(w.message) for w in said)  # (the one thing said of it)
+
+
+def test_a_scratch_folder_that_cannot_be_removed_now_is_removed_later(tmp_path, monkeypatch):
+    """A reader that failed to open for want of file descriptors could not remove its decompressed copy
+    then (rmtree fails alike, in silence), and the copy stayed in /tmp for good (QA: 19 MB an open). It is
+    removed at the next removal, or when the process exits."""
+    from fastbag.io import scratch
+
+    class Owner:
+        pass
+
+    real = shutil.rmtree
+    monkeypatch.setattr(scratch.shutil, "rmtree", lambda path, ignore_errors=False: None)  # (no descriptors)
+    owner = Owner()
+    stuck = scratch.ScratchFolder(owner)
+    (Path(stuck.path) / "copy.db3").write_bytes(b"x" * 100)
+    stuck.remove()
+    assert os.path.isdir(stuck.path) and stuck.path in scratch._LEFT
+    monkeypatch.setattr(scratch.shutil, "rmtree", real)
+    other = scratch.ScratchFolder(owner)
+    other.remove()
+    assert not os.path.exists(stuck.path) and not os.path.exists(other.path) and not scratch._LEFT

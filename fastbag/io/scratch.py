@@ -11,6 +11,7 @@ the parent's reader leaves the parent's files alone.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -36,6 +37,23 @@ class ScratchFolder:
         self._at_exit()
 
 
+#: Folders a removal could not remove (out of file descriptors, say): tried again at the next removal, and
+#: when the process exits.
+_LEFT: set[str] = set()
+
+
 def _remove_folder(path: str, maker: int) -> None:
-    if os.getpid() == maker:
+    if os.getpid() != maker:
+        return
+    _remove_left()
+    shutil.rmtree(path, ignore_errors=True)
+    if os.path.exists(path):  # (an open that failed for want of descriptors: its removal failed alike)
+        if not _LEFT:
+            atexit.register(_remove_left)
+        _LEFT.add(path)
+
+
+def _remove_left() -> None:
+    for path in list(_LEFT):
         shutil.rmtree(path, ignore_errors=True)
+    _LEFT.clear()
