@@ -1453,3 +1453,16 @@ def test_a_scratch_folder_that_cannot_be_removed_now_is_removed_later(tmp_path, 
     other = scratch.ScratchFolder(owner)
     other.remove()
     assert not os.path.exists(stuck.path) and not os.path.exists(other.path) and not scratch._LEFT
+
+
+def test_a_database_closed_under_a_query_says_closed_not_damaged(tmp_path):
+    """close() from another thread under a read of a .db3.zstd removed its copy and connections while a
+    query opened one: 'sqlite3 storage cannot be read (messages table): unable to open database file', a
+    BagFormatError (1 in 30 rounds, QA). A closed database says it was closed, as every closed bag does."""
+    folder = tmp_path / "rec"
+    rosbags_recording(folder, "sqlite3", "FILE")
+    bag = fastbag.open(folder)
+    db = bag._container.files[0]
+    bag.close()
+    with pytest.raises(ValueError, match="the bag was closed during the read"):
+        raise db._error(sqlite3.OperationalError("unable to open database file"), "messages table")

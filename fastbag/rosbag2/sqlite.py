@@ -117,6 +117,7 @@ class Db3:
 
     def __init__(self, path: str, *, compressed: bool = False) -> None:
         self.path = path
+        self.closed = False
         self.compressed = compressed  # a .db3.zstd (rosbag2's FILE compression)
         self.problems: list[str] = []
         self._row_count: int | None = None  # count(*) as totals() or _read_pages found it, for a file no one writes
@@ -221,7 +222,9 @@ class Db3:
             con.execute("PRAGMA mmap_size = 1099511627776")  # SQLite maps at most the file, up to its cap
         return con
 
-    def _error(self, exc: Exception, what: str, **where: Any) -> BagFormatError:
+    def _error(self, exc: Exception, what: str, **where: Any) -> BagFormatError | ValueError:
+        if self.closed:  # (closed under a read: its copy and connections went away, no damage)
+            return ValueError(f"the bag was closed during the read ({self.path})")
         detail = ", ".join(f"{k} {v}" for k, v in where.items())
         return BagFormatError(f"sqlite3 storage cannot be read ({what}{': ' + detail if detail else ''}): {exc}",
                               path=self.path, record="sqlite3")
@@ -600,6 +603,7 @@ class Db3:
 
     def close(self) -> None:
         """Close every connection and remove temporary copies."""
+        self.closed = True
         with self._lock:
             connections, self._connections = list(self._connections.values()), {}
         for con in connections:
