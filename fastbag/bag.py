@@ -1454,11 +1454,7 @@ class Bag:
         # names (tf/tfMessage and tf2_msgs/TFMessage): they merge into one array.
         # Where one names none ("*": ROS 2 channels, ROS1 channels of an MCAP
         # file written without it), the type and its schema must agree instead.
-        formats = {c.md5sum for c in connections}
-        if NO_MD5 in formats:
-            # (texts that differ only in comments, as split files of one recording may store, are one format)
-            formats = {(c.encoding, c.msgtype, definition_code(c.definition),  # type: ignore[misc]
-                        b"" if c.definition else c.schema_data) for c in connections}  # (bytes: binary schemas)
+        formats = self._formats(connections)
         if len(formats) > 1:
             msgtypes = list(dict.fromkeys(c.msgtype for c in connections))
             what = ", ".join(msgtypes) if len(msgtypes) > 1 else f"{msgtypes[0]}, defined {len(formats)} ways"
@@ -1467,6 +1463,16 @@ class Bag:
                               "decodes each message with its own, and read() of a time window holding one "
                               "format reads it", topic=topic)
 
+    def _formats(self, connections: Sequence[Connection]) -> set[Any]:
+        """The wire formats of ``connections``: their md5sums, or where one names none, their encoding, type
+        and definition (texts that differ only in comments, as split files of one recording may store, are
+        one format) or binary schema."""
+        formats: set[Any] = {c.md5sum for c in connections}
+        if NO_MD5 in formats:
+            formats = {(c.encoding, c.msgtype, self._definition_key(c.definition)[0],
+                        b"" if c.definition else c.schema_data) for c in connections}  # (bytes: binary schemas)
+        return formats
+
     def _window_connection(self, topic: str, scope: _Scope, selected: np.ndarray) -> Connection | None:
         """For a read of some of ``topic``'s messages (rows ``selected`` of ``scope``'s index), the connection
         whose definition decodes them: None where the topic has one format. A topic recorded in two (its type
@@ -1474,13 +1480,8 @@ class Bag:
         holding none decodes as the first."""
         connections = self._topic_connections(topic, scope)
         ranks = self._topic_ranks[topic]
-        if len(ranks) < 2:
+        if len(ranks) < 2 or len(self._formats(connections)) < 2:
             return None
-        try:
-            self._check_one_format(topic, connections)
-            return None
-        except DecodeError:
-            pass
         present = np.zeros(len(self._container.connections), dtype=bool)
         present[scope.index.conn[selected]] = True
         inside = [c for c, r in zip(connections, ranks) if present[r]] or [connections[0]]
