@@ -507,7 +507,8 @@ class ChunkStore:
             self._remember(index, payload)
         return payload
 
-    def _settle(self, index: int, future: Future[np.ndarray | None], outcome: np.ndarray | BaseException | None) -> None:
+    def _settle(self, index: int, future: Future[np.ndarray | None],
+                outcome: np.ndarray | BaseException | None) -> None:
         """Chunk ``index`` is no longer in flight: ``future`` (its waiters') gets ``outcome``, once."""
         with self._lock:
             if self._decoding.get(index) is future:

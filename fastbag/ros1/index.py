@@ -753,10 +753,10 @@ def _entries_by_connection(found: dict[int, list[tuple[int, int, int]]], walked:
     if not walked:
         return {c: np.array(rows, dtype=np.uint32).reshape(-1, 3) for c, rows in found.items()}
     sec, nsec, at, conn = (np.concatenate([run[k] for run in walked]) for k in range(4))
-    for c, rows in found.items():  # (a few: messages whose records the kernel left to the parser)
-        extra = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    for c, parsed in found.items():  # (a few: messages whose records the kernel left to the parser)
+        extra = np.array(parsed, dtype=np.int64).reshape(-1, 3)
         sec, nsec, at = (np.concatenate((a, extra[:, k])) for k, a in enumerate((sec, nsec, at)))
-        conn = np.concatenate((conn, np.full(len(rows), c, dtype=np.int64)))
+        conn = np.concatenate((conn, np.full(len(parsed), c, dtype=np.int64)))
     order = np.lexsort((at, conn))  # by connection, each in payload order
     table = np.stack((sec, nsec, at), axis=1)[order].astype(np.uint32)
     ids, firsts = np.unique(conn[order], return_index=True)
