@@ -785,9 +785,10 @@ class McapReader(LazyIndexContainer):
             (channel == np.asarray(conn)) & (log_time == np.asarray(time).astype(np.uint64))
         if not ok.all():
             k = int(np.argmax(~ok))
+            fits = MESSAGE_FIXED <= length[k] <= room[k]
             what = "lies outside its chunk" if not inside[k] else \
                 f"is a {record_name(int(heads[k, 0]))} record" if heads[k, 0] != Opcode.MESSAGE else \
-                f"has length {int(length[k])}, which does not fit its chunk" if not MESSAGE_FIXED <= length[k] <= room[k] \
+                f"has length {int(length[k])}, which does not fit its chunk" if not fits \
                 else f"holds channel {int(channel[k])} at log_time {int(log_time[k])}, not channel {int(conn[k])} at " \
                      f"{int(time[k])}"
             where = f"{self.path} (chunk at offset {int(chunk[k])})" if buf is not self.source.array else self.path
