@@ -14,6 +14,57 @@ from ..io.bytekernels import u32 as _u32
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _header_fields(buf, field, header_end):
+    """The fields of the record header ``buf[field:header_end]`` that locating and scanning check, read as
+    records.Header.parse reads them: any order, extra fields allowed, a name up to its first '=', the last
+    field of a name counting. Returns ``(ok, op, conn, time_sec, time_nsec, sec, nsec, seen)``: ``ok`` is
+    False where a length runs past the header or a field has no '='; each value is -1 where absent and -2
+    where of another size than the parser takes (``time``: 2.0's u32 sec and nsec; ``sec`` and ``nsec``:
+    format 1.2's); ``seen`` counts the op, conn and time fields."""
+    op = -1
+    conn = -1
+    time_sec = -1
+    time_nsec = -1
+    sec = -1
+    nsec = -1
+    seen = 0
+    while field < header_end:
+        if header_end - field < 4:
+            return False, op, conn, time_sec, time_nsec, sec, nsec, seen
+        n = _u32(buf, field)
+        field += 4
+        if n > header_end - field:
+            return False, op, conn, time_sec, time_nsec, sec, nsec, seen
+        eq = -1
+        for j in range(n):
+            if buf[field + j] == 0x3D:
+                eq = j
+                break
+        if eq < 0:
+            return False, op, conn, time_sec, time_nsec, sec, nsec, seen
+        c0 = buf[field]
+        if eq == 2 and c0 == 0x6F and buf[field + 1] == 0x70:  # op
+            seen += 1
+            op = buf[field + 3] if n == 4 else -2
+        elif eq == 4 and c0 == 0x63 and buf[field + 1] == 0x6F and buf[field + 2] == 0x6E \
+                and buf[field + 3] == 0x6E:  # conn
+            seen += 1
+            conn = _u32(buf, field + 5) if n == 9 else -2
+        elif eq == 4 and c0 == 0x74 and buf[field + 1] == 0x69 and buf[field + 2] == 0x6D \
+                and buf[field + 3] == 0x65:  # time
+            seen += 1
+            time_sec = _u32(buf, field + 5) if n == 13 else -2
+            time_nsec = _u32(buf, field + 9) if n == 13 else -2
+        elif eq == 3 and c0 == 0x73 and buf[field + 1] == 0x65 and buf[field + 2] == 0x63:  # sec
+            sec = _u32(buf, field + 4) if n == 8 else -2
+        elif eq == 4 and c0 == 0x6E and buf[field + 1] == 0x73 and buf[field + 2] == 0x65 \
+                and buf[field + 3] == 0x63:  # nsec
+            nsec = _u32(buf, field + 5) if n == 9 else -2
+        field += n
+    return True, op, conn, time_sec, time_nsec, sec, nsec, seen
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _record_span(buf, pos, lo, end, want_conn, want_time, data_end):
     """(data start, data length) of the message-data record at ``buf[pos:]`` inside ``[lo, end)``.
 
@@ -34,45 +85,17 @@ def _record_span(buf, pos, lo, end, want_conn, want_time, data_end):
         header_len = _u32(buf, pos)
         if header_len > end - pos - 8:
             break
-        field = pos + 4
-        header_end = field + header_len
-        op = -1
-        got_conn = -1
-        got_time = -1
-        got_sec = -1  # format 1.2 keeps a message's time in sec and nsec
-        got_nsec = -1
-        ok = True
-        while field < header_end:
-            if header_end - field < 4:
-                ok = False
-                break
-            n = _u32(buf, field)
-            field += 4
-            if n > header_end - field:
-                ok = False
-                break
-            # A field named op, conn, time, sec or nsec of another size than the parser takes: left to it.
-            if n >= 3 and buf[field] == 0x6F and buf[field + 1] == 0x70 and buf[field + 2] == 0x3D:  # op=
-                op = buf[field + 3] if n == 4 else -2
-            elif n >= 5 and buf[field] == 0x63 and buf[field + 1] == 0x6F and buf[field + 2] == 0x6E \
-                    and buf[field + 3] == 0x6E and buf[field + 4] == 0x3D:  # conn=
-                got_conn = _u32(buf, field + 5) if n == 9 else -2
-            elif n >= 5 and buf[field] == 0x74 and buf[field + 1] == 0x69 and buf[field + 2] == 0x6D \
-                    and buf[field + 3] == 0x65 and buf[field + 4] == 0x3D:  # time=
-                got_time = _u32(buf, field + 5) * 1_000_000_000 + _u32(buf, field + 9) if n == 13 else -2
-            elif n >= 4 and buf[field] == 0x73 and buf[field + 1] == 0x65 and buf[field + 2] == 0x63 \
-                    and buf[field + 3] == 0x3D:  # sec=
-                got_sec = _u32(buf, field + 4) if n == 8 else -2
-            elif n >= 5 and buf[field] == 0x6E and buf[field + 1] == 0x73 and buf[field + 2] == 0x65 \
-                    and buf[field + 3] == 0x63 and buf[field + 4] == 0x3D:  # nsec=
-                got_nsec = _u32(buf, field + 5) if n == 9 else -2
-            field += n
-        if not ok or op == -2 or got_conn == -2 or got_time == -2:
+        header_end = pos + 4 + header_len
+        ok, op, got_conn, time_sec, time_nsec, sec, nsec, _ = _header_fields(buf, pos + 4, header_end)
+        if not ok or op == -2 or got_conn == -2 or time_sec == -2:
             break
-        if got_time == -1 and got_sec != -1:  # (as the parser reads a 1.2 record: sec, then nsec, both u32)
-            if got_sec < 0 or got_nsec < 0:
+        got_time = -1
+        if time_sec >= 0:
+            got_time = time_sec * 1_000_000_000 + time_nsec
+        elif sec != -1:  # (as the parser reads a 1.2 record: sec, then nsec, both u32)
+            if sec < 0 or nsec < 0:
                 break
-            got_time = got_sec * 1_000_000_000 + got_nsec
+            got_time = sec * 1_000_000_000 + nsec
         data_len = _u32(buf, header_end)
         data = header_end + 4
         if data_len > data_end - data:
@@ -230,47 +253,8 @@ def message_records(buf, pos, end, sec, nsec, at, conn):
         header_len = _u32(buf, pos)
         if header_len > _MAX_HEADER_LEN or header_len > end - pos - 8:
             break
-        field = pos + 4
-        header_end = field + header_len
-        op = -1
-        got_conn = -1
-        got_sec = -1
-        got_nsec = -1
-        seen = 0
-        ok = True
-        while field < header_end:
-            if header_end - field < 4:
-                ok = False
-                break
-            n = _u32(buf, field)
-            field += 4
-            if n > header_end - field:
-                ok = False
-                break
-            eq = -1
-            for j in range(n):
-                if buf[field + j] == 0x3D:
-                    eq = j
-                    break
-            if eq < 0:
-                ok = False
-                break
-            if eq == 2 and buf[field] == 0x6F and buf[field + 1] == 0x70:  # op
-                seen += 1
-                op = buf[field + 3] if n == 4 else -2
-            elif eq == 4 and buf[field] == 0x63 and buf[field + 1] == 0x6F and buf[field + 2] == 0x6E \
-                    and buf[field + 3] == 0x6E:  # conn
-                seen += 1
-                got_conn = _u32(buf, field + 5) if n == 9 else -2
-            elif eq == 4 and buf[field] == 0x74 and buf[field + 1] == 0x69 and buf[field + 2] == 0x6D \
-                    and buf[field + 3] == 0x65:  # time
-                seen += 1
-                if n == 13:
-                    got_sec = _u32(buf, field + 5)
-                    got_nsec = _u32(buf, field + 9)
-                else:
-                    got_sec = -2
-            field += n
+        header_end = pos + 4 + header_len
+        ok, op, got_conn, got_sec, got_nsec, _, _, seen = _header_fields(buf, pos + 4, header_end)
         if not ok or seen != 3 or op != 2 or got_conn < 0 or got_sec < 0:
             break
         data_len = _u32(buf, header_end)
