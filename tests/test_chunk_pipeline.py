@@ -444,3 +444,22 @@ def test_an_interrupted_decompression_leaves_no_chunk_in_flight(tmp_path, monkey
             store.get(1)
         monkeypatch.setattr(chunks_module.Future, "set_result", real_set)
         assert store._decoding == {} and store.get(1).size == store.chunks[1].size
+
+
+def test_a_pool_refusing_work_at_exit_says_the_interpreter_is_exiting():
+    """A daemon thread reading while Python exits met 'cannot schedule new futures after interpreter
+    shutdown', reported as 'the bag was closed during the read' though nothing closed it (QA)."""
+    from fastbag.io.chunks import ordered_map
+
+    class Exiting:
+        def submit(self, fn, item):
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    class Closed:
+        def submit(self, fn, item):
+            raise RuntimeError("cannot schedule new futures after shutdown")
+
+    with pytest.raises(RuntimeError, match="^the interpreter is exiting"):
+        list(ordered_map(str, [1, 2], Exiting(), 2))
+    with pytest.raises(ValueError, match="^the bag was closed during the read"):
+        list(ordered_map(str, [1, 2], Closed(), 2))

@@ -286,7 +286,9 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: ThreadPoolExecut
                 break
             try:
                 pending.append((item, pool.submit(fn, item)))  # type: ignore[arg-type]
-            except RuntimeError as exc:  # "cannot schedule new futures after shutdown"
+            except RuntimeError as exc:  # "cannot schedule new futures after [interpreter] shutdown"
+                if "interpreter shutdown" in str(exc):  # (a daemon thread reading while Python exits)
+                    raise RuntimeError("the interpreter is exiting: no more chunks are read") from exc
                 raise ValueError("the bag was closed during the read") from exc
             if len(pending) >= ahead:
                 yield _result(pending.popleft()[1])
