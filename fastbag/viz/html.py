@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import html
 import os
-from datetime import datetime, timezone
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -167,7 +167,7 @@ def topic_array_html(arr: "TopicArray") -> str:
         body.append([str(i), _e(_utc(int(times[i])))] + [_e(_cell(flat.get(k, ""))) for k in header])
     more = f"<p>... {n - FIRST_ROWS} more rows</p>" if n > FIRST_ROWS else ""
     if body and len(flat) > MAX_COLUMNS:
-        more += f"<p>... {len(flat) - MAX_COLUMNS} more fields (a message's own view shows them)</p>"
+        more += f"<p>... {_more_fields(flat, MAX_COLUMNS)} (a message's own view shows them)</p>"
     rows = _table(body, ["#", "receive time"] + [_e(h) for h in header]) if body else ""
     return (f'{_STYLE}<div class="fastbag-topic"><p><b>TopicArray</b> {_e(arr.topic)}</p>' + _table(facts) + rows + more
             + "</div>")
@@ -183,7 +183,7 @@ def record_html(record: Any) -> str:
     flat = _flatten(record)
     rows = [[_e(path), _e(_cell(value))] for path, value in flat[:MAX_FIELDS]]
     if len(flat) > MAX_FIELDS:
-        rows.append(["...", f"{len(flat) - MAX_FIELDS} more fields"])
+        rows.append(["...", _more_fields(flat, MAX_FIELDS)])
     return f'{_STYLE}<div class="fastbag-message"><p><b>{_e(msgtype) or "message"}</b></p>' + \
         _table(rows, ["field", "value"]) + "</div>"
 
@@ -211,11 +211,16 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix, value)]
 
 
+def _more_fields(flat: list[tuple[str, Any]], shown: int) -> str:
+    """What a view says of the fields it leaves out: how many, where :func:`_flatten` counted them all."""
+    return "more fields" if len(flat) > MAX_FIELDS else f"{len(flat) - shown} more fields"
+
+
 def _flatten_items(items: Iterable[tuple[str, Any]], prefix: str) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for name, sub in items:
         out += _flatten(sub, f"{prefix}.{name}" if prefix else str(name))
-        if len(out) > MAX_FIELDS:  # (a view shows no more: the rest is only counted, never flattened)
+        if len(out) > MAX_FIELDS:  # (a view shows no more: the rest is never flattened, nor counted)
             break
     return out
 
