@@ -37,6 +37,7 @@ from .bag import Bag, no_topic, parse_step
 from .bag import open as open_bag
 from .errors import EncryptionKeyError, FastbagError, NotFoundError
 from .viz.info import encryption_dict, encryption_rows, rows_text, format_info, info_dict
+from .viz.text import printable
 from .viz.timeline import check_gap_factor  # numpy only: no matplotlib either
 
 
@@ -63,9 +64,9 @@ def _file_error_line(path: str, exc: BaseException) -> str:
     """``fastbag: PATH: what went wrong``, the path named once: an OSError as its strerror (``No such file
     or directory``); a message's own ``(PATH, offset N, ...)`` left as ``(offset N, ...)``."""
     if isinstance(exc, OSError) and exc.strerror:
-        return f"fastbag: {path}: {exc.strerror}"
+        return f"fastbag: {printable(path)}: {exc.strerror}"
     text = str(exc).replace(f" ({path})", "").replace(f"({path}, ", "(")
-    return f"fastbag: {path}: {text}"
+    return f"fastbag: {printable(path)}: {printable(text)}"  # (a message may quote the file's names)
 
 
 def _add_open_options(parser: argparse.ArgumentParser) -> None:
