@@ -544,3 +544,35 @@ def test_an_index_pos_at_the_end_with_records_after_the_header_is_scanned(tmp_pa
         warnings.simplefilter("error")
         with fastbag.open(empty) as bag:
             assert bag.message_count == 0 and not bag.problems
+
+
+def test_two_index_connection_records_of_one_id_give_one_connection(tmp_path):
+    """An extra index connection record reusing another's id with another topic gave bag.connections two
+    connections of id 0, in silence (QA). One record per id counts (a second of another topic or type is
+    said); here the index then holds fewer than its header announces, so it is rebuilt from the chunks."""
+    path = tmp_path / "ids.bag"
+    with fastbag.Writer(path) as writer:
+        a = writer.add_connection("/a", "std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+        b = writer.add_connection("/b", "std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+        for k in range(10):
+            writer.write(a if k % 2 else b, 10**9 + k, k.to_bytes(4, "little"))
+    data = bytearray(path.read_bytes())
+    index_pos = struct.unpack_from("<Q", data, data.index(b"index_pos=", 13) + len(b"index_pos="))[0]
+    ends = [index_pos]
+    for _ in range(2):  # the index's two connection records
+        header_len = struct.unpack_from("<I", data, ends[-1])[0]
+        data_at = ends[-1] + 4 + header_len
+        ends.append(data_at + 4 + struct.unpack_from("<I", data, data_at)[0])
+    extra = bytearray(data[ends[1]:ends[2]])  # /b's record, its id made 0: a third record, of id 0
+    struct.pack_into("<I", extra, extra.index(b"conn=") + 5, 0)
+    data[ends[2]:ends[2]] = extra
+    struct.pack_into("<I", data, data.index(b"conn_count=", 13) + len(b"conn_count="), 3)
+    copy = tmp_path / "same_id.bag"
+    copy.write_bytes(bytes(data))
+    with pytest.warns(fastbag.FastbagWarning, match="its index is damaged: the bag header announces 3 connections "
+                                                    "and 1 chunks but the index holds 2"):
+        bag = fastbag.open(copy)  # (one record per id: the chunks' own records are read instead)
+    with bag:
+        assert sorted(c.id for c in bag.connections) == [0, 1]
+        got = sorted((m.topic, int.from_bytes(bytes(m.data), "little")) for m in bag.messages(raw=True))
+    assert got == sorted(("/a" if k % 2 else "/b", k) for k in range(10))

@@ -226,8 +226,11 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
             return None
         pair_at = item_positions(data_at, pairs, 8)  # out of the tail: IndexError, the careful path
         conn_of = rows(tail, pair_at, 8).view("<u4").astype(np.int64)  # (connection id, messages)
-        if not np.isin(conn_of[:, 0], [c.id for c in connections]).all():
-            return None  # a connection without its record (the careful path names it, and scans)
+        ids = [c.id for c in connections]
+        if len(set(ids)) != len(ids) or not np.isin(conn_of[:, 0], ids).all():
+            # a connection without its record, or two records of one id (the careful path says which, and
+            # keeps the first of an id)
+            return None
         # Chunk headers (op, compression, size: the same compression throughout, or the slow path)
         # and the index-data records after each chunk, one per (chunk, connection) pair in chunk-info
         # order. A writer puts a chunk's index data right before the next chunk (the last chunk's right
@@ -319,13 +322,13 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
     if decryptor is not None:  # the encrypted connection records come first (a reader can tell them only so)
         for _ in range(conn_count):
             conn, pos = read_encrypted_connection(source, pos, decryptor)
-            connections.setdefault(conn.id, conn)
+            _keep_first(connections, conn, problems)
     while pos < source.size:
         record = read_record(source, pos)
         op = record.header.op()
         if op == Op.CONNECTION:
             conn = read_connection(source, pos, record.header, record.data_offset, record.data_len)
-            connections.setdefault(conn.id, conn)
+            _keep_first(connections, conn, problems)
         elif op == Op.CHUNK_INFO:
             infos.append(_read_chunk_info(source, record))
         pos = record.end
@@ -470,6 +473,15 @@ def _read_chunk_info(source: Source, record) -> ChunkInfo:
     pairs = np.frombuffer(source.bytes(record.data_offset, record.data_len, "chunk info"), dtype="<u4")
     counts = {int(c): int(n) for c, n in zip(pairs[0::2], pairs[1::2])}
     return ChunkInfo(h.u64("chunk_pos"), h.time("start_time"), h.time("end_time"), counts, count)
+
+
+def _keep_first(connections: dict[int, Connection], conn: Connection, problems: list[str]) -> None:
+    """``conn`` into ``connections`` by id, unless its id is taken: the first record of an id counts, and a
+    second that says another topic or type is noted."""
+    first = connections.setdefault(conn.id, conn)
+    if first is not conn and (first.topic, first.msgtype) != (conn.topic, conn.msgtype):
+        problems.append(f"the index holds two connection records of id {conn.id} ({first.topic}: "
+                        f"{first.msgtype}, and {conn.topic}: {conn.msgtype}); read as the first")
 
 
 def _first_chunk_decrypts(source: Source, start: int, decryptor: AesCbcDecryptor) -> bool:
