@@ -16,6 +16,7 @@ file order, as the MCAP readers order them.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import warnings
@@ -624,16 +625,15 @@ class McapReader(LazyIndexContainer):
     @property
     def time_range(self) -> tuple[int | None, int | None]:
         stats = self._summary.statistics
-        if self._index is None and stats is not None and self._statistics_agree(stats):
+        if self._index is None and stats is not None and self._statistics_trusted:
             return (stats.message_start_time, stats.message_end_time) if stats.message_count else (None, None)
         return super().time_range  # from the messages' index (read now, if not yet)
 
-    def _statistics_agree(self, stats: Statistics) -> bool:
-        """:meth:`_statistics_times_agree`, judged once (time_range is asked on every read with int bounds)."""
-        agree = getattr(self, "_statistics_judged", None)
-        if agree is None:
-            agree = self._statistics_judged = self._statistics_times_agree(stats)
-        return agree
+    @functools.cached_property
+    def _statistics_trusted(self) -> bool:
+        """:meth:`_statistics_times_agree` of the summary's statistics, judged once (time_range is asked on
+        every read with int bounds)."""
+        return self._statistics_times_agree(self._summary.statistics)
 
     def _statistics_times_agree(self, stats: Statistics) -> bool:
         """Whether the statistics' first and last log_time are the chunk indexes' (over the chunks that index

@@ -761,14 +761,12 @@ def _scan_chunk(source: Source, chunk: Chunk, payload: np.ndarray) -> tuple[dict
 def _entries_by_connection(found: dict[int, list[tuple[int, int, int]]], walked: list[tuple[np.ndarray, ...]]
                            ) -> dict[int, np.ndarray]:
     """``(n, 3)`` uint32 rows (sec, nsec, offset) per connection id, in payload order: the parser's rows
-    (``found``) and the kernel's runs (``walked``) merged."""
-    if not walked:
-        return {c: np.array(rows, dtype=np.uint32).reshape(-1, 3) for c, rows in found.items()}
-    sec, nsec, at, conn = (np.concatenate([run[k] for run in walked]) for k in range(4))
-    for c, parsed in found.items():  # (a few: messages whose records the kernel left to the parser)
-        extra = np.array(parsed, dtype=np.int64).reshape(-1, 3)
-        sec, nsec, at = (np.concatenate((a, extra[:, k])) for k, a in enumerate((sec, nsec, at)))
-        conn = np.concatenate((conn, np.full(len(parsed), c, dtype=np.int64)))
+    (``found``) and the kernel's runs (``walked``: sec, nsec, offset, connection) merged."""
+    parsed = [(sec, nsec, at, c) for c, rows in found.items() for sec, nsec, at in rows]
+    runs = walked + ([tuple(np.array(parsed, dtype=np.int64).T)] if parsed else [])
+    if not runs:
+        return {}
+    sec, nsec, at, conn = (np.concatenate([run[k] for run in runs]) for k in range(4))
     order = np.lexsort((at, conn))  # by connection, each in payload order
     table = np.stack((sec, nsec, at), axis=1)[order].astype(np.uint32)
     ids, firsts = np.unique(conn[order], return_index=True)
