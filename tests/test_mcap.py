@@ -1125,3 +1125,80 @@ def test_statistics_times_that_agree_are_used_without_reading_message_indexes(tm
     with fastbag.open(path) as bag:
         assert (bag.start_time, bag.end_time, bag.message_count) == (1000, 1029, 30)
         assert bag._container._index is None  # (the summary alone answered)
+
+
+# -- the scan's Message-record kernel -------------------------------------------------------------------
+
+def _scan_both(path: Path, monkeypatch) -> tuple:
+    """What scan() finds in ``path`` walked by the kernel and by the Python loop alone, each as plain values."""
+    from fastbag.io.source import Source
+    from fastbag.mcap import scan as scan_module
+
+    found = []
+    for kernel in (True, False):
+        monkeypatch.setattr(scan_module, "by_kernel", lambda size, up_to, kernel=kernel: kernel)
+        source = Source(path)
+        try:
+            s = scan_module.scan(source, 8)
+            walker = scan_module._Walker(source.size)
+        finally:
+            source.close()
+        assert (walker.kernel is not None) == kernel
+        found.append((s.schemas, s.channels, s.attachment_indexes, s.metadata_indexes, s.chunks, s.chunk_crcs,
+                      s.damage, s.message_count, [a.tolist() for a in s.messages()]))
+    return tuple(found)
+
+
+def _scan_inputs() -> list:
+    files = [p for p in conformance_files() + real_mcaps() if p.values[0] is not None]
+    return files or [pytest.param(None, marks=pytest.mark.skip(reason=f"{DATA} is absent"), id="no-data")]
+
+
+@pytest.mark.parametrize("path", _scan_inputs())
+def test_the_scan_kernel_finds_what_the_python_scan_finds_in_real_files(path, monkeypatch):
+    """Every real MCAP file and conformance variant, scanned whole: the same records, messages and damage."""
+    walked, parsed = _scan_both(path, monkeypatch)
+    assert walked == parsed
+
+
+@pytest.mark.parametrize("compression", [CompressionType.NONE, CompressionType.LZ4], ids=["none", "lz4"])
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "unchunked"])
+def test_the_scan_kernel_finds_what_the_python_scan_finds_in_damaged_files(tmp_path, monkeypatch, compression,
+                                                                          chunked):
+    """Files cut at every 37th byte and with bytes flipped (lengths, opcodes, log_times past int64 among
+    them): the kernel's runs and the Python loop's records agree to the message and the damage said."""
+    path = tmp_path / "w.mcap"
+    written = write_mcap(path, compression=compression, chunked=chunked, messages=300, chunk_size=4096)
+    clean = path.read_bytes()
+    walked, parsed = _scan_both(path, monkeypatch)
+    assert walked == parsed
+    assert walked[7] == 300 and walked[8][1] == [t for _, t, _ in written]  # (a real result, not two empty ones)
+    rng = np.random.default_rng(7)
+    variants = [clean[:cut] for cut in range(8, len(clean), 37)]
+    for _ in range(60):
+        data = bytearray(clean)
+        for at in rng.integers(8, len(data), rng.integers(1, 4)):
+            data[at] = int(rng.choice([0, 1, 5, 0x80, 0xFF, rng.integers(0, 256)]))
+        variants.append(bytes(data))
+    messages = []
+    for data in variants:
+        path.write_bytes(data)
+        walked, parsed = _scan_both(path, monkeypatch)
+        assert walked == parsed
+        messages.append(walked[7])
+    assert len(set(messages)) > 5 and max(messages) == 300  # the cuts found fewer messages, some variants all
+
+
+def test_the_scan_kernel_leaves_a_log_time_past_int64_to_the_python_scan(tmp_path, monkeypatch):
+    """A run stops at a message whose log_time no int64 holds: the Python scan says it and the run resumes."""
+    path = tmp_path / "time.mcap"
+    write_mcap(path, chunked=False, messages=40)
+    data = bytearray(path.read_bytes())
+    at = 8
+    for _ in range(3):  # the third message record
+        at = find(data, 0x05, at + 1)
+    struct.pack_into("<Q", data, at + 9 + 6, 2**63)
+    path.write_bytes(data)
+    walked, parsed = _scan_both(path, monkeypatch)
+    assert walked == parsed and walked[7] == 39
+    assert f"a message record at offset {at} has log_time {2**63}, past int64: left out" in walked[6]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .records import MESSAGE_FIXED, RECORD_HEAD, Opcode
+from .records import MAX_TIME, MESSAGE_FIXED, RECORD_HEAD, Opcode
 
 _MESSAGE = np.uint8(int(Opcode.MESSAGE))
 _HEAD = RECORD_HEAD + MESSAGE_FIXED  # a Message record's bytes before its data
@@ -57,6 +57,34 @@ def message_records(buf, out):
             count += 1
         pos += 9 + np.int64(length)
     return count
+
+
+@njit(cache=True, nogil=True)
+def message_runs(buf, pos, end, channel, log_time, offset):
+    """Message records one after another in ``buf[pos:end]`` (a decompressed chunk, or the file's data
+    section being scanned): per record its channel id, log_time and offset, into the arrays from index 0.
+    Returns ``(count, stop)``: the records taken, and where the walk stopped, at ``end``, when the arrays
+    are full, or at the first record that is anything else or odd (another opcode, a length shorter than
+    a message's fixed fields or past ``end``, a log_time past int64). The checked Python scan reads that
+    record and says what it is, then the walk goes on."""
+    k = 0
+    while k < offset.size and end - pos >= _HEAD and buf[pos] == _MESSAGE:
+        length = np.uint64(0)
+        for j in range(8):
+            length |= np.uint64(buf[pos + 1 + j]) << np.uint64(8 * j)
+        if length < np.uint64(MESSAGE_FIXED) or length > np.uint64(end - pos - RECORD_HEAD):
+            break
+        time = np.uint64(0)
+        for j in range(8):
+            time |= np.uint64(buf[pos + 15 + j]) << np.uint64(8 * j)
+        if time > np.uint64(MAX_TIME):
+            break
+        channel[k] = np.int64(buf[pos + 9]) | (np.int64(buf[pos + 10]) << 8)
+        log_time[k] = np.int64(time)
+        offset[k] = pos
+        k += 1
+        pos += RECORD_HEAD + np.int64(length)
+    return k, pos
 
 
 @njit(cache=True, nogil=True, inline="always")

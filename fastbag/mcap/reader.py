@@ -589,19 +589,18 @@ class McapReader(LazyIndexContainer):
         self._chunk_indexes = ChunkIndexes.empty()
         self._chunks = ChunkTable.of(found.chunks)
         self._chunk_crc = np.array(found.chunk_crcs, dtype=np.int64)
-        ranks = {c.id: k for k, c in enumerate(self._connections)}
-        known = np.array([channel in ranks for channel in found.channel], dtype=bool) if found.channel else \
-            np.zeros(0, dtype=bool)
+        channel, time, chunk, offset = found.messages()
+        rank = np.full(1 << 16, -1, dtype=np.int32)  # channel id (u16) -> connection
+        rank[[c.id for c in self._connections]] = np.arange(len(self._connections), dtype=np.int32)
+        conn = rank[channel]
+        known = conn >= 0
         if not known.all():
             self._problems.append(f"{int((~known).sum())} messages name channels the file never defines: "
                                   "they are left out")
-        conn = np.array([ranks.get(channel, -1) for channel in found.channel], dtype=np.int32)[known]
         what = f"{found.message_count} messages recovered" + (f"; {found.damage}" if found.damage else "")
         self._problems.insert(0, f"read by scanning, since {reason} ({what})")
-        self._index = _in_read_order("0", self._connections, self._chunks,
-                                     np.array(found.time, dtype=np.int64)[known], conn,
-                                     np.array(found.chunk, dtype=np.int32)[known],
-                                     np.array(found.offset, dtype=np.int64)[known], problems=self._problems,
+        self._index = _in_read_order("0", self._connections, self._chunks, time[known], conn[known],
+                                     chunk[known].astype(np.int32), offset[known], problems=self._problems,
                                      recovered=True)
 
     # -- what the Bag asks ----------------------------------------------------------------------
@@ -682,7 +681,7 @@ class McapReader(LazyIndexContainer):
         if stats is not None and getattr(stats, count) > len(indexes) and not self._recovered:
             from .scan import scan
 
-            found = scan(self.source, self._data_start)
+            found = scan(self.source, self._data_start, messages=False)
             self._summary.attachment_indexes = found.attachment_indexes
             self._summary.metadata_indexes = found.metadata_indexes
             indexes = getattr(self._summary, name)

@@ -62,6 +62,8 @@ def record_name(opcode: int) -> str:
 
 #: Fixed part of a Message record's body: channel_id u16, sequence u32, log_time u64, publish_time u64.
 MESSAGE_FIXED = 22
+#: Times are int64 nanoseconds: a log_time past this is damage (no clock reaches the year 2262).
+MAX_TIME = 2**63 - 1
 
 
 class Body:
