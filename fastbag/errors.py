@@ -7,6 +7,7 @@ Messages are one sentence and name the file, the byte offset and the record.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 
 
@@ -133,3 +134,8 @@ def close_matches(name: str, names: Iterable[str]) -> str:
 
     near = difflib.get_close_matches(name, list(names), n=3, cutoff=0.6)
     return f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""
+
+
+#: errno values of a process or machine out of resources (descriptors, memory, disk space): not damage, so
+#: said as the OSError they are, naming the file, never as a FastbagError about the recording.
+OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOSPC})

@@ -201,3 +201,39 @@ def test_an_iteration_the_parent_started_finishes_in_a_forked_child(tmp_path, na
     bag.close()
     assert os.WIFEXITED(status), f"the child was killed (signal {os.WTERMSIG(status)}): it hung"
     assert theirs == ours == hashlib.sha256(b"".join(rest)).hexdigest()
+
+
+_OUT_OF_DESCRIPTORS = """
+import errno, resource, sys, warnings
+import fastbag
+warnings.simplefilter("ignore")
+resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+held = []
+try:
+    for _ in range(200):
+        held.append(fastbag.open(sys.argv[1]))
+except OSError as exc:
+    print(len(held), exc.errno == errno.EMFILE, exc.filename, type(exc).__name__, isinstance(exc, fastbag.FastbagError))
+"""
+
+
+@pytest.mark.parametrize("kind", ["bag", "rosbag2"])
+def test_running_out_of_descriptors_is_an_os_error_naming_the_file(tmp_path, kind):
+    """A process out of file descriptors gets an OSError (EMFILE) naming the file it could not open or map: not
+    damage (a FastbagError about the recording), and not mmap's bare error, which named no file."""
+    import subprocess
+    import sys
+
+    if kind == "bag":
+        path = tmp_path / "u.bag"
+        _uncompressed_bag(path)
+        named = str(path)
+    else:
+        path = tmp_path / "rec"
+        from fastbag.tooling.synth_db3 import write_rosbag2_db3
+
+        write_rosbag2_db3(path, count=50, clouds=1)
+        named = str(path / "metadata.yaml")
+    out = subprocess.run([sys.executable, "-c", _OUT_OF_DESCRIPTORS, str(path)], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert int(out[0]) > 0 and out[1:] == ["True", named, "OSError", "False"]

@@ -87,7 +87,10 @@ class Source:
             self._identity = (stat.st_dev, stat.st_ino)
             self._mmap: mmap.mmap | None = None
             if self.size:
-                self._mmap = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+                try:
+                    self._mmap = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+                except OSError as exc:  # out of descriptors or address space: mmap's error names no file
+                    raise type(exc)(exc.errno, f"{exc.strerror} (mapping the file)", self.path) from exc
                 _register(self._mmap, self._identity)
                 self.array = np.frombuffer(self._mmap, dtype=np.uint8)
             else:

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BagFormatError, UnsupportedError
+from ..errors import OUT_OF_RESOURCES, BagFormatError, UnsupportedError
 
 #: Versions of metadata.yaml this module knows (rosbag2 Dashing to Jazzy and later).
 KNOWN_VERSIONS = range(1, 10)
@@ -84,6 +84,8 @@ def read_metadata(path: str | os.PathLike[str]) -> BagMetadata:
         with open(path, "rb") as file:
             text = file.read(MAX_METADATA_BYTES + 1)
     except OSError as exc:
+        if exc.errno in OUT_OF_RESOURCES:  # the process's or the machine's limit, not the recording's fault
+            raise
         raise BagFormatError(f"metadata.yaml cannot be read: {exc.strerror or exc}", path=path) from exc
     if len(text) > MAX_METADATA_BYTES:
         raise BagFormatError(f"metadata.yaml is larger than {MAX_METADATA_BYTES} bytes", path=path)
