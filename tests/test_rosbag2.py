@@ -1466,3 +1466,37 @@ def test_a_database_closed_under_a_query_says_closed_not_damaged(tmp_path):
     bag.close()
     with pytest.raises(ValueError, match="the bag was closed during the read"):
         raise db._error(sqlite3.OperationalError("unable to open database file"), "messages table")
+
+
+_OPEN_UNTIL_OUT_OF_DESCRIPTORS = """
+import errno, resource, sys, warnings
+import fastbag
+warnings.simplefilter("error", fastbag.FastbagWarning)  # a file left out as damaged would fail here
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[2]), int(sys.argv[2])))
+held = []
+try:
+    for _ in range(100):
+        held.append(fastbag.open(sys.argv[1]))
+        assert held[-1].message_count == int(sys.argv[3]), held[-1].problems
+except OSError as exc:
+    print(len(held), exc.errno == errno.EMFILE, exc.filename)
+"""
+
+
+@pytest.mark.parametrize("limit", [40, 44, 47])
+def test_split_sqlite3_files_out_of_descriptors_are_an_os_error_not_files_left_out(tmp_path, limit):
+    """Each split file holds a SQLite connection (a descriptor). Out of descriptors, SQLite says only "unable to
+    open database file": the later files were left out of the recording as damaged, with a warning. The open
+    is now the OSError (EMFILE) it is, naming the file."""
+    import subprocess
+    import sys
+
+    names = [f"r_{k}.db3" for k in range(30)]
+    for name in names:
+        write_db3(tmp_path / name, sample_rows(4))
+    write_metadata(tmp_path, names)
+    out = subprocess.run([sys.executable, "-c", _OPEN_UNTIL_OUT_OF_DESCRIPTORS, str(tmp_path), str(limit),
+                          str(4 * len(names))], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    held, emfile, named = out.stdout.split()
+    assert emfile == "True" and Path(named).parent == tmp_path and Path(named).name in names + ["metadata.yaml"]

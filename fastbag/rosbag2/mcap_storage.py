@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..container import BagIndex, Connection, LazyIndexContainer, transient_local
-from ..errors import BagFormatError, FastbagError
+from ..errors import OUT_OF_RESOURCES, BagFormatError, FastbagError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.codecs import ZSTD_MAGIC
 from ..io.gather import le_uint, rows
@@ -513,4 +513,6 @@ def _head(path: str) -> bytes:
         with open(path, "rb") as file:
             return file.read(len(MAGIC))
     except OSError as exc:
+        if exc.errno in OUT_OF_RESOURCES:  # the process's limit, not the file's fault
+            raise
         raise BagFormatError(f"storage file cannot be read: {exc.strerror or exc}", path=path) from None

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer, transient_local
-from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
+from ..errors import OUT_OF_RESOURCES, BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.codecs import ZSTD_MAGIC
 from ..io.gather import item_positions
@@ -319,6 +319,8 @@ class Rosbag2Reader(LazyIndexContainer):
                 except FastbagError as exc:
                     error = exc
                 except OSError as exc:
+                    if exc.errno in OUT_OF_RESOURCES:  # the process's limit: the file is not lost, nothing is
+                        raise
                     error = BagFormatError(f"storage file cannot be read: {exc.strerror or exc}", path=full)
             errors.append(error)
             problems.append(str(error))

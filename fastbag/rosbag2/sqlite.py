@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BagFormatError
+from ..errors import OUT_OF_RESOURCES, BagFormatError
 from ..io.forks import reset_in_children
 from ..io.scratch import ScratchFolder
 from ..io.source import Source
@@ -59,6 +59,18 @@ SCAN_PART_ROWS, SCAN_WORKERS = 1 << 17, 2
 NUMPY_UP_TO = 100_000
 #: What SQLite's group_concat makes of an integer column: decimal int64s, comma-separated.
 _INTEGERS = re.compile(rb"-?[0-9]{1,19}(?:,-?[0-9]{1,19})*")
+
+
+def _out_of_resources(path: str) -> OSError | None:
+    """Why SQLite could not open ``path``, where the process is out of descriptors (or the machine out of
+    memory): SQLite says only "unable to open database file", which would read as damage and leave the file
+    out of its recording. Found by opening the file once more; None where that works or fails otherwise."""
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+    except OSError as exc:
+        if exc.errno in OUT_OF_RESOURCES:
+            return OSError(exc.errno, f"{exc.strerror} (opening the sqlite3 storage)", path)
+    return None
 
 
 @dataclass(frozen=True)
@@ -222,9 +234,13 @@ class Db3:
             con.execute("PRAGMA mmap_size = 1099511627776")  # SQLite maps at most the file, up to its cap
         return con
 
-    def _error(self, exc: Exception, what: str, **where: Any) -> BagFormatError | ValueError:
+    def _error(self, exc: Exception, what: str, **where: Any) -> BagFormatError | ValueError | OSError:
         if self.closed:  # (closed under a read: its copy and connections went away, no damage)
             return ValueError(f"the bag was closed during the read ({self.path})")
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_CANTOPEN and self._memory is None:
+            limit = _out_of_resources(self.path)
+            if limit is not None:
+                return limit
         detail = ", ".join(f"{k} {v}" for k, v in where.items())
         return BagFormatError(f"sqlite3 storage cannot be read ({what}{': ' + detail if detail else ''}): {exc}",
                               path=self.path, record="sqlite3")
