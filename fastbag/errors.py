@@ -136,6 +136,18 @@ def close_matches(name: str, names: Iterable[str]) -> str:
     return f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""
 
 
-#: errno values of a process or machine out of resources (descriptors, memory, disk space): not damage, so
-#: said as the OSError they are, naming the file, never as a FastbagError about the recording.
-OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOSPC})
+#: errno values of a process or machine out of resources (descriptors, memory, disk space or quota, a file size
+#: limit): not damage, so said as the OSError they are, naming the file, never as a FastbagError about the
+#: recording.
+OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOSPC, errno.EFBIG,
+                              getattr(errno, "EDQUOT", errno.ENOSPC)})
+
+
+def out_of_resources(exc: BaseException, path: str, doing: str) -> OSError | None:
+    """``exc`` said again as an OSError naming ``path`` and what was being done, where it is the process or the
+    machine out of resources (see OUT_OF_RESOURCES); None for any other error. (An OSError from loading a
+    kernel, say, names a module file, not the bag.)"""
+    if not isinstance(exc, OSError) or exc.errno not in OUT_OF_RESOURCES:
+        return None
+    other = f", at {exc.filename}" if exc.filename and exc.filename != path else ""
+    return OSError(exc.errno, f"{exc.strerror} ({doing}{other})", path)

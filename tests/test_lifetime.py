@@ -237,3 +237,49 @@ def test_running_out_of_descriptors_is_an_os_error_naming_the_file(tmp_path, kin
     out = subprocess.run([sys.executable, "-c", _OUT_OF_DESCRIPTORS, str(path)], capture_output=True, text=True,
                          timeout=120, check=True).stdout.split()
     assert int(out[0]) > 0 and out[1:] == ["True", named, "OSError", "False"]
+
+
+_READ_OUT_OF_DESCRIPTORS = """
+import errno, os, sys, warnings
+import numba  # (loaded: every step then takes its kernel, as in a long-running process)
+import fastbag
+with fastbag.open(sys.argv[2]) as plain:  # (the read path's kernels loaded: the lz4 codec's is not)
+    plain.read("/n")
+bag = fastbag.open(sys.argv[1])
+hog = []
+try:
+    while True:
+        hog.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+try:
+    bag.read("/n")
+    print("read")
+except OSError as exc:
+    print(exc.errno == errno.EMFILE, exc.filename, isinstance(exc, fastbag.FastbagError))
+finally:
+    for fd in hog:
+        os.close(fd)
+print(len(bag.read("/n")))
+"""
+
+
+def test_a_first_read_out_of_descriptors_is_an_os_error_naming_the_bag_not_damage(tmp_path):
+    """Out of descriptors on the first read of an lz4 bag, loading the codec's kernel fails: that OSError was
+    wrapped as a BagFormatError ("lz4 chunk payload does not decompress"), calling a sound file damaged."""
+    import struct
+    import subprocess
+    import sys
+
+    import fastbag
+
+    for compression in ("lz4", "none"):
+        with fastbag.Writer(tmp_path / f"{compression}.bag", compression=compression) as writer:
+            number = writer.add_connection("/n", "std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+            for k in range(100):
+                writer.write(number, 10**18 + k * 1000, struct.pack("<i", k))
+    path = tmp_path / "lz4.bag"
+    out = subprocess.run([sys.executable, "-c", _READ_OUT_OF_DESCRIPTORS, str(path), str(tmp_path / "none.bag")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", str(path), "False", "100"]

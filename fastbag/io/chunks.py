@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
-from ..errors import BagFormatError, DecryptionError, FastbagError, TooLarge, UnsupportedError
+from ..errors import BagFormatError, DecryptionError, FastbagError, TooLarge, UnsupportedError, out_of_resources
 from .codecs import COMPRESSIONS, DECOMPRESSORS, STREAMING, WHOLE_CHECKSUM, stream
 from .forks import reset_in_children
 from .prefix import Reach
@@ -203,6 +203,9 @@ def decompress(source: Source, chunk: Chunk, allocate: Callable[[int], np.ndarra
         raise _error(chunk)(f"{_kind(chunk)} chunk decompressed to more than its header's {chunk.size} bytes",
                             path=source.path, offset=chunk.position, record="chunk") from None
     except Exception as exc:  # each codec has its own error types
+        limit = out_of_resources(exc, source.path, f"decompressing the chunk at offset {chunk.position}")
+        if limit is not None:  # (loading the codec's kernel, say: not the chunk's fault)
+            raise limit from exc
         raise _error(chunk)(f"{_kind(chunk)} chunk payload does not decompress: {exc}",
                             path=source.path, offset=chunk.position, record="chunk") from exc
     if out.size != chunk.size and (reach is None or out.size > chunk.size or reach(out) > out.size):
