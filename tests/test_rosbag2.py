@@ -1500,3 +1500,35 @@ def test_split_sqlite3_files_out_of_descriptors_are_an_os_error_not_files_left_o
     assert out.returncode == 0, out.stderr[-2000:]
     held, emfile, named = out.stdout.split()
     assert emfile == "True" and Path(named).parent == tmp_path and Path(named).name in names + ["metadata.yaml"]
+
+
+_OPEN_WITH_A_FILE_SIZE_LIMIT = """
+import errno, resource, sys
+import fastbag
+from fastbag.rosbag2 import compression
+compression.IN_MEMORY_BYTES = 0  # (every decompressed file to the temporary folder)
+resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))  # (Python ignores SIGXFSZ: EFBIG)
+try:
+    fastbag.open(sys.argv[1])
+except OSError as exc:
+    print(exc.errno == errno.EFBIG, isinstance(exc, fastbag.FastbagError), exc.filename.startswith(sys.argv[2]),
+          sys.argv[1] in str(exc), "TMPDIR" in str(exc))
+"""
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_a_temporary_folder_without_room_is_an_os_error_naming_both_files(tmp_path, storage):
+    """A decompressed copy the temporary folder cannot take (full, a quota, a file size limit): a bare OSError
+    naming neither file (".mcap.zstd"), or "storage file cannot be read", a BagFormatError calling a sound
+    recording damaged (".db3.zstd"). Now the OSError names the copy, the recording and TMPDIR; nothing stays."""
+    import subprocess
+    import sys
+
+    folder, scratch = tmp_path / "rec", tmp_path / "scratch"
+    rosbags_recording(folder, storage, "FILE")
+    scratch.mkdir()
+    out = subprocess.run([sys.executable, "-c", _OPEN_WITH_A_FILE_SIZE_LIMIT, str(folder), str(scratch)],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(scratch)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False", "True", "True", "True"]
+    assert list(scratch.iterdir()) == []

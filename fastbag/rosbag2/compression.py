@@ -10,8 +10,9 @@ that is removed when the bag closes.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -127,6 +128,17 @@ def file_limit(compressed: int) -> int:
     return max(MIN_LIMIT, MAX_RATIO * compressed)
 
 
+@contextlib.contextmanager
+def writing_copy(path: str, copy: str) -> Iterator[None]:
+    """OSErrors of writing ``copy``, a temporary copy of ``path`` (a full temporary folder, a file size limit),
+    said naming both and where the folder comes from: the bare errors named neither."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, f"{exc.strerror} writing a temporary copy of {path} (the folder is TMPDIR's: "
+                      "set TMPDIR to one with room)", copy) from exc
+
+
 def decompress_file(path: str, spill: str) -> bytes | None:
     """A ``.db3.zstd`` file decompressed: its bytes, or None when they went to the file ``spill``.
 
@@ -156,16 +168,19 @@ def decompress_file(path: str, spill: str) -> bytes | None:
                     raise BagFormatError(f"zstd-compressed storage file decompresses to more than {limit} bytes "
                                          f"({MAX_RATIO} times its size: a decompression bomb?)", path=path)
                 if out is None and produced > IN_MEMORY_BYTES:
-                    out = open(spill, "wb")  # noqa: SIM115 - closed below, on every path
-                    out.writelines(pieces)
+                    with writing_copy(path, spill):
+                        out = open(spill, "wb")  # noqa: SIM115 - closed below, on every path
+                        out.writelines(pieces)
                     pieces.clear()
                 if out is not None:
-                    out.write(piece)
+                    with writing_copy(path, spill):
+                        out.write(piece)
                 else:
                     pieces.append(piece)
     finally:
         if out is not None:
-            out.close()
+            with writing_copy(path, spill):
+                out.close()
     return None if out is not None else b"".join(pieces)
 
 

@@ -46,7 +46,7 @@ from ..io.prefix import Reach
 from ..io.scratch import ScratchFolder
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
 from ..mcap.records import MAGIC, MESSAGE_FIXED, Channel, Opcode, Schema, record_end
-from .compression import FrameError, decompress_file, decompress_frames, file_compression
+from .compression import FrameError, decompress_file, decompress_frames, file_compression, writing_copy
 from .metadata import BagMetadata
 from .reader import StorageSource, _natural_order, no_metadata_problem
 
@@ -226,7 +226,7 @@ class McapStorage(LazyIndexContainer):
         spill = os.path.join(self._scratch.path, f"{len(self.parts)}-{os.path.basename(full).removesuffix('.zstd')}")
         memory = decompress_file(full, spill)
         if memory is not None:  # small: written out all the same, the MCAP reader maps a file
-            with open(spill, "wb") as out:
+            with writing_copy(full, spill), open(spill, "wb") as out:
                 out.write(memory)
         with open(spill, "rb") as check:
             head = check.read(len(MAGIC))

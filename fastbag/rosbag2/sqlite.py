@@ -40,7 +40,7 @@ from ..io.forks import reset_in_children
 from ..io.scratch import ScratchFolder
 from ..io.source import Source
 from ..io.startup import by_kernel
-from .compression import decompress_file
+from .compression import decompress_file, writing_copy
 from .pages import SQLITE_MAGIC, TablePages, column_places, read_table
 
 #: Damaged stretches of a messages table read past before giving up on the rest of it.
@@ -203,8 +203,9 @@ class Db3:
         """The URI of a copy of the database and its write-ahead log in a temporary folder."""
         self._scratch = ScratchFolder(self)
         copy = os.path.join(self._scratch.path, "storage.db3")
-        shutil.copyfile(path, copy)
-        shutil.copyfile(path + "-wal", copy + "-wal")
+        with writing_copy(path, copy):
+            shutil.copyfile(path, copy)
+            shutil.copyfile(path + "-wal", copy + "-wal")
         return self._uri_of(copy, immutable=False)
 
     def connection(self) -> sqlite3.Connection:
