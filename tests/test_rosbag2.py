@@ -1532,3 +1532,51 @@ def test_a_temporary_folder_without_room_is_an_os_error_naming_both_files(tmp_pa
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "False", "True", "True", "True"]
     assert list(scratch.iterdir()) == []
+
+
+_HOLD_A_COMPRESSED_RECORDING = """
+import sys, time
+import fastbag
+bag = fastbag.open(sys.argv[1])
+bag.read("/imu")
+print(bag._container._scratch.path if sys.argv[2] == "mcap" else bag._container.files[0]._scratch.path, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_a_killed_process_decompressed_copy_is_swept_by_the_next_and_a_live_ones_kept(tmp_path, storage):
+    """A process killed (SIGKILL: the OOM killer; SIGTERM: a scheduler) runs no exit hook: its decompressed
+    recording stayed in /tmp for good (QA found 5 GB of them). The next folder made now removes it, seeing
+    its owner's lock free; a folder whose process lives stays."""
+    import signal
+    import subprocess
+    import sys
+
+    from fastbag.io import scratch
+
+    folder, tmp = tmp_path / "rec", tmp_path / "tmp"
+    rosbags_recording(folder, storage, "FILE", count=20)
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    holders = [subprocess.Popen([sys.executable, "-c", _HOLD_A_COMPRESSED_RECORDING, str(folder), storage],
+                                stdout=subprocess.PIPE, text=True, env=env) for _ in range(3)]
+    try:
+        held = [Path(p.stdout.readline().strip()) for p in holders]
+        assert all(h.parent == tmp and h.is_dir() for h in held) and len(set(held)) == 3
+        holders[0].send_signal(signal.SIGKILL)
+        holders[1].send_signal(signal.SIGTERM)
+        holders[0].wait(60), holders[1].wait(60)
+        assert held[0].is_dir() and held[1].is_dir()  # (nothing ran in them to remove their folders)
+        (tmp / "fastbag-made-by-an-older-version").mkdir()  # no .owner: not ours to judge, left alone
+        holders.append(subprocess.Popen([sys.executable, "-c", _HOLD_A_COMPRESSED_RECORDING, str(folder), storage],
+                                        stdout=subprocess.PIPE, text=True, env=env))
+        held.append(Path(holders[3].stdout.readline().strip()))  # its folder made, the temporary folder swept
+        assert not held[0].exists() and not held[1].exists() and held[2].is_dir() and held[3].is_dir()
+        assert (tmp / "fastbag-made-by-an-older-version").is_dir()
+        assert scratch.sweep(str(tmp)) == []  # (the live ones' locks are held)
+    finally:
+        for p in holders:
+            p.kill()
+            p.wait(60)
+    assert sorted(scratch.sweep(str(tmp))) == sorted(map(str, held[2:]))
