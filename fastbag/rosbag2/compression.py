@@ -11,6 +11,7 @@ that is removed when the bag closes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -135,8 +136,9 @@ def writing_copy(path: str, copy: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise OSError(exc.errno, f"{exc.strerror} writing a temporary copy of {path} (the folder is TMPDIR's: "
-                      "set TMPDIR to one with room)", copy) from exc
+        room = exc.errno in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC))
+        hint = " (the folder is TMPDIR's: set TMPDIR to one with room)" if room else ""
+        raise OSError(exc.errno, f"{exc.strerror} writing a temporary copy of {path}{hint}", copy) from exc
 
 
 def decompress_file(path: str, spill: str) -> bytes | None:
