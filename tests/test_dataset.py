@@ -351,6 +351,43 @@ def test_pickles_without_open_files_and_works_in_worker_processes(bags):
         assert pool.map(_sample_times, [(ds, i) for i in range(len(ds))]) == want
 
 
+def test_a_fleet_keeps_at_most_max_open_bags_open_and_samples_as_with_all_open(bags, tmp_path):
+    """Every bag a dataset touched stayed open: 500 recordings held 500 mappings, descriptors and caches, and
+    a fleet past the descriptor limit could not be built (QA). Now at most ``max_open_bags`` stay open, the
+    least recently used closed and opened again when a sample needs it; samples are those of a dataset that
+    keeps all open, also with threads sampling at once (a bag in use is never closed under its read)."""
+    import concurrent.futures
+    import random
+
+    topics = {name: s[0] for name, s in STREAMS.items()}
+    paths = []
+    for k in range(6):  # six recordings: links to the two bags
+        paths.append(tmp_path / f"run{k}.bag")
+        paths[-1].symlink_to(bags[k % 2][0])
+    every = fastbag.SyncedDataset(paths, topics, anchor="cloud", windows={"imu": 0.1})
+    few = fastbag.SyncedDataset(paths, topics, anchor="cloud", windows={"imu": 0.1}, max_open_bags=2)
+    assert len(every._bags) == 6 and len(few._bags) == 2 and len(few) == len(every) > 0
+    order = list(range(len(few)))
+    random.Random(3).shuffle(order)
+    want = {i: _sample_times((every, i)) for i in order}
+    opened = []
+    for i in order[:60]:
+        assert _sample_times((few, i)) == want[i]
+        opened.append(len(few._bags))
+    assert max(opened) == 2
+    one = fastbag.SyncedDataset(paths, topics, anchor="cloud", windows={"imu": 0.1}, max_open_bags=1)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda i: _sample_times((one, i)), order)) == [want[i] for i in order]
+    assert len(one._bags) == 1 and not any(one._in_use.values())
+    state = pickle.loads(pickle.dumps(few))
+    assert state._bags == {} and state.max_open_bags == 2 and _sample_times((state, order[0])) == want[order[0]]
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="max_open_bags is an int of at least 1"):
+            fastbag.SyncedDataset(paths, topics, anchor="cloud", max_open_bags=bad)
+    for ds in (every, few, one, state):
+        ds.close()
+
+
 def test_collate():
     samples = [{"time": 1, "a": np.zeros((2, 3)), "r": np.zeros(k), "times": {"x": 5}, "s": "text"}
                for k in (1, 2)]

@@ -15,12 +15,15 @@ mapping on first use, so it works with DataLoader worker processes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 import operator
 import os
+import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,7 +97,12 @@ class SyncedDataset:
     FastbagWarning names it and why; a FastbagError if no bag is left),
     ``"raise"`` (the default) raises its error. ``ds[i]`` takes an integer (NumPy's too; TypeError for a
     bool or a float), negative from the end; on an empty dataset its
-    IndexError says why no anchor was kept.
+    IndexError says why no anchor was kept. Each process keeps at most
+    ``max_open_bags`` bags open (the least recently used closed first, and
+    opened again when a sample needs it, its topics' index read again): a
+    dataset of thousands of recordings holds that many mappings,
+    descriptors and chunk caches, not thousands (their memory is bounded by
+    ``max_open_bags`` times ``cache_bytes``).
 
     A sample is ``{"time": anchor time (int ns), "times": {name: matched
     time}, name: value}``: a PointCloud2 gives its structured points, an
@@ -114,7 +122,7 @@ class SyncedDataset:
     def __init__(self, paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topics: Mapping[str, str],
                  anchor: str, *, tolerance: float = 0.05, stamp: str = "receive",
                  windows: Mapping[str, float] | None = None, match: str = "nearest", errors: str = "raise",
-                 **open_options: Any) -> None:
+                 max_open_bags: int = 128, **open_options: Any) -> None:
         self.paths = expand_paths(paths)
         if not isinstance(topics, Mapping):
             raise TypeError(f"topics maps sample names to topics ({{'imu': '/imu', ...}}), not a "
@@ -147,8 +155,10 @@ class SyncedDataset:
             raise ValueError(f"match must be 'nearest' or 'asof', not {match!r}")
         if errors not in ("raise", "skip"):
             raise ValueError(f"errors is 'raise' or 'skip', not {errors!r}")
-        self._bags: dict[int, Bag] = {}
-        self._pid = os.getpid()
+        if isinstance(max_open_bags, bool) or not isinstance(max_open_bags, numbers.Integral) or max_open_bags < 1:
+            raise ValueError(f"max_open_bags is an int of at least 1, not {max_open_bags!r}")
+        self.max_open_bags = int(max_open_bags)
+        self._forget_bags()
         self._samples = self._index_bags(errors)
         self._starts = np.concatenate(([0], np.cumsum([s.anchor.size for s in self._samples]))).astype(np.int64)
 
@@ -163,16 +173,15 @@ class SyncedDataset:
             except (FastbagError, OSError) as exc:
                 if errors == "raise":
                     raise
-                bag = self._bags.pop(b, None)
-                if bag is not None:
-                    bag.close()
+                self._close_bag(b)
                 warnings.warn(FastbagWarning(f"SyncedDataset passed over {path}: {exc}"), stacklevel=3)
                 continue
             kept.append(b)
         if self.paths and not kept:
             raise FastbagError(f"SyncedDataset: none of the {len(self.paths)} bags could be read with every topic "
                                "(the warnings say why)")
-        self._bags = {k: self._bags[b] for k, b in enumerate(kept) if b in self._bags}
+        self._bags = OrderedDict((kept.index(b), bag) for b, bag in self._bags.items())  # (none in use now)
+        self._in_use = {}
         self.paths = [self.paths[b] for b in kept]
         return samples
 
@@ -188,8 +197,8 @@ class SyncedDataset:
         return _Topic(times[order], order.astype(np.int64))
 
     def _index_bag(self, b: int) -> _BagSamples:
-        bag = self._bag(b)
-        topics = {name: self._topic(bag, topic) for name, topic in self.topics.items()}
+        with self._using(b) as bag:
+            topics = {name: self._topic(bag, topic) for name, topic in self.topics.items()}
         anchor = topics[self.anchor]
         t = anchor.times
         keep = np.ones(t.size, dtype=bool)
@@ -254,7 +263,10 @@ class SyncedDataset:
         """Sample ``i``: ``time`` (the anchor's), ``times`` (each topic's matched time) and each topic's
         value by name (see the class docstring), read from the bags' indexes."""
         b, k = self._locate(i)
-        samples, bag = self._samples[b], self._bag(b)
+        with self._using(b) as bag:
+            return self._sample(bag, self._samples[b], k)
+
+    def _sample(self, bag: Bag, samples: _BagSamples, k: int) -> dict[str, Any]:
         sample: dict[str, Any] = {"time": int(samples.time[k]), "times": {self.anchor: int(samples.time[k])}}
         sample[self.anchor] = present(bag.take(self.topics[self.anchor], [int(samples.anchor[k])]))
         for name, positions in samples.matched.items():
@@ -272,24 +284,58 @@ class SyncedDataset:
         """The path of the bag sample ``i`` comes from (IndexError and TypeError as ``ds[i]``)."""
         return self.paths[self._locate(i)[0]]
 
-    def _bag(self, b: int) -> Bag:
-        """This process's open bag number ``b`` (a forked or spawned worker opens its own)."""
+    # -- the open bags ---------------------------------------------------------------
+    def _forget_bags(self) -> None:
+        """No bag open (in a new process: a forked or spawned worker opens its own)."""
+        self._bags: OrderedDict[int, Bag] = OrderedDict()  # least recently used first
+        self._in_use: dict[int, int] = {}  # bag number -> reads under way (never closed under them)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    @contextlib.contextmanager
+    def _using(self, b: int) -> Iterator[Bag]:
+        """This process's open bag number ``b``, opened where it is not; on the way out, idle bags beyond
+        ``max_open_bags`` are closed, least recently used first."""
         if self._pid != os.getpid():
-            self._bags, self._pid = {}, os.getpid()
-        if b not in self._bags:
-            self._bags[b] = open_bag(self.paths[b], **self.open_options)
-        return self._bags[b]
+            self._forget_bags()
+        with self._lock:
+            bag = self._bags.get(b)
+            if bag is None:
+                bag = open_bag(self.paths[b], **self.open_options)  # (an error leaves nothing behind)
+            self._bags[b] = bag
+            self._bags.move_to_end(b)
+            self._in_use[b] = self._in_use.get(b, 0) + 1
+        try:
+            yield bag
+        finally:
+            with self._lock:
+                self._in_use[b] -= 1
+                idle = [k for k in self._bags if not self._in_use.get(k)]
+                for k in idle[:max(0, len(self._bags) - self.max_open_bags)]:
+                    self._bags.pop(k).close()
+
+    def _close_bag(self, b: int) -> None:
+        with self._lock:
+            bag = self._bags.pop(b, None)
+        if bag is not None:
+            bag.close()
 
     def close(self) -> None:
         """Close the bags this process opened (they reopen on the next access)."""
-        for bag in self._bags.values():
+        with self._lock:
+            bags, self._bags = list(self._bags.values()), OrderedDict()
+        for bag in bags:
             bag.close()
-        self._bags = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_bags"] = {}  # no open files in a pickle: each process opens its own
+        for name in ("_bags", "_in_use", "_lock", "_pid"):  # no open files in a pickle: each process opens its own
+            del state[name]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._forget_bags()
 
     def __repr__(self) -> str:
         return (f"<SyncedDataset {len(self)} samples from {len(self.paths)} bags; anchor {self.anchor!r}; "
