@@ -147,3 +147,37 @@ def test_index_entries_make_the_table_numpy_makes_of_them(tmp_path, monkeypatch,
             assert getattr(got, name).dtype == getattr(want, name).dtype, name
         assert got.time.size == 2020 and (np.diff(got.time) > 0).all() and np.unique(got.chunk).size > 2
         assert bag.read("/slow")["data"].tolist() == [float(k) for k in range(50, 2000, 100)]
+
+
+def test_every_open_bags_cache_together_stays_within_the_process_bound(tmp_path, monkeypatch) -> None:
+    """Each bag's cache_bytes bounds one bag; a process holding many open (a dataset, a list of bags) held
+    hundreds of times that (QA: 500 handles, 17.8 GB). Now every cache together stays within LEDGER.limit,
+    the least recently used bag giving up its chunks first, and what is read is unchanged."""
+    ledger = chunks_module.LEDGER
+    before = ledger.total
+    monkeypatch.setattr(ledger, "limit", before + (3 << 20))
+    rng = np.random.default_rng(5)
+    expected, bags = [], []
+    for k in range(6):
+        path = tmp_path / f"b{k}.bag"
+        rows = rng.integers(0, 256, (3000, 508)).astype(np.uint8)  # 1.5 MB of incompressible data: 3 chunks
+        with fastbag.Writer(path, compression="lz4", chunk_size=512 << 10) as w:
+            c = w.add_connection("/u", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+            for j, row in enumerate(rows):
+                w.write(c, 10**9 + j, len(row).to_bytes(4, "little") + row.tobytes())
+        expected.append(rows)
+        bags.append(fastbag.open(path))
+    try:
+        for k, bag in enumerate(bags):
+            got = [bytes(m.data)[4:] for m in bag.messages(raw=True)]  # (a message loop caches its chunks)
+            assert got == [row.tobytes() for row in expected[k]]
+            held = [b._store._cached for b in bags]
+            assert held[k] > 0 and ledger.total - before == sum(held) <= 3 << 20
+        assert held[0] == 0 and held[-1] > 0  # (the least recently used gave up its chunks first)
+        assert sum(b._store._cached for b in bags[:3]) == 0
+        bags[0].take("/u", [0, 2999])  # used again: now another bag is the least recently used
+        assert bags[0]._store._cached > 0 and bags[1]._store._cached < held[1] + 1
+    finally:
+        for bag in bags:
+            bag.close()
+    assert ledger.total == before

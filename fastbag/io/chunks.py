@@ -17,9 +17,11 @@ usual.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import sys
 import threading
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError, ThreadPoolExecutor
@@ -414,11 +416,85 @@ MAX_POOLED = 256
 BUFFERS = BufferPool(64 << 20)
 
 
+def _process_cache_bytes() -> int:
+    """The bound on every bag's cached chunks together: FASTBAG_PROCESS_CACHE_BYTES where set, else a quarter
+    of the machine's memory, at most 4 GiB, at least one bag's default cache."""
+    said = os.environ.get("FASTBAG_PROCESS_CACHE_BYTES", "")
+    if said.strip().isdigit():
+        return int(said)
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):  # (no sysconf: Windows)
+        memory = 16 << 30
+    return max(DEFAULT_CACHE_BYTES, min(4 << 30, memory // 4))
+
+
+class CacheLedger:
+    """The bytes every ChunkStore of the process caches, held to one bound (``limit``).
+
+    A store's ``cache_bytes`` bounds one bag; a process holding many open
+    (a dataset's, a notebook's list of bags) would otherwise hold hundreds
+    of times that. Over the bound, the store used least recently gives up
+    its least recently used chunks first. Stores report every change with
+    their own lock held (store, then ledger: the one order the two locks are
+    taken in); :meth:`trim` takes a store's lock with the ledger's released.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        # store key -> (the store, its cached bytes), least recently used first
+        self._held: OrderedDict[int, tuple[weakref.ref[ChunkStore], int]] = OrderedDict()
+        self._lock = threading.Lock()
+        reset_in_children(self)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()  # (a parent's worker may have held it at the fork)
+
+    def change(self, store: ChunkStore, delta: int) -> None:
+        """``store`` caches ``delta`` bytes more (or fewer), and was used last."""
+        with self._lock:
+            ref, held = self._held.pop(store.ledger_key, (None, 0))
+            held += delta
+            if held > 0:
+                self._held[store.ledger_key] = (ref or weakref.ref(store), held)
+            self.total += delta
+
+    def touch(self, store: ChunkStore) -> None:
+        """``store`` was used last (a cache hit)."""
+        with self._lock:
+            if store.ledger_key in self._held:
+                self._held.move_to_end(store.ledger_key)
+
+    def forget(self, key: int) -> None:
+        """The store ``key`` is gone (collected): its cache went with it."""
+        with self._lock:
+            _, held = self._held.pop(key, (None, 0))
+            self.total -= held
+
+    def trim(self) -> None:
+        """Evict chunks, least recently used store first, until every cache together fits ``limit``."""
+        while True:
+            with self._lock:
+                if self.total <= self.limit or not self._held:
+                    return
+                key, (ref, _) = next(iter(self._held.items()))
+            store = ref()
+            if store is None or not store.evict_oldest():
+                self.forget(key)  # (nothing left there to evict: its count is stale)
+
+
+#: Every bag's cached chunks, held to one bound (see CacheLedger).
+LEDGER = CacheLedger(_process_cache_bytes())
+_LEDGER_KEYS = itertools.count()
+
+
 class ChunkStore:
     """Decompressed chunks of one bag, with a byte-bounded LRU cache.
 
     ``cache_bytes`` bounds what the cache keeps (uncompressed chunks are views
-    of the mapping and cost nothing to keep, so they are not cached).
+    of the mapping and cost nothing to keep, so they are not cached); every
+    store of the process together keeps at most ``LEDGER.limit`` bytes.
     ``verify(index, payload)``, where given, checks each decompressed payload
     (a container's checksum) on the worker that decompressed it, raising a
     BagFormatError for a bad one.
@@ -451,6 +527,8 @@ class ChunkStore:
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._buffers = BUFFERS  # shared by every bag of the process
         self._cached = 0
+        self.ledger_key = next(_LEDGER_KEYS)
+        weakref.finalize(self, LEDGER.forget, self.ledger_key)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         # Payloads being decompressed (whole or a prefix), by chunk: a thread that misses the cache waits for
@@ -481,6 +559,7 @@ class ChunkStore:
                 hit = self._cache.get(index)
                 if hit is not None and self._serves(hit, chunk, reach):
                     self._cache.move_to_end(index)
+                    LEDGER.touch(self)
                     return hit
                 decoding = self._decoding.get(index)
                 if decoding is None:
@@ -555,7 +634,7 @@ class ChunkStore:
             with self._lock:
                 held = self._cache.pop(index, None)
                 if held is not None:
-                    self._cached -= self._cost(index, held)
+                    self._account(-self._cost(index, held))
             raise
         return payload
 
@@ -573,12 +652,37 @@ class ChunkStore:
             if held is not None:
                 if held.size >= payload.size:
                     return
-                self._cached -= self._cost(index, held)  # a prefix, replaced by more of the payload
+                self._account(-self._cost(index, held))  # a prefix, replaced by more of the payload
             self._cache[index] = payload
-            self._cached += cost
+            self._account(cost)
             while self._cached > self.cache_bytes:
                 old_index, old = self._cache.popitem(last=False)
-                self._cached -= self._cost(old_index, old)
+                self._account(-self._cost(old_index, old))
+        LEDGER.trim()
+
+    def _account(self, delta: int) -> None:
+        """The cache holds ``delta`` bytes more (or fewer): counted here and in the process's LEDGER (with
+        this store's lock held)."""
+        self._cached += delta
+        LEDGER.change(self, delta)
+
+    def _cached_payload(self, index: int) -> np.ndarray | None:
+        """Chunk ``index``'s cached payload (now the most recently used), or None."""
+        with self._lock:
+            hit = self._cache.get(index)
+            if hit is not None:
+                self._cache.move_to_end(index)
+                LEDGER.touch(self)
+            return hit
+
+    def evict_oldest(self) -> bool:
+        """Drop the least recently used cached chunk (for the LEDGER); False where none is cached."""
+        with self._lock:
+            if not self._cache:
+                return False
+            index, payload = self._cache.popitem(last=False)
+            self._account(-self._cost(index, payload))
+            return True
 
     @property
     def batches_small_chunks(self) -> bool:
@@ -727,4 +831,4 @@ class ChunkStore:
             self._pool = None
         with self._lock:
             self._cache.clear()
-            self._cached = 0
+            self._account(-self._cached)

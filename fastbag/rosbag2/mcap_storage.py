@@ -489,11 +489,9 @@ class _PartStore(ChunkStore):
         k = int(np.searchsorted(self.storage._chunk_base, index, side="right") - 1)
         if not self.storage.per_message:
             return self.stores[k].get(index - int(self.storage._chunk_base[k]), remember, reach)
-        with self._lock:
-            hit = self._cache.get(index)
-            if hit is not None:
-                self._cache.move_to_end(index)
-                return hit
+        hit = self._cached_payload(index)
+        if hit is not None:
+            return hit
         payload = self.storage.rebuild(index, self.stores[k].get(index - int(self.storage._chunk_base[k]), False))
         if remember:
             self._remember(index, payload)

@@ -708,11 +708,9 @@ class _RowStore(ChunkStore):
     def get(self, index: int, remember: bool = True, reach: Reach | None = None) -> np.ndarray:
         """Chunk ``index``'s payload, from the cache or the database (always all of it: ``reach`` is for
         compressed chunks)."""
-        with self._lock:
-            hit = self._cache.get(index)
-            if hit is not None:
-                self._cache.move_to_end(index)
-                return hit
+        hit = self._cached_payload(index)
+        if hit is not None:
+            return hit
         payload = self.reader.fetch(index)
         if remember:
             self._remember(index, payload)
