@@ -576,3 +576,34 @@ def test_two_index_connection_records_of_one_id_give_one_connection(tmp_path):
         assert sorted(c.id for c in bag.connections) == [0, 1]
         got = sorted((m.topic, int.from_bytes(bytes(m.data), "little")) for m in bag.messages(raw=True))
     assert got == sorted(("/a" if k % 2 else "/b", k) for k in range(10))
+
+
+@pytest.mark.parametrize("size", [0, 1, "len-1", "len+1", 2**32 - 1])
+@pytest.mark.parametrize("indexed", [True, False], ids=["indexed", "unindexed"])
+def test_an_uncompressed_chunk_whose_size_field_is_damaged_reads_as_its_data(tmp_path, built, size, indexed):
+    """An uncompressed chunk's payload is its data: the header's size repeats its length. A size damaged to
+    another number lost the whole intact chunk (a warning said so; size 0 through a rebuilt index, others as
+    an error at read), where rosbag reads it. Now it reads as its data, the damage named once."""
+    path, layout, expected = built("rosbags", "none")
+    chunk = layout.chunks[3]
+    data = bytearray(path.read_bytes())
+    at = data.index(b"size=", chunk.position, chunk.data_start) + 5
+    length = chunk.data_end - chunk.data_start
+    value = {"len-1": length - 1, "len+1": length + 1}.get(size, size)
+    struct.pack_into("<I", data, at, value)
+    if not indexed:
+        _zero_index_pos(data)
+    copy = tmp_path / "size.bag"
+    copy.write_bytes(bytes(data))
+    imu = CONNS[0].topic
+    with fastbag.open(path) as intact:
+        want = [(m.time, m.msg.header.seq, m.msg.linear_acceleration.x) for m in intact.messages(topics=[imu])]
+    with pytest.warns(fastbag.FastbagWarning) as said:
+        bag = fastbag.open(copy)
+    with bag:
+        assert fastbag_read(bag) == expected
+        assert [(m.time, m.msg.header.seq, m.msg.linear_acceleration.x) for m in bag.messages(topics=[imu])] == want
+        assert bag.read(imu)["linear_acceleration.x"].tolist() == [w[2] for w in want]
+    text = " ".join(str(w.message) for w in said)
+    assert f"the uncompressed chunk at offset {chunk.position} holds {length} bytes, but its header says size " \
+           f"{value}: read as its {length} bytes" in text

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..container import BagIndex, Connection, build_index, connection_ranks, in_read_order
 from ..errors import BagFormatError, DecryptionError, EncryptionKeyError, FastbagError, UnsupportedError
-from ..io.chunks import Chunk, ChunkTable, decompress, decompress_truncated
+from ..io.chunks import Chunk, ChunkTable, decompress, decompress_truncated, size_mismatch
 from ..io.gather import item_positions, rows
 from ..io.startup import by_kernel
 from ..io.source import BufferSource, Source
@@ -267,6 +267,8 @@ def _read_indexed_fast(source: Source, index_pos: int, conn_count: int, chunk_co
         if ((data_offset + data_len) != range_at[1:]).any():
             return None  # not the layout assumed (the careful path reads record by record)
         compression = first.header.text("compression")
+        if compression == "none" and decryptor is None and (size != data_len).any():
+            return None  # a damaged size: the careful path says which
         chunks = ChunkTable.from_columns(chunk_pos, data_offset, size, data_len, (compression,) * chunk_count,
                                          decryptor)
         record_at = range_start[1:][chunk_of_pair] + before
@@ -353,7 +355,7 @@ def _read_indexed(source: Source, index_pos: int, conn_count: int, chunk_count: 
         listed.add(info.position)
         chunk_id = len(chunks)
         chunk_record = read_record(source, info.position, expect=Op.CHUNK)
-        chunks.append(_chunk_from_record(source, chunk_record, decryptor))
+        chunks.append(_chunk_from_record(source, chunk_record, decryptor, problems))
         pos = chunk_record.end
         if info.pairs != len(info.counts):
             problems.append(f"the chunk info of the chunk at offset {info.position} lists a connection twice")
@@ -496,10 +498,23 @@ def _first_chunk_decrypts(source: Source, start: int, decryptor: AesCbcDecryptor
     return True
 
 
-def _chunk_from_record(source: Source, record, decryptor: AesCbcDecryptor | None = None) -> Chunk:
+def _chunk_from_record(source: Source, record, decryptor: AesCbcDecryptor | None = None,
+                       problems: list[str] | None = None) -> Chunk:
     h = record.header
-    return Chunk(position=record.offset, compression=h.text("compression"), size=h.u32("size"),
-                 data_offset=record.data_offset, data_len=record.data_len, transform=decryptor)
+    return _chunk(record.offset, h.text("compression"), h.u32("size"), record.data_offset, record.data_len,
+                  decryptor, problems)
+
+
+def _chunk(position: int, compression: str, size: int, data_offset: int, data_len: int,
+           decryptor: AesCbcDecryptor | None, problems: list[str] | None) -> Chunk:
+    """A chunk record's facts. An uncompressed chunk's payload is its data, whatever its header's ``size``
+    says (as rosbag reads it): a size damaged to another number (0, say) is noted in ``problems``, and the
+    chunk's messages, each checked against the data's bounds, stay readable."""
+    if compression == "none" and decryptor is None and size != data_len and problems is not None:
+        problems.append(f"the uncompressed chunk at offset {position} holds {data_len} bytes, but its header says "
+                        f"size {size}: read as its {data_len} bytes")
+        size = data_len
+    return Chunk(position, compression, size, data_offset, data_len, decryptor)
 
 
 class _IndexDataReader:
@@ -588,6 +603,7 @@ def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecr
     chunks: list[Chunk] = []
     pieces: list[tuple[int, int, np.ndarray]] = []
     lost: list[str] = []
+    noted: list[str] = []  # what was read otherwise than a record says
     salvaged: dict[int, np.ndarray] = {}
     undecrypted: list[DecryptionError] = []  # chunks that did not decrypt
     pos = start
@@ -640,6 +656,8 @@ def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecr
                         "whose length runs past the next chunk"))
                     payload = decompress_truncated(source, chunk)
                 else:
+                    if chunk.in_place and chunk.size != chunk.data_len:
+                        chunk = _sized_by_its_records(source, chunk, noted)
                     payload = decompress(source, chunk)
                 found, chunk_conns, complete = _scan_chunk(source, chunk, payload)
             except FastbagError as exc:
@@ -676,8 +694,19 @@ def scan_index(source: Source, start: int, *, reason: str, decryptor: AesCbcDecr
     text = (f"{reason}; rebuilt the index by scanning: recovered {index.message_count} messages "
             f"in {len(chunks)} chunks on {len(conn_list)} connections")
     text += f"; lost {'; '.join(lost)}" if lost else "; nothing in the file lost"
-    index.problems = [text]
+    index.problems = [text] + noted
     return index
+
+
+def _sized_by_its_records(source: Source, chunk: Chunk, noted: list[str]) -> Chunk:
+    """An uncompressed chunk whose header's size is not its record's data length: one of the two is damaged,
+    and its records decide. Where they end at the data's length, the size is the damage (noted, and the chunk
+    read as its data, see _chunk); else the length is, and the chunk a BagFormatError (the scan resumes at
+    the next chunk it finds)."""
+    whole = _chunk(chunk.position, chunk.compression, chunk.size, chunk.data_offset, chunk.data_len, None, [])
+    if not _scan_chunk(source, whole, decompress(source, whole))[2]:
+        raise size_mismatch(source.path, chunk)
+    return _chunk(chunk.position, chunk.compression, chunk.size, chunk.data_offset, chunk.data_len, None, noted)
 
 
 CHUNK_OP = b"op=\x05"
