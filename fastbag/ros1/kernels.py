@@ -17,10 +17,11 @@ from ..io.bytekernels import u32 as _u32
 def _header_fields(buf, field, header_end):
     """The fields of the record header ``buf[field:header_end]`` that locating and scanning check, read as
     records.Header.parse reads them: any order, extra fields allowed, a name up to its first '=', the last
-    field of a name counting. Returns ``(ok, op, conn, time_sec, time_nsec, sec, nsec, seen)``: ``ok`` is
+    field of a name counting. Returns ``(ok, op, conn, time_sec, time_nsec, sec, nsec, seen, topic, md5)``: ``ok`` is
     False where a length runs past the header or a field has no '='; each value is -1 where absent and -2
     where of another size than the parser takes (``time``: 2.0's u32 sec and nsec; ``sec`` and ``nsec``:
-    format 1.2's); ``seen`` counts the op, conn and time fields."""
+    format 1.2's); ``seen`` counts the op, conn and time fields. ``topic`` and ``md5`` (format 1.2's key of a
+    message) are where that field starts (its u32 length), -1 where absent."""
     op = -1
     conn = -1
     time_sec = -1
@@ -28,20 +29,22 @@ def _header_fields(buf, field, header_end):
     sec = -1
     nsec = -1
     seen = 0
+    topic = -1
+    md5 = -1
     while field < header_end:
         if header_end - field < 4:
-            return False, op, conn, time_sec, time_nsec, sec, nsec, seen
+            return False, op, conn, time_sec, time_nsec, sec, nsec, seen, topic, md5
         n = _u32(buf, field)
         field += 4
         if n > header_end - field:
-            return False, op, conn, time_sec, time_nsec, sec, nsec, seen
+            return False, op, conn, time_sec, time_nsec, sec, nsec, seen, topic, md5
         eq = -1
         for j in range(n):
             if buf[field + j] == 0x3D:
                 eq = j
                 break
         if eq < 0:
-            return False, op, conn, time_sec, time_nsec, sec, nsec, seen
+            return False, op, conn, time_sec, time_nsec, sec, nsec, seen, topic, md5
         c0 = buf[field]
         if eq == 2 and c0 == 0x6F and buf[field + 1] == 0x70:  # op
             seen += 1
@@ -60,8 +63,13 @@ def _header_fields(buf, field, header_end):
         elif eq == 4 and c0 == 0x6E and buf[field + 1] == 0x73 and buf[field + 2] == 0x65 \
                 and buf[field + 3] == 0x63:  # nsec
             nsec = _u32(buf, field + 5) if n == 9 else -2
+        elif eq == 5 and c0 == 0x74 and buf[field + 1] == 0x6F and buf[field + 2] == 0x70 \
+                and buf[field + 3] == 0x69 and buf[field + 4] == 0x63:  # topic
+            topic = field - 4
+        elif eq == 3 and c0 == 0x6D and buf[field + 1] == 0x64 and buf[field + 2] == 0x35:  # md5
+            md5 = field - 4
         field += n
-    return True, op, conn, time_sec, time_nsec, sec, nsec, seen
+    return True, op, conn, time_sec, time_nsec, sec, nsec, seen, topic, md5
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -86,7 +94,7 @@ def _record_span(buf, pos, lo, end, want_conn, want_time, data_end):
         if header_len > end - pos - 8:
             break
         header_end = pos + 4 + header_len
-        ok, op, got_conn, time_sec, time_nsec, sec, nsec, _ = _header_fields(buf, pos + 4, header_end)
+        ok, op, got_conn, time_sec, time_nsec, sec, nsec, _, _, _ = _header_fields(buf, pos + 4, header_end)
         if not ok or op == -2 or got_conn == -2 or time_sec == -2:
             break
         got_time = -1
@@ -254,7 +262,7 @@ def message_records(buf, pos, end, sec, nsec, at, conn):
         if header_len > _MAX_HEADER_LEN or header_len > end - pos - 8:
             break
         header_end = pos + 4 + header_len
-        ok, op, got_conn, got_sec, got_nsec, _, _, seen = _header_fields(buf, pos + 4, header_end)
+        ok, op, got_conn, got_sec, got_nsec, _, _, seen, _, _ = _header_fields(buf, pos + 4, header_end)
         if not ok or seen != 3 or op != 2 or got_conn < 0 or got_sec < 0:
             break
         data_len = _u32(buf, header_end)
@@ -266,4 +274,121 @@ def message_records(buf, pos, end, sec, nsec, at, conn):
         conn[k] = got_conn
         k += 1
         pos = header_end + 4 + data_len
+    return k, pos
+
+
+# -- the legacy formats' scans (1.2 without its index, 1.1 at every open) ---------------------------------
+
+@njit(cache=True, nogil=True, inline="always")
+def _same_bytes(buf, at, keys, lo, hi):
+    """Whether ``buf[at:at + hi - lo]`` equals ``keys[lo:hi]`` (the caller checked both lie in their arrays)."""
+    for j in range(hi - lo):
+        if buf[at + j] != keys[lo + j]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _known_key(buf, a, a_len, b, b_len, keys, bounds, guess):
+    """The known key whose two parts equal ``buf[a:a + a_len]`` and ``buf[b:b + b_len]``, or -1. Key ``c`` is
+    ``keys[bounds[2c]:bounds[2c + 1]]`` and ``keys[bounds[2c + 1]:bounds[2c + 2]]`` (the caller builds them:
+    bounds rise, the last within ``keys``). Tried from ``guess`` on, wrapping (the last record's key,
+    then the next: recorders write their topics in turn)."""
+    count = (bounds.size - 1) // 2
+    for i in range(count):
+        c = (guess + i) % count
+        lo = bounds[2 * c]
+        mid = bounds[2 * c + 1]
+        hi = bounds[2 * c + 2]
+        if mid - lo == a_len and hi - mid == b_len and _same_bytes(buf, a, keys, lo, mid) \
+                and _same_bytes(buf, b, keys, mid, hi):
+            return c
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def v12_message_records(buf, pos, end, keys, bounds, rows, k):
+    """Format 1.2 message-data records one after another in ``buf[pos:end]``, each keyed by its ``topic`` and
+    ``md5`` fields as one already known (see _known_key): per record its key, time (ns), offset, data start
+    and data length into ``rows[k]``, ``rows[k + 1]``... Returns ``(k, stop)``: the rows filled, and where the
+    walk stopped, at ``end``, when ``rows`` is full, or at the first record that is anything else: another
+    op, a new key, a field without '=', a missing or misshapen op/sec/nsec/topic/md5, a length past ``end``.
+    The checked Python parser reads that record (a definition, a new connection, damage), then the walk
+    goes on. Fields are read as that parser reads them (see _header_fields)."""
+    if pos < 0 or end > buf.size:
+        return k, pos
+    guess = 0
+    while pos < end and k < rows.shape[0]:
+        if end - pos < 8:
+            break
+        header_len = _u32(buf, pos)
+        if header_len > _MAX_HEADER_LEN or header_len > end - pos - 8:
+            break
+        header_end = pos + 4 + header_len
+        ok, op, _, _, _, sec, nsec, _, topic, md5 = _header_fields(buf, pos + 4, header_end)
+        if not ok or op != 2 or sec < 0 or nsec < 0 or topic < 0 or md5 < 0:
+            break
+        data_len = _u32(buf, header_end)
+        if data_len > end - header_end - 4:
+            break
+        # (the fields lie inside the header: _header_fields checked their lengths)
+        c = _known_key(buf, topic + 10, _u32(buf, topic) - 6, md5 + 8, _u32(buf, md5) - 4, keys, bounds, guess)
+        if c < 0:
+            break
+        rows[k, 0] = c
+        rows[k, 1] = sec * 1_000_000_000 + nsec
+        rows[k, 2] = pos
+        rows[k, 3] = header_end + 4
+        rows[k, 4] = data_len
+        k += 1
+        guess = c
+        pos = header_end + 4 + data_len
+    return k, pos
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lines_end(buf, pos, end, count, max_line):
+    """Where ``count`` lines from ``buf[pos:]`` end (just past the last newline), each found within
+    ``max_line`` bytes of its start and before ``end``; -1 when one is not."""
+    for _ in range(count):
+        stop = min(end, pos + max_line)
+        found = -1
+        for j in range(pos, stop):
+            if buf[j] == 0x0A:
+                found = j
+                break
+        if found < 0:
+            return -1
+        pos = found + 1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def v11_message_records(buf, pos, end, keys, bounds, rows, k, max_line):
+    """Format 1.1 messages one after another in ``buf[pos:end]`` (topic, md5sum and type lines, each found
+    within ``max_line`` bytes, then u32 sec, nsec, length and the data), each of a key already known: its
+    three lines as one part, the second part empty (see _known_key). Fills ``rows`` as
+    v12_message_records does; stops at ``end``, when ``rows`` is full, or at a new key or anything odd (a
+    line too long, a length past ``end``), which the checked Python parser reads."""
+    if pos < 0 or end > buf.size:
+        return k, pos
+    guess = 0
+    while pos < end and k < rows.shape[0]:
+        tail = _lines_end(buf, pos, end, 3, max_line)
+        if tail < 0 or end - tail < 12:
+            break
+        data_len = _u32(buf, tail + 8)
+        if data_len > end - tail - 12:
+            break
+        c = _known_key(buf, pos, tail - pos, tail, 0, keys, bounds, guess)
+        if c < 0:
+            break
+        rows[k, 0] = c
+        rows[k, 1] = _u32(buf, tail) * 1_000_000_000 + _u32(buf, tail + 4)
+        rows[k, 2] = pos
+        rows[k, 3] = tail + 12
+        rows[k, 4] = data_len
+        k += 1
+        guess = c
+        pos = tail + 12 + data_len
     return k, pos
