@@ -245,6 +245,22 @@ def entries_table(buf, data_at, counts, rank, chunk, time, conn, chunk_of, offse
 _MAX_HEADER_LEN = 1 << 24
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _record_frame(buf, pos, end):
+    """``(header_end, data_len)`` of the record at ``buf[pos:]`` (u32 header length, header, u32 data length,
+    data), or (-1, -1) when its lengths run past ``end`` or its header is longer than the parser takes."""
+    if end - pos < 8:
+        return -1, -1
+    header_len = _u32(buf, pos)
+    if header_len > _MAX_HEADER_LEN or header_len > end - pos - 8:
+        return -1, -1
+    header_end = pos + 4 + header_len
+    data_len = _u32(buf, header_end)
+    if data_len > end - header_end - 4:
+        return -1, -1
+    return header_end, data_len
+
+
 @njit(cache=True, nogil=True)
 def message_records(buf, pos, end, sec, nsec, at, conn):
     """Message-data records one after another in ``buf[pos:end]`` (a chunk's payload, being scanned to
@@ -256,17 +272,11 @@ def message_records(buf, pos, end, sec, nsec, at, conn):
     read as that parser reads them: any order, extra fields allowed, a name up to its first '='."""
     k = 0
     while pos < end and k < at.size:
-        if end - pos < 8:
+        header_end, data_len = _record_frame(buf, pos, end)
+        if header_end < 0:
             break
-        header_len = _u32(buf, pos)
-        if header_len > _MAX_HEADER_LEN or header_len > end - pos - 8:
-            break
-        header_end = pos + 4 + header_len
         ok, op, got_conn, got_sec, got_nsec, _, _, seen, _, _ = _header_fields(buf, pos + 4, header_end)
         if not ok or seen != 3 or op != 2 or got_conn < 0 or got_sec < 0:
-            break
-        data_len = _u32(buf, header_end)
-        if data_len > end - header_end - 4:
             break
         sec[k] = got_sec
         nsec[k] = got_nsec
@@ -306,6 +316,18 @@ def _known_key(buf, a, a_len, b, b_len, keys, bounds, guess):
     return -1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _put_row(rows, k, key, time, at, start, length):
+    """Row ``k`` of a legacy scan: the message's key, time (ns), record offset, data start and length; returns
+    where the next record starts."""
+    rows[k, 0] = key
+    rows[k, 1] = time
+    rows[k, 2] = at
+    rows[k, 3] = start
+    rows[k, 4] = length
+    return start + length
+
+
 @njit(cache=True, nogil=True)
 def v12_message_records(buf, pos, end, keys, bounds, rows, k):
     """Format 1.2 message-data records one after another in ``buf[pos:end]``, each keyed by its ``topic`` and
@@ -319,30 +341,19 @@ def v12_message_records(buf, pos, end, keys, bounds, rows, k):
         return k, pos
     guess = 0
     while pos < end and k < rows.shape[0]:
-        if end - pos < 8:
+        header_end, data_len = _record_frame(buf, pos, end)
+        if header_end < 0:
             break
-        header_len = _u32(buf, pos)
-        if header_len > _MAX_HEADER_LEN or header_len > end - pos - 8:
-            break
-        header_end = pos + 4 + header_len
         ok, op, _, _, _, sec, nsec, _, topic, md5 = _header_fields(buf, pos + 4, header_end)
         if not ok or op != 2 or sec < 0 or nsec < 0 or topic < 0 or md5 < 0:
-            break
-        data_len = _u32(buf, header_end)
-        if data_len > end - header_end - 4:
             break
         # (the fields lie inside the header: _header_fields checked their lengths)
         c = _known_key(buf, topic + 10, _u32(buf, topic) - 6, md5 + 8, _u32(buf, md5) - 4, keys, bounds, guess)
         if c < 0:
             break
-        rows[k, 0] = c
-        rows[k, 1] = sec * 1_000_000_000 + nsec
-        rows[k, 2] = pos
-        rows[k, 3] = header_end + 4
-        rows[k, 4] = data_len
+        pos = _put_row(rows, k, c, sec * 1_000_000_000 + nsec, pos, header_end + 4, data_len)
         k += 1
         guess = c
-        pos = header_end + 4 + data_len
     return k, pos
 
 
@@ -383,12 +394,7 @@ def v11_message_records(buf, pos, end, keys, bounds, rows, k, max_line):
         c = _known_key(buf, pos, tail - pos, tail, 0, keys, bounds, guess)
         if c < 0:
             break
-        rows[k, 0] = c
-        rows[k, 1] = _u32(buf, tail) * 1_000_000_000 + _u32(buf, tail + 4)
-        rows[k, 2] = pos
-        rows[k, 3] = tail + 12
-        rows[k, 4] = data_len
+        pos = _put_row(rows, k, c, _u32(buf, tail) * 1_000_000_000 + _u32(buf, tail + 4), pos, tail + 12, data_len)
         k += 1
         guess = c
-        pos = tail + 12 + data_len
     return k, pos
