@@ -450,7 +450,12 @@ def write_msg_folder(root: Path, texts: dict[str, str], *, with_msg_dir: bool) -
 
 def record12(fields: dict[str, bytes], data: bytes = b"") -> bytes:
     """One 1.2 record: ``u32 header_len | fields | u32 data_len | data``."""
-    header = b"".join(struct.pack("<I", len(k) + 1 + len(v)) + k.encode() + b"=" + v for k, v in fields.items())
+    return raw_record12([k.encode() + b"=" + v for k, v in fields.items()], data)
+
+
+def raw_record12(fields: list[bytes], data: bytes = b"") -> bytes:
+    """One 1.2 record of header fields as given (``name=value``, or anything: repeated, misshapen)."""
+    header = b"".join(struct.pack("<I", len(f)) + f for f in fields)
     return struct.pack("<I", len(header)) + header + struct.pack("<I", len(data)) + data
 
 

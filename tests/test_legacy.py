@@ -73,8 +73,8 @@ import fastbag
 from fastbag.msg.msgdef import parse_definition
 from conftest import classic_rosbag, data_file, data_files
 from legacy_fixtures import (
-    MAGIC_V11, V11_TEXTS, V11_TOPICS, assert_same_genpy, classic_decoded, classic_raw, parse_v12, rosname,
-    rows12, v11_md5sums, v11_typestore, v11_values, with_definition_replaced, write_msg_folder, write_v11)
+    MAGIC_V11, V11_TEXTS, V11_TOPICS, assert_same_genpy, classic_decoded, classic_raw, parse_v12, raw_record12,
+    rosname, rows12, v11_md5sums, v11_typestore, v11_values, with_definition_replaced, write_msg_folder, write_v11)
 from oracle import assert_same
 
 LEGACY = data_files("ros1legacy")
@@ -755,11 +755,6 @@ def test_cli_info_on_v11_and_unindexed_v12_bags(v11, tmp_path):
     assert info["version"] == "1.2" and info["indexed"] is False and info["messages"] == 267
 
 
-def _legacy_record(fields: list[bytes], data: bytes = b"") -> bytes:
-    header = b"".join(struct.pack("<I", len(f)) + f for f in fields)
-    return struct.pack("<I", len(header)) + header + struct.pack("<I", len(data)) + data
-
-
 _V12_MSG = [b"op=\x02", b"topic=/a", b"md5=x", b"type=t", b"sec=" + struct.pack("<I", 5), b"nsec=" + struct.pack("<I", 6)]
 
 
@@ -781,7 +776,7 @@ def test_record_checks_agree_with_and_without_the_kernel(records, want_time):
     check the same now."""
     from fastbag.ros1.records import message_spans
 
-    payload = b"".join(_legacy_record(f, b"data") for f in records)
+    payload = b"".join(raw_record12(f, b"data") for f in records)
     buf = np.frombuffer(payload, dtype=np.uint8)
     outcomes = []
     for kernel in (True, False):
