@@ -472,6 +472,14 @@ class CacheLedger:
             _, held = self._held.pop(key, (None, 0))
             self.total -= held
 
+    def settle(self, store: ChunkStore) -> None:
+        """``store``'s count is what it caches now (called with its lock held: nothing changes it meanwhile)."""
+        with self._lock:
+            ref, held = self._held.pop(store.ledger_key, (None, 0))
+            if store._cached > 0:
+                self._held[store.ledger_key] = (ref or weakref.ref(store), store._cached)
+            self.total += store._cached - held
+
     def trim(self) -> None:
         """Evict chunks, least recently used store first, until every cache together fits ``limit``."""
         while True:
@@ -480,8 +488,10 @@ class CacheLedger:
                     return
                 key, (ref, _) = next(iter(self._held.items()))
             store = ref()
-            if store is None or not store.evict_oldest():
-                self.forget(key)  # (nothing left there to evict: its count is stale)
+            if store is None:
+                self.forget(key)  # (collected: its finalizer forgets it too, harmlessly twice)
+            else:
+                store.evict_oldest()  # (or, where another thread emptied it first, its count settled)
 
 
 #: Every bag's cached chunks, held to one bound (see CacheLedger).
@@ -527,6 +537,7 @@ class ChunkStore:
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._buffers = BUFFERS  # shared by every bag of the process
         self._cached = 0
+        self._closed = False
         self.ledger_key = next(_LEDGER_KEYS)
         weakref.finalize(self, LEDGER.forget, self.ledger_key)
         self._lock = threading.Lock()
@@ -648,6 +659,8 @@ class ChunkStore:
         if cost > self.cache_bytes:
             return
         with self._lock:
+            if self._closed:  # (a read that was under way when the bag closed: nothing is kept for it)
+                return
             held = self._cache.get(index)
             if held is not None:
                 if held.size >= payload.size:
@@ -675,14 +688,15 @@ class ChunkStore:
                 LEDGER.touch(self)
             return hit
 
-    def evict_oldest(self) -> bool:
-        """Drop the least recently used cached chunk (for the LEDGER); False where none is cached."""
+    def evict_oldest(self) -> None:
+        """Drop the least recently used cached chunk (for the LEDGER); where none is, the LEDGER's count of
+        this store is settled (another thread's trim emptied it since the LEDGER chose it)."""
         with self._lock:
             if not self._cache:
-                return False
+                LEDGER.settle(self)
+                return
             index, payload = self._cache.popitem(last=False)
             self._account(-self._cost(index, payload))
-            return True
 
     @property
     def batches_small_chunks(self) -> bool:
@@ -830,5 +844,6 @@ class ChunkStore:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         with self._lock:
+            self._closed = True
             self._cache.clear()
             self._account(-self._cached)
