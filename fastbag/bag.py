@@ -34,6 +34,7 @@ from .errors import (DecodeError, DefinitionError, FastbagError, FastbagWarning,
                      UnsupportedError, close_matches)
 from .io.chunks import BATCHED_CHUNK, DEFAULT_CACHE_BYTES, ChunkTable, Together, ordered_map, size_mismatch
 from .io.codecs import ZSTD_MAGIC
+from .io.forks import new_locks_in_children
 from .io.startup import by_kernel, numba_loaded
 from .msg.messages import Time, TimeLike, time_ns
 from .msg.msgdef import EMPTY_MD5, definition_code
@@ -496,6 +497,7 @@ class Bag:
         self._whole: _Scope | None = None                # the whole index, once built
         self._scopes: dict[str, _Scope] = {}             # the index each topic is read from, on first use
         self._scoping = threading.Lock()
+        new_locks_in_children(self, "_counting", "_scoping")
         self._in_file_of: tuple[ChunkTable, np.ndarray] | None = None  # see _in_file
         self._kinds: tuple[list[Connection], np.ndarray] | None = None  # see _decoding_kinds
 

@@ -283,3 +283,46 @@ def test_a_first_read_out_of_descriptors_is_an_os_error_naming_the_bag_not_damag
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", str(path), "False", "100"]
+
+
+@pytest.mark.parametrize("name", ["ros1-lz4", "mcap-zstd", "rosbag2-sqlite"])
+def test_a_child_forked_while_another_thread_holds_a_bags_locks_reads(tmp_path, name):
+    """A fork while another thread held one of a bag's locks (building its index, numbering its chunks: a
+    reader thread of a fresh handle) left that lock held for ever in the child, whose first read then hung
+    (QA). The child now gets new locks, and builds what the parent had not finished."""
+    import hashlib
+    import os
+    import signal
+
+    if name == "ros1-lz4":
+        path = tmp_path / "lz4.bag"
+        _lz4_strings(path, 6000, chunk_size=32 * 1024)
+    else:
+        path = data_file(BAGS[name][0])
+    bag = open_quietly(path)
+    every = hashlib.sha256(b"".join(bytes(m.data) for m in open_quietly(path).messages(raw=True))).hexdigest()
+    held = [getattr(owner, lock) for owner, lock in ((bag, "_counting"), (bag, "_scoping"),
+                                                     (bag._container, "_index_lock")) if hasattr(owner, lock)]
+    held += [getattr(bag._container, lock) for lock in ("_spans_lock", "_numbering", "_rebuilt_lock")
+             if hasattr(bag._container, lock)]
+    assert len(held) >= 3
+    for lock in held:  # (as another thread of the parent holds them, in the middle of its work)
+        lock.acquire()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        signal.alarm(60)
+        try:
+            digest = hashlib.sha256(b"".join(bytes(m.data) for m in bag.messages(raw=True))).hexdigest()
+            os.write(write, digest.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    for lock in held:
+        lock.release()
+    _, status = os.waitpid(child, 0)
+    with os.fdopen(read) as pipe:
+        theirs = pipe.read()
+    bag.close()
+    assert os.WIFEXITED(status) and theirs == every

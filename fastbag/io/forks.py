@@ -14,6 +14,7 @@ a fresh process. Objects are held weakly.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Protocol
@@ -32,6 +33,17 @@ def reset_in_children(obj: ForkAware) -> None:
     _REGISTERED.add(obj)
 
 
+#: Objects whose locks are replaced by new ones in a child, with the names of those locks.
+_LOCKS: weakref.WeakKeyDictionary[object, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
+def new_locks_in_children(obj: object, *names: str) -> None:
+    """Have the locks ``obj.<name>`` (each a ``threading.Lock``) replaced by new ones in every child forked
+    from now on: one that another thread held at the fork (building an index, say) stays held for ever in the
+    child, whose first read then waits on it. What the lock guarded is built again there if it was not done."""
+    _LOCKS[obj] = names
+
+
 def in_children(fn: Callable[[], None]) -> None:
     """Have ``fn()`` called in every child forked from now on (module state: a lock of the module's)."""
     if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
@@ -41,6 +53,9 @@ def in_children(fn: Callable[[], None]) -> None:
 def _in_child() -> None:
     for obj in list(_REGISTERED):
         obj._after_fork()
+    for obj, names in list(_LOCKS.items()):
+        for name in names:
+            setattr(obj, name, threading.Lock())
 
 
 in_children(_in_child)

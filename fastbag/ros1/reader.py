@@ -11,6 +11,7 @@ import numpy as np
 
 from ..container import BagIndex, Connection, Container
 from ..io.chunks import ChunkTable
+from ..io.forks import new_locks_in_children
 from ..io.source import Source
 from .encryption import bag_decryptor, header_encryption
 from .index import DeferredIndex, detect_version, read_index
@@ -50,6 +51,7 @@ class Ros1Reader(Container):
         self._deferred = found if isinstance(found, DeferredIndex) else None
         self._index = found if isinstance(found, BagIndex) else None
         self._index_lock = threading.Lock()
+        new_locks_in_children(self, "_index_lock")
 
     @property
     def index(self) -> BagIndex:  # type: ignore[override]

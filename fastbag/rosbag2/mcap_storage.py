@@ -41,6 +41,7 @@ from ..container import BagIndex, Connection, LazyIndexContainer, transient_loca
 from ..errors import OUT_OF_RESOURCES, BagFormatError, FastbagError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.codecs import ZSTD_MAGIC
+from ..io.forks import new_locks_in_children
 from ..io.gather import le_uint, rows
 from ..io.prefix import Reach
 from ..io.scratch import ScratchFolder
@@ -171,6 +172,7 @@ class McapStorage(LazyIndexContainer):
             self._problems.append(no_metadata_problem(path, [os.path.basename(f) for f in files]))
         self._rebuilt: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # chunk position -> (offsets, new offsets)
         self._rebuilt_lock = threading.Lock()
+        new_locks_in_children(self, "_rebuilt_lock")
         #: Per part: (compressed whole, as a .mcap.zstd; its bytes stored; its bytes decompressed).
         self._stored: list[tuple[bool, int, int]] = []
         try:

@@ -56,6 +56,7 @@ from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer, transi
 from ..errors import OUT_OF_RESOURCES, BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.codecs import ZSTD_MAGIC
+from ..io.forks import new_locks_in_children
 from ..io.gather import item_positions
 from ..io.prefix import Reach
 from ..io.source import Source
@@ -181,6 +182,7 @@ class Rosbag2Reader(LazyIndexContainer):
         self._table = ChunkTable.from_columns([], [], [], [], ())
         self._numbered: dict[tuple[int, int], np.ndarray] = {}  # (file, rank) -> its chunks' numbers
         self._numbering = threading.Lock()
+        new_locks_in_children(self, "_spans_lock", "_index_lock", "_numbering")
         self._walked_for_topic = False  # see topic_index
         self._opened = False
         self._problems: list[str] = []
