@@ -1580,3 +1580,23 @@ def test_a_killed_process_decompressed_copy_is_swept_by_the_next_and_a_live_ones
             p.kill()
             p.wait(60)
     assert sorted(scratch.sweep(str(tmp))) == sorted(map(str, held[2:]))
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_a_temporary_folder_that_cannot_be_made_is_an_os_error_naming_it(tmp_path, monkeypatch, storage):
+    """TMPDIR read-only (or not a folder): a .db3.zstd was "storage file cannot be read", a BagFormatError
+    calling a sound recording damaged; a .mcap.zstd a bare error naming no recording. Now both are the
+    OSError they are (TemporaryFolderError), naming the folder and TMPDIR."""
+    import tempfile
+
+    from fastbag.io.scratch import TemporaryFolderError
+
+    folder = tmp_path / "rec"
+    rosbags_recording(folder, storage, "FILE")
+    not_a_folder = tmp_path / "tmp"
+    not_a_folder.write_bytes(b"")
+    monkeypatch.setattr(tempfile, "tempdir", str(not_a_folder))
+    with pytest.raises(TemporaryFolderError) as raised:
+        fastbag.open(folder)
+    assert not isinstance(raised.value, fastbag.FastbagError) and isinstance(raised.value, OSError)
+    assert str(not_a_folder) in str(raised.value) and "TMPDIR" in str(raised.value)

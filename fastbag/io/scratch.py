@@ -34,6 +34,11 @@ PREFIX = "fastbag-"
 OWNER = ".owner"
 
 
+class TemporaryFolderError(OSError):
+    """A temporary folder or file that could not be made or written (TMPDIR read-only, full, over a quota):
+    the machine's state, not the recording's, so an OSError naming the folder, never a FastbagError."""
+
+
 class ScratchFolder:
     """A temporary folder belonging to ``owner``: removed by :meth:`remove`, or when ``owner`` is collected
     or the interpreter exits, whichever comes first; by the process that made it only, or after that process
@@ -42,7 +47,12 @@ class ScratchFolder:
     def __init__(self, owner: object) -> None:
         from multiprocessing import util
 
-        self.path = tempfile.mkdtemp(prefix=PREFIX)
+        try:
+            self.path = tempfile.mkdtemp(prefix=PREFIX)
+        except OSError as exc:
+            raise TemporaryFolderError(exc.errno, f"{exc.strerror}: cannot make a temporary folder in "
+                                       f"{tempfile.gettempdir()} (set TMPDIR to a writable one)",
+                                       exc.filename) from exc
         try:
             _claim(self.path)
         except BaseException:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BagFormatError, UnsupportedError
+from ..io.scratch import TemporaryFolderError
 
 #: Decompressed bytes per compressed byte a message or a file may reach. zstd's ratio on runs of
 #: zeros is ~8000 at most, so real data stays under this; a bomb (a tiny frame declaring gigabytes)
@@ -138,7 +139,8 @@ def writing_copy(path: str, copy: str) -> Iterator[None]:
     except OSError as exc:
         room = exc.errno in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC))
         hint = " (the folder is TMPDIR's: set TMPDIR to one with room)" if room else ""
-        raise OSError(exc.errno, f"{exc.strerror} writing a temporary copy of {path}{hint}", copy) from exc
+        raise TemporaryFolderError(exc.errno, f"{exc.strerror} writing a temporary copy of {path}{hint}",
+                                   copy) from exc
 
 
 def decompress_file(path: str, spill: str) -> bytes | None:

@@ -59,6 +59,7 @@ from ..io.codecs import ZSTD_MAGIC
 from ..io.forks import new_locks_in_children
 from ..io.gather import item_positions
 from ..io.prefix import Reach
+from ..io.scratch import TemporaryFolderError
 from ..io.source import Source
 from ..io.startup import by_kernel
 from ..msg.msgdef import EMPTY_MD5, definition_code
@@ -321,7 +322,8 @@ class Rosbag2Reader(LazyIndexContainer):
                 except FastbagError as exc:
                     error = exc
                 except OSError as exc:
-                    if exc.errno in OUT_OF_RESOURCES:  # the process's limit: the file is not lost, nothing is
+                    # the process's limit or the temporary folder: the file is not lost, nothing is
+                    if exc.errno in OUT_OF_RESOURCES or isinstance(exc, TemporaryFolderError):
                         raise
                     error = BagFormatError(f"storage file cannot be read: {exc.strerror or exc}", path=full)
             errors.append(error)
