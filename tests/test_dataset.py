@@ -388,6 +388,33 @@ def test_a_fleet_keeps_at_most_max_open_bags_open_and_samples_as_with_all_open(b
         ds.close()
 
 
+def test_a_bag_replaced_under_its_path_is_refused_when_reopened(bags, tmp_path):
+    """A recording replaced under its path after the dataset indexed it was reopened (its handle closed by
+    max_open_bags) and read at the old index's positions: another recording's messages as this one's
+    samples, in silence (QA). Its files' sizes and times are now checked at each reopen."""
+    import os
+    import shutil
+
+    topics = {name: s[0] for name, s in STREAMS.items()}
+    a, b = tmp_path / "a.bag", tmp_path / "b.bag"
+    shutil.copy(bags[0][0], a)
+    shutil.copy(bags[1][0], b)
+    ds = fastbag.SyncedDataset([a, b], topics, anchor="cloud", max_open_bags=1)
+    first = _sample_times((ds, 0))
+    last = _sample_times((ds, len(ds) - 1))  # (b opened: a closed)
+    assert _sample_times((ds, 0)) == first  # reopened unchanged: read as before
+    _sample_times((ds, len(ds) - 1))
+    shutil.copy(bags[1][0], tmp_path / "new.bag")
+    os.replace(tmp_path / "new.bag", a)  # another recording under a's path
+    with pytest.raises(fastbag.FastbagError, match=f"{a} changed since SyncedDataset indexed it"):
+        ds[0]
+    state = pickle.loads(pickle.dumps(ds))  # (a worker process checks as well)
+    with pytest.raises(fastbag.FastbagError, match="changed since"):
+        state[0]
+    assert _sample_times((ds, len(ds) - 1)) == last  # b is as it was
+    ds.close()
+
+
 def test_collate():
     samples = [{"time": 1, "a": np.zeros((2, 3)), "r": np.zeros(k), "times": {"x": 5}, "s": "text"}
                for k in (1, 2)]

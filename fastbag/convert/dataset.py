@@ -158,6 +158,7 @@ class SyncedDataset:
         if isinstance(max_open_bags, bool) or not isinstance(max_open_bags, numbers.Integral) or max_open_bags < 1:
             raise ValueError(f"max_open_bags is an int of at least 1, not {max_open_bags!r}")
         self.max_open_bags = int(max_open_bags)
+        self._identities: dict[int, tuple[tuple[str, int, int], ...]] = {}  # bag number -> its files as indexed
         self._forget_bags()
         self._samples = self._index_bags(errors)
         self._starts = np.concatenate(([0], np.cumsum([s.anchor.size for s in self._samples]))).astype(np.int64)
@@ -182,6 +183,7 @@ class SyncedDataset:
                                "(the warnings say why)")
         self._bags = OrderedDict((kept.index(b), bag) for b, bag in self._bags.items())  # (none in use now)
         self._in_use = {}
+        self._identities = {kept.index(b): seen for b, seen in self._identities.items() if b in kept}
         self.paths = [self.paths[b] for b in kept]
         return samples
 
@@ -302,6 +304,7 @@ class SyncedDataset:
             bag = self._bags.get(b)
             if bag is None:
                 bag = open_bag(self.paths[b], **self.open_options)  # (an error leaves nothing behind)
+                self._check_unchanged(b, bag)
             self._bags[b] = bag
             self._bags.move_to_end(b)
             self._in_use[b] = self._in_use.get(b, 0) + 1
@@ -313,6 +316,17 @@ class SyncedDataset:
                 idle = [k for k in self._bags if not self._in_use.get(k)]
                 for k in idle[:max(0, len(self._bags) - self.max_open_bags)]:
                     self._bags.pop(k).close()
+
+    def _check_unchanged(self, b: int, bag: Bag) -> None:
+        """Bag ``b``'s files as when it was indexed (their names, sizes and modification times), else a
+        FastbagError: a recording replaced under its path since would be read at the old index's positions,
+        another recording's messages given as this one's samples."""
+        now = _identity(self.paths[b])
+        seen = self._identities.setdefault(b, now)
+        if now != seen:
+            bag.close()
+            raise FastbagError(f"{self.paths[b]} changed since SyncedDataset indexed it (its files' sizes or "
+                               "modification times differ): make the dataset again to read it")
 
     def _close_bag(self, b: int) -> None:
         with self._lock:
@@ -340,6 +354,16 @@ class SyncedDataset:
     def __repr__(self) -> str:
         return (f"<SyncedDataset {len(self)} samples from {len(self.paths)} bags; anchor {self.anchor!r}; "
                 f"topics {', '.join(self.topics)}>")
+
+
+def _identity(path: str) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, modification time in ns) of the file at ``path``, or of each file in the folder."""
+    if os.path.isdir(path):
+        with os.scandir(path) as entries:
+            found = sorted((e.name, e.stat()) for e in entries if e.is_file())
+    else:
+        found = [("", os.stat(path))]
+    return tuple((name, stat.st_size, stat.st_mtime_ns) for name, stat in found)
 
 
 def match_times(times: np.ndarray, targets: np.ndarray, tolerance: int, match: str) -> tuple[np.ndarray, np.ndarray]:
