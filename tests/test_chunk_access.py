@@ -183,13 +183,13 @@ def test_every_open_bags_cache_together_stays_within_the_process_bound(tmp_path,
     assert ledger.total == before
 
 
-def _lz4_bags(folder, count: int, rows: int = 1500) -> list:
-    """``count`` lz4 bags of one topic of 500-byte random strings, chunks of 256 KiB."""
+def _lz4_bags(folder, count: int, rows: int = 1500, chunk_size: int = 256 << 10) -> list:
+    """``count`` lz4 bags of one topic of 500-byte random strings, in chunks of ``chunk_size`` bytes."""
     rng = np.random.default_rng(9)
     paths = []
     for k in range(count):
-        paths.append(folder / f"t{k}.bag")
-        with fastbag.Writer(paths[-1], compression="lz4", chunk_size=256 << 10) as w:
+        paths.append(folder / f"t{k}-{chunk_size}.bag")
+        with fastbag.Writer(paths[-1], compression="lz4", chunk_size=chunk_size) as w:
             c = w.add_connection("/u", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
             for j in range(rows):
                 row = rng.integers(0, 256, 496).astype(np.uint8).tobytes()
@@ -265,3 +265,30 @@ def test_a_read_under_way_when_its_bag_closes_caches_nothing_for_it(tmp_path) ->
         thread.join(60)
         kept.append(bag._store._cached)
     assert kept == [0] * 10 and ledger.total == before
+
+
+def test_the_least_recently_used_bag_gives_up_its_chunks_before_the_one_being_read(tmp_path, monkeypatch) -> None:
+    """Over the process bound, evictions come from the bag used least recently: the ledger moved a bag giving
+    up a chunk to the most recently used end, so the next eviction fell on the bag being read, even on the
+    chunk it had just cached (review)."""
+    ledger = chunks_module.LEDGER
+    before = ledger.total
+    idle_path, = _lz4_bags(tmp_path, 1, rows=6000)  # chunks of 256 KiB
+    active_path, = _lz4_bags(tmp_path, 1, rows=4000, chunk_size=1 << 20)  # each needs four of them evicted
+    idle, active = fastbag.open(idle_path), fastbag.open(active_path)
+    try:
+        for _ in idle.messages(raw=True):  # every chunk of the idle bag cached
+            pass
+        cached = idle._store._cached
+        assert len(idle._store._cache) >= 10
+        monkeypatch.setattr(ledger, "limit", before + cached)
+        for _ in active.messages(raw=True):  # the active bag caches its chunks, one by one
+            pass
+        kept = active._store._cache
+        assert len(kept) >= 2 and active._store._cached == sum(kept[k].nbytes for k in kept)
+        assert sorted(kept) == list(range(len(active._index.chunks)))  # none of its own given up...
+        assert 0 < idle._store._cached < cached // 2  # ...but the idle bag's
+        assert ledger.total - before == idle._store._cached + active._store._cached <= cached
+    finally:
+        idle.close()
+        active.close()

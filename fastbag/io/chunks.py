@@ -21,6 +21,7 @@ import itertools
 import os
 import sys
 import threading
+import warnings
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -31,7 +32,8 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
-from ..errors import BagFormatError, DecryptionError, FastbagError, TooLarge, UnsupportedError, out_of_resources
+from ..errors import (BagFormatError, DecryptionError, FastbagError, FastbagWarning, TooLarge, UnsupportedError,
+                      out_of_resources)
 from .codecs import COMPRESSIONS, DECOMPRESSORS, STREAMING, WHOLE_CHECKSUM, stream
 from .forks import reset_in_children
 from .prefix import Reach
@@ -417,11 +419,16 @@ BUFFERS = BufferPool(64 << 20)
 
 
 def _process_cache_bytes() -> int:
-    """The bound on every bag's cached chunks together: FASTBAG_PROCESS_CACHE_BYTES where set, else a quarter
-    of the machine's memory, at most 4 GiB, at least one bag's default cache."""
-    said = os.environ.get("FASTBAG_PROCESS_CACHE_BYTES", "")
-    if said.strip().isdigit():
-        return int(said)
+    """The bound on every bag's cached chunks together: FASTBAG_PROCESS_CACHE_BYTES where set (a number of
+    bytes: 1000000000, 1e9), else a quarter of the machine's memory, at most 4 GiB, at least one bag's default
+    cache."""
+    said = os.environ.get("FASTBAG_PROCESS_CACHE_BYTES", "").strip()
+    if said:
+        try:
+            return max(0, int(float(said)))
+        except ValueError:
+            warnings.warn(FastbagWarning(f"FASTBAG_PROCESS_CACHE_BYTES={said!r} is not a number of bytes: "
+                                         "ignored"), stacklevel=2)
     try:
         memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, OSError, ValueError):  # (no sysconf: Windows)
@@ -452,12 +459,18 @@ class CacheLedger:
         self._lock = threading.Lock()  # (a parent's worker may have held it at the fork)
 
     def change(self, store: ChunkStore, delta: int) -> None:
-        """``store`` caches ``delta`` bytes more (or fewer), and was used last."""
+        """``store`` caches ``delta`` bytes more (and was used last), or fewer (its place kept: a store giving
+        up chunks is not thereby the most recently used)."""
+        key = store.ledger_key
         with self._lock:
-            ref, held = self._held.pop(store.ledger_key, (None, 0))
+            ref, held = self._held.get(key, (None, 0))
             held += delta
-            if held > 0:
-                self._held[store.ledger_key] = (ref or weakref.ref(store), held)
+            if held <= 0:
+                self._held.pop(key, None)
+            else:
+                self._held[key] = (ref or weakref.ref(store), held)
+                if delta > 0:
+                    self._held.move_to_end(key)
             self.total += delta
 
     def touch(self, store: ChunkStore) -> None:

@@ -68,6 +68,8 @@ def message_runs(buf, pos, end, channel, log_time, offset):
     a message's fixed fields or past ``end``, a log_time past int64). The checked Python scan reads that
     record and says what it is, then the walk goes on."""
     k = 0
+    if pos < 0 or end > buf.size:  # (a mapping shorter than the size the caller took: nothing is read)
+        return k, pos
     while k < offset.size and end - pos >= _HEAD and buf[pos] == _MESSAGE:
         length = np.uint64(0)
         for j in range(8):
