@@ -143,6 +143,21 @@ def writing_copy(path: str, copy: str) -> Iterator[None]:
                                    copy) from exc
 
 
+def copy_file(path: str, copy: str) -> None:
+    """``path`` copied to ``copy``, a temporary file: an error reading ``path`` is that file's own (an OSError
+    as raised), one writing ``copy`` a TemporaryFolderError (see writing_copy)."""
+    with open(path, "rb") as source:
+        with writing_copy(path, copy):
+            out = open(copy, "wb")  # noqa: SIM115 - closed below, on every path
+        try:
+            while piece := source.read(STEP):
+                with writing_copy(path, copy):
+                    out.write(piece)
+        finally:
+            with writing_copy(path, copy):
+                out.close()
+
+
 def decompress_file(path: str, spill: str) -> bytes | None:
     """A ``.db3.zstd`` file decompressed: its bytes, or None when they went to the file ``spill``.
 

@@ -325,7 +325,8 @@ class Rosbag2Reader(LazyIndexContainer):
                     # the process's limit or the temporary folder: the file is not lost, nothing is
                     if exc.errno in OUT_OF_RESOURCES or isinstance(exc, TemporaryFolderError):
                         raise
-                    error = BagFormatError(f"storage file cannot be read: {exc.strerror or exc}", path=full)
+                    where = f" ({exc.filename})" if exc.filename and os.fspath(exc.filename) != full else ""
+                    error = BagFormatError(f"storage file cannot be read: {exc.strerror or exc}{where}", path=full)
             errors.append(error)
             problems.append(str(error))
         if errors and not self.files:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sqlite3
 import threading
 import urllib.parse
@@ -40,7 +39,7 @@ from ..io.forks import reset_in_children
 from ..io.scratch import ScratchFolder
 from ..io.source import Source
 from ..io.startup import by_kernel
-from .compression import decompress_file, writing_copy
+from .compression import copy_file, decompress_file
 from .pages import SQLITE_MAGIC, TablePages, column_places, read_table
 
 #: Damaged stretches of a messages table read past before giving up on the rest of it.
@@ -59,6 +58,13 @@ SCAN_PART_ROWS, SCAN_WORKERS = 1 << 17, 2
 NUMPY_UP_TO = 100_000
 #: What SQLite's group_concat makes of an integer column: decimal int64s, comma-separated.
 _INTEGERS = re.compile(rb"-?[0-9]{1,19}(?:,-?[0-9]{1,19})*")
+
+
+def _cannot_open(exc: Exception) -> bool:
+    """Whether SQLite said it could not open the file (SQLITE_CANTOPEN: Python 3.11 gives the code; 3.10
+    only the text)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == 14 if code is not None else "unable to open database file" in str(exc)
 
 
 def _out_of_resources(path: str) -> OSError | None:
@@ -203,9 +209,8 @@ class Db3:
         """The URI of a copy of the database and its write-ahead log in a temporary folder."""
         self._scratch = ScratchFolder(self)
         copy = os.path.join(self._scratch.path, "storage.db3")
-        with writing_copy(path, copy):
-            shutil.copyfile(path, copy)
-            shutil.copyfile(path + "-wal", copy + "-wal")
+        copy_file(path, copy)
+        copy_file(path + "-wal", copy + "-wal")
         return self._uri_of(copy, immutable=False)
 
     def connection(self) -> sqlite3.Connection:
@@ -238,7 +243,7 @@ class Db3:
     def _error(self, exc: Exception, what: str, **where: Any) -> BagFormatError | ValueError | OSError:
         if self.closed:  # (closed under a read: its copy and connections went away, no damage)
             return ValueError(f"the bag was closed during the read ({self.path})")
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_CANTOPEN and self._memory is None:
+        if _cannot_open(exc) and self._memory is None:
             limit = _out_of_resources(self.path)
             if limit is not None:
                 return limit
