@@ -181,9 +181,10 @@ class SyncedDataset:
         if self.paths and not kept:
             raise FastbagError(f"SyncedDataset: none of the {len(self.paths)} bags could be read with every topic "
                                "(the warnings say why)")
-        self._bags = OrderedDict((kept.index(b), bag) for b, bag in self._bags.items())  # (none in use now)
+        rank = {b: k for k, b in enumerate(kept)}
+        self._bags = OrderedDict((rank[b], bag) for b, bag in self._bags.items())  # (none in use now)
         self._in_use = {}
-        self._identities = {kept.index(b): seen for b, seen in self._identities.items() if b in kept}
+        self._identities = {rank[b]: seen for b, seen in self._identities.items() if b in rank}
         self.paths = [self.paths[b] for b in kept]
         return samples
 
@@ -302,26 +303,42 @@ class SyncedDataset:
             self._forget_bags()
         with self._lock:
             bag = self._bags.get(b)
-            if bag is None:
-                bag = open_bag(self.paths[b], **self.open_options)  # (an error leaves nothing behind)
-                self._check_unchanged(b, bag)
-            self._bags[b] = bag
-            self._bags.move_to_end(b)
-            self._in_use[b] = self._in_use.get(b, 0) + 1
+            if bag is not None:
+                self._take(b)
+        if bag is None:
+            # Opened with the lock released (a .zstd recording decompresses at open: seconds during which
+            # other threads' samples of open bags go on); where another thread opened it meanwhile, its wins.
+            opened = open_bag(self.paths[b], **self.open_options)  # (an error leaves nothing behind)
+            self._check_unchanged(b, opened)
+            with self._lock:
+                bag = self._bags.setdefault(b, opened)
+                self._take(b)
+            if bag is not opened:
+                opened.close()
         try:
             yield bag
         finally:
             with self._lock:
                 self._in_use[b] -= 1
                 idle = [k for k in self._bags if not self._in_use.get(k)]
-                for k in idle[:max(0, len(self._bags) - self.max_open_bags)]:
-                    self._bags.pop(k).close()
+                closing = [self._bags.pop(k) for k in idle[:max(0, len(self._bags) - self.max_open_bags)]]
+            for old in closing:
+                old.close()
+
+    def _take(self, b: int) -> None:
+        """Bag ``b`` is in use, and the most recently used (with the lock held)."""
+        self._bags.move_to_end(b)
+        self._in_use[b] = self._in_use.get(b, 0) + 1
 
     def _check_unchanged(self, b: int, bag: Bag) -> None:
         """Bag ``b``'s files as when it was indexed (their names, sizes and modification times), else a
         FastbagError: a recording replaced under its path since would be read at the old index's positions,
         another recording's messages given as this one's samples."""
-        now = _identity(self.paths[b])
+        try:
+            now = _identity(self.paths[b])
+        except BaseException:
+            bag.close()
+            raise
         seen = self._identities.setdefault(b, now)
         if now != seen:
             bag.close()
@@ -357,10 +374,11 @@ class SyncedDataset:
 
 
 def _identity(path: str) -> tuple[tuple[str, int, int], ...]:
-    """(name, size, modification time in ns) of the file at ``path``, or of each file in the folder."""
+    """(name, size, modification time in ns) of the file at ``path``, or of each file in the folder but
+    SQLite's ``-shm`` indexes (which a reader of a database in WAL mode writes: reading changes them)."""
     if os.path.isdir(path):
         with os.scandir(path) as entries:
-            found = sorted((e.name, e.stat()) for e in entries if e.is_file())
+            found = sorted((e.name, e.stat()) for e in entries if e.is_file() and not e.name.endswith("-shm"))
     else:
         found = [("", os.stat(path))]
     return tuple((name, stat.st_size, stat.st_mtime_ns) for name, stat in found)

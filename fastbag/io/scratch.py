@@ -55,8 +55,11 @@ class ScratchFolder:
                                        exc.filename) from exc
         try:
             _claim(self.path)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(self.path, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise TemporaryFolderError(exc.errno, f"{exc.strerror}: cannot claim a temporary folder",
+                                           self.path) from exc
             raise
         sweep(os.path.dirname(self.path))
         self._remove = weakref.finalize(owner, _remove_folder, self.path, os.getpid())
