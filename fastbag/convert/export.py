@@ -288,8 +288,10 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
                 result.files[topic] = str(final)
                 result.messages += count
         except KeyboardInterrupt as exc:  # (and SIGTERM as the CLI raises it): say which files are complete
-            exc.add_note("complete before the interrupt: " + (", ".join(f"{t} -> {p}" for t, p in result.files.items())
-                                                              or "none"))
+            note = "complete before the interrupt: " + (", ".join(f"{t} -> {p}" for t, p in result.files.items())
+                                                        or "none")
+            # (BaseException.add_note from Python 3.11; 3.10's traceback prints no notes, the CLI does)
+            exc.__notes__ = [*getattr(exc, "__notes__", ()), note]
             raise
         finally:
             if bar is not None:
