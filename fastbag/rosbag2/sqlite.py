@@ -39,7 +39,7 @@ from ..io.forks import reset_in_children
 from ..io.scratch import ScratchFolder
 from ..io.source import Source
 from ..io.startup import by_kernel
-from .compression import copy_file, decompress_file
+from .compression import copy_file, decompress_file, writing_copy
 from .pages import SQLITE_MAGIC, TablePages, column_places, read_table
 
 #: Damaged stretches of a messages table read past before giving up on the rest of it.
@@ -56,6 +56,8 @@ SCAN_PART_ROWS, SCAN_WORKERS = 1 << 17, 2
 #: scan and its numbers parsed by Python, not from its pages by the kernels: ``fastbag info`` of a small
 #: recording needs no kernel.
 NUMPY_UP_TO = 100_000
+#: Whether sqlite3 opens a database held in memory (Connection.deserialize: Python 3.11 and later).
+DESERIALIZES = hasattr(sqlite3.Connection, "deserialize")
 #: What SQLite's group_concat makes of an integer column: decimal int64s, comma-separated.
 _INTEGERS = re.compile(rb"-?[0-9]{1,19}(?:,-?[0-9]{1,19})*")
 
@@ -168,6 +170,10 @@ class Db3:
                     # An in-memory database cannot be in WAL mode: SQLite refuses a WAL header (bytes 18
                     # and 19 = 2). Setting them to 1 (rollback journal) leaves every page as it is.
                     memory = memory[:18] + b"\x01\x01" + memory[20:]
+                if memory is not None and not DESERIALIZES:  # written out, and read as a larger one is
+                    with writing_copy(path, spill), open(spill, "wb") as out:
+                        out.write(memory)
+                    memory = None
                 self._memory = memory
                 self.decompressed_size = len(memory) if memory is not None else os.path.getsize(spill)
                 self._uri = None if self._memory is not None else self._uri_of(spill, immutable=True)
