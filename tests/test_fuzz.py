@@ -367,6 +367,9 @@ def test_damaged_definition_leaves_raw_reading_and_other_topics_alone(seeds, scr
 class _Forced(random.Random):
     """A Random whose first ``choice`` among the definition edits returns the edit hypothesis drew."""
 
+    def __new__(cls, rng: random.Random, edit: str) -> "_Forced":  # (Python 3.10's Random.__new__ takes one)
+        return super().__new__(cls)
+
     def __init__(self, rng: random.Random, edit: str) -> None:
         super().__init__(rng.random())
         self._edit = edit
