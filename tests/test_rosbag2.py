@@ -518,7 +518,8 @@ def test_file_compression_is_undone_once(tmp_path, monkeypatch, in_memory):
     Connection.deserialize: every such recording raised AttributeError), from a temporary file."""
     from fastbag.rosbag2 import sqlite as sqlite_storage
 
-    monkeypatch.setattr(sqlite_storage, "DESERIALIZES", sqlite_storage.DESERIALIZES and in_memory)
+    in_memory = sqlite_storage.DESERIALIZES and in_memory  # (Python 3.10: never)
+    monkeypatch.setattr(sqlite_storage, "DESERIALIZES", in_memory)
     rows = write_db3(tmp_path / "plain.db3", sample_rows(), wal=True)
     (tmp_path / "rec").mkdir()
     (tmp_path / "rec" / "r_0.db3.zstd").write_bytes(zstandard.ZstdCompressor().compress(
