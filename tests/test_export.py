@@ -143,7 +143,8 @@ def test_export_equals_read_on_real_bags(path, tmp_path):
                 check_arrow(arr, as_lists(table), rows)
             with np.load(results["npz"].files[topic], allow_pickle=False) as columns:
                 check_npz(arr, columns)
-            frame = pd.read_csv(results["csv"].files[topic], float_precision="round_trip")  # (pandas 2: not by default)
+            exact = {"float_precision": "round_trip"} if pd.__version__.startswith("2.") else {}  # (3: the default)
+            frame = pd.read_csv(results["csv"].files[topic], **exact)
             assert frame["time"].tolist() == arr.time.tolist()
             flat = arr.to_pandas()
             for column in flat.columns:
