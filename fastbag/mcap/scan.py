@@ -84,7 +84,7 @@ class _Walker:
 
     def __init__(self, size: int) -> None:
         self.kernel: Any = None
-        if by_kernel(size, SCAN_IN_PYTHON_UP_TO):
+        if size and by_kernel(size, SCAN_IN_PYTHON_UP_TO):  # (size 0: a scan for attachments, no messages)
             from .kernels import message_runs
 
             self.kernel = message_runs

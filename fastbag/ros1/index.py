@@ -703,10 +703,12 @@ def _sized_by_its_records(source: Source, chunk: Chunk, noted: list[str]) -> Chu
     and its records decide. Where they end at the data's length, the size is the damage (noted, and the chunk
     read as its data, see _chunk); else the length is, and the chunk a BagFormatError (the scan resumes at
     the next chunk it finds)."""
-    whole = _chunk(chunk.position, chunk.compression, chunk.size, chunk.data_offset, chunk.data_len, None, [])
+    said: list[str] = []  # (noted only once the records have decided)
+    whole = _chunk(chunk.position, chunk.compression, chunk.size, chunk.data_offset, chunk.data_len, None, said)
     if not _scan_chunk(source, whole, decompress(source, whole))[2]:
         raise size_mismatch(source.path, chunk)
-    return _chunk(chunk.position, chunk.compression, chunk.size, chunk.data_offset, chunk.data_len, None, noted)
+    noted += said
+    return whole
 
 
 CHUNK_OP = b"op=\x05"

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OUT_OF_RESOURCES, BagFormatError
+from ..errors import BagFormatError, out_of_resources
 from ..io.forks import reset_in_children
 from ..io.scratch import ScratchFolder
 from ..io.source import Source
@@ -76,8 +76,7 @@ def _out_of_resources(path: str) -> OSError | None:
     try:
         os.close(os.open(path, os.O_RDONLY))
     except OSError as exc:
-        if exc.errno in OUT_OF_RESOURCES:
-            return OSError(exc.errno, f"{exc.strerror} (opening the sqlite3 storage)", path)
+        return out_of_resources(exc, path, "opening the sqlite3 storage")
     return None
 
 
