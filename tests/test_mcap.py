@@ -536,6 +536,99 @@ def test_json_and_protobuf_messages_decode_as_mcap_support_decodes_them(path):
                 bag.read(topic)
 
 
+@pytest.mark.parametrize("path", [SIMPLE_PROTOBUF, FOXGLOVE_LOG], ids=["simple-protobuf", "foxglove-log"])
+def test_json_and_protobuf_messages_read_as_ros_messages_do(path):
+    """Code written for ROS messages runs on these too: a JSON message's keys read as attributes (it was a
+    plain dict: m.msg.clientX was an AttributeError), and both have to_dict(). Oracle: json.loads for JSON;
+    for protobuf, to_dict(plain=True) parses back (json_format.ParseDict) into a message equal to the one
+    mcap-protobuf-support decodes, and to_dict()'s leaves are that message's attributes."""
+    import gc
+    import json
+
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    pytest.importorskip("google.protobuf", reason="the protobuf extra is not installed")
+    mcap_protobuf = pytest.importorskip("mcap_protobuf.decoder", reason="mcap-protobuf-support is the oracle")
+    from google.protobuf import json_format
+
+    expected = []
+    with path.open("rb") as f:
+        reader = make_reader(f)
+        schemas = reader.get_summary().schemas
+        for _, channel, message in reader.iter_messages(log_time_order=True):
+            if channel.message_encoding == "json":
+                expected.append(json.loads(message.data))
+            else:
+                expected.append(mcap_protobuf.DecoderFactory().decoder_for("protobuf", schemas[channel.schema_id])(
+                    message.data))
+    with fastbag.open(path) as bag:
+        got = list(bag.messages())
+    gc.collect()  # (the protobuf package makes a nested type's class anew once nothing holds it)
+    assert len(got) == len(expected) > 0
+    for m, want in zip(got, expected):
+        if m.connection.encoding == "json":
+            assert isinstance(m.msg, dict) and m.msg == want and json.loads(json.dumps(m.msg)) == want
+            for key, value in want.items():
+                assert getattr(m.msg, key) == value == m.msg[key]
+            assert m.msg.to_dict() == want and type(m.msg.to_dict()) is dict
+            with pytest.raises(AttributeError, match="no key 'clientx' .did you mean .*'clientX'"):
+                m.msg.clientx  # noqa: B018
+            continue
+        plain = m.msg.to_dict(plain=True)
+        json.dumps(plain)
+        assert json_format.ParseDict(plain, type(want)()) == want
+        values = m.msg.to_dict()
+        assert set(values) == {field.name for field in want.DESCRIPTOR.fields}
+        assert values["timestamp"] == {"seconds": want.timestamp.seconds, "nanos": want.timestamp.nanos}
+        if m.topic == "pose":
+            assert values["frame_id"] == want.frame_id == "device"
+            assert values["pose"]["orientation"] == {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}
+            assert m.msg.pose.orientation.to_dict() == values["pose"]["orientation"]
+        else:
+            assert values["message"] == want.message and values["level"] == want.level
+            assert isinstance(values["level"], int) and plain["level"] == type(want).Level.Name(want.level)
+
+
+def test_protobuf_to_dict_gives_every_kind_of_field():
+    """Repeated numbers and messages as lists, maps as dicts, an unset message field as None (a type that
+    holds itself would otherwise recurse without end), bytes as bytes; plain=True as protobuf's JSON."""
+    pytest.importorskip("google.protobuf", reason="the protobuf package decodes protobuf messages")
+    from google.protobuf import descriptor_pb2
+
+    from fastbag.msg.objects import object_decoder
+
+    file = descriptor_pb2.FileDescriptorProto(name="node.proto", package="t", syntax="proto3")
+    node = file.message_type.add(name="Node")
+    F = descriptor_pb2.FieldDescriptorProto
+    node.field.add(name="name", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    node.field.add(name="child", number=2, type=F.TYPE_MESSAGE, type_name=".t.Node", label=F.LABEL_OPTIONAL)
+    node.field.add(name="kids", number=3, type=F.TYPE_MESSAGE, type_name=".t.Node", label=F.LABEL_REPEATED)
+    node.field.add(name="values", number=4, type=F.TYPE_DOUBLE, label=F.LABEL_REPEATED)
+    node.field.add(name="blob", number=5, type=F.TYPE_BYTES, label=F.LABEL_OPTIONAL)
+    node.field.add(name="big", number=6, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    entry = node.nested_type.add(name="TagsEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=F.TYPE_MESSAGE, type_name=".t.Node", label=F.LABEL_OPTIONAL)
+    node.field.add(name="tags", number=7, type=F.TYPE_MESSAGE, type_name=".t.Node.TagsEntry", label=F.LABEL_REPEATED)
+    files = descriptor_pb2.FileDescriptorSet(file=[file]).SerializeToString()
+    decode = object_decoder("protobuf", "t.Node", files, topic="/tree")
+    cls = type(decode(b""))
+    msg = cls(name="root", kids=[cls(name="a", child=cls(name="b"))], values=[1.5, -2.0], blob=b"\x00\xff",
+              big=2**40)
+    msg.tags["k"].name = "v"
+    got = decode(msg.SerializeToString())
+    assert got.to_dict() == {
+        "name": "root", "child": None, "values": [1.5, -2.0], "blob": b"\x00\xff", "big": 2**40,
+        "kids": [{"name": "a", "child": {"name": "b", "child": None, "kids": [], "values": [], "blob": b"",
+                                         "big": 0, "tags": {}},
+                  "kids": [], "values": [], "blob": b"", "big": 0, "tags": {}}],
+        "tags": {"k": {"name": "v", "child": None, "kids": [], "values": [], "blob": b"", "big": 0, "tags": {}}}}
+    plain = got.to_dict(plain=True)
+    assert plain["big"] == str(2**40) and plain["blob"] == "AP8=" and plain["tags"]["k"]["name"] == "v"
+    assert "child" not in plain and plain["kids"][0]["child"]["name"] == "b"
+
+
 def test_unknown_encoding_reads_raw_and_says_so():
     path = DATA / "mcap" / "ros2__rosbag2__rosbag2_tests__resources__mcap__wrong_rmw_test" / "wrong_rmw_test_0.mcap"
     if not path.exists():

@@ -4,15 +4,17 @@ ROS1 and CDR messages decode into arrays through the layout compiler.
 Messages of other encodings are read raw, or decoded one by one here:
 ``json`` with the standard library, ``protobuf`` through the ``protobuf``
 package (an optional extra) from the FileDescriptorSet an MCAP schema holds.
+Either reads as ROS messages do where it can: a JSON message's keys as
+attributes (``m.msg.pose.position.x``), and ``m.msg.to_dict()`` on both.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..errors import DecodeError, UnsupportedError
+from ..errors import DecodeError, UnsupportedError, close_matches
 
 #: Encodings the layout compiler turns into arrays.
 ARRAY_ENCODINGS = ("ros1", "cdr")
@@ -29,7 +31,7 @@ def object_decoder(encoding: str, msgtype: str, schema_data: bytes, *, topic: st
     if encoding == "json":
         def decode_json(data: Any) -> Any:
             try:
-                return json.loads(bytes(data))
+                return json.loads(bytes(data), object_pairs_hook=JsonMessage)
             except ValueError as exc:
                 raise DecodeError(f"the message is not valid JSON: {exc}", topic=topic, msgtype=msgtype) from None
         return decode_json
@@ -64,9 +66,106 @@ def _protobuf_class(msgtype: str, schema_data: bytes, topic: str) -> Any:
             for f in ready:
                 pool.Add(f)
                 del pending[f.name]
-        return message_factory.GetMessageClass(pool.FindMessageTypeByName(msgtype))
+        cls = message_factory.GetMessageClass(pool.FindMessageTypeByName(msgtype))
     except Exception as exc:  # the protobuf package's errors have no common base
         raise DecodeError(f"the protobuf schema cannot be loaded: {exc}", topic=topic, msgtype=msgtype) from exc
+    # The classes are this schema's own (a pool of ours), so giving them the method every message has
+    # touches no class of the user's. Nested types get it too: a message's fields are messages. The
+    # protobuf package holds a type's class only while something else does (a nested one would be made
+    # anew, without the method, once its last instance is gone): the top class holds them.
+    cls._fastbag_classes = tuple(_message_classes(cls, message_factory, set()))
+    for each in cls._fastbag_classes:
+        each.to_dict = _protobuf_to_dict
+    return cls
+
+
+def _message_classes(cls: Any, message_factory: Any, seen: set[str]) -> Iterator[Any]:
+    """``cls`` and the classes of every message type its fields hold, each once (types may nest themselves)."""
+    if cls.DESCRIPTOR.full_name in seen:
+        return
+    seen.add(cls.DESCRIPTOR.full_name)
+    yield cls
+    for field in cls.DESCRIPTOR.fields:
+        if field.message_type is not None:
+            yield from _message_classes(message_factory.GetMessageClass(field.message_type), message_factory, seen)
+
+
+class JsonMessage(dict):  # type: ignore[type-arg]
+    """A JSON message (and each object in it): a dict, so ``[key]``, ``==`` and ``json.dumps`` work as
+    on ``json.loads``' own, whose keys also read as attributes, as ROS messages' fields do
+    (``m.msg.pose.position.x``). A key named as a dict method (``items``, ``values``, ``get``...) reads
+    only as ``m.msg["items"]``: the attribute is the method."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            near = "" if name.startswith("_") else close_matches(name, [k for k in self if isinstance(k, str)])
+            raise AttributeError(f"the JSON message has no key {name!r}{near}", name=name) from None
+
+    def to_dict(self, plain: bool = False) -> dict[str, Any]:
+        """The message as plain dicts and lists (JSON holds nothing else, so ``plain`` changes nothing)."""
+        return _plain_json(self)  # type: ignore[no-any-return]
+
+
+def _plain_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _plain_json(v) for key, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_json(v) for v in value]
+    return value
+
+
+def _protobuf_to_dict(self: Any, plain: bool = False) -> dict[str, Any]:
+    """The fields of a protobuf message as nested dicts, by the names the schema gives them.
+
+    Every field, set or not (as a ROS message's ``to_dict`` gives them all),
+    but a message-typed field that is not set is None; numbers as Python
+    numbers, enums as their numbers, bytes as bytes, repeated fields as lists,
+    maps as dicts. ``plain=True`` gives protobuf's canonical JSON mapping
+    instead (``json_format.MessageToDict`` with the schema's field names and
+    every field: 64-bit integers as strings, enums by name, bytes as base64, a
+    Timestamp as RFC 3339 text), which :func:`json.dumps` takes.
+    """
+    if plain:
+        from google.protobuf import json_format
+
+        try:
+            return json_format.MessageToDict(self, preserving_proto_field_name=True,
+                                             always_print_fields_with_no_presence=True)
+        except TypeError:  # protobuf before 5.26 names the option so
+            return json_format.MessageToDict(self, preserving_proto_field_name=True,
+                                             including_default_value_fields=True)
+    return {field.name: _protobuf_field(self, field) for field in self.DESCRIPTOR.fields}
+
+
+def _protobuf_field(message: Any, field: Any) -> Any:
+    value = getattr(message, field.name)
+    entry = field.message_type
+    if entry is not None and entry.GetOptions().map_entry:
+        convert = _protobuf_value(entry.fields_by_name["value"])
+        return {key: convert(v) for key, v in value.items()}
+    if _repeated(field):
+        convert = _protobuf_value(field)
+        return [convert(v) for v in value]
+    if entry is not None and not message.HasField(field.name):
+        return None  # (not an empty message: a type holding itself would recurse without end)
+    return _protobuf_value(field)(value)
+
+
+def _protobuf_value(field: Any) -> Callable[[Any], Any]:
+    return _protobuf_to_dict if field.message_type is not None else _same
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _repeated(field: Any) -> bool:
+    is_repeated = getattr(field, "is_repeated", None)  # protobuf 6; ``label`` is deprecated there
+    return bool(is_repeated) if is_repeated is not None else field.label == field.LABEL_REPEATED
 
 
 def decode_objects(decode: Callable[[Any], Any], payload: memoryview, starts: list[int], lengths: list[int],
