@@ -105,6 +105,44 @@ def test_closing_a_bag_under_its_readers_is_a_value_error(tmp_path):
     assert "ValueError" in seen  # some reads were cut short (else the test proves nothing)
 
 
+def test_open_bags_share_the_processs_worker_threads(tmp_path):
+    """Twelve open bags, each read once in parallel, hold one pool's threads between them, not two each (a
+    dataset keeping 128 bags open held 256 idle threads); closing one bag while another reads on the same
+    threads cancels none of the other's work: it reads in full, equal to a read of its own."""
+    import fastbag
+
+    path = tmp_path / "lz4.bag"
+    _lz4_strings(path, 40_000, chunk_size=300 * 1024)  # (chunks past BATCHED_CHUNK: each one a task)
+    with fastbag.open(path, workers=3) as bag:
+        want = bag.read("/s")["data"].tolist()
+
+    def workers() -> int:
+        return sum(1 for t in threading.enumerate() if t.name.startswith("fastbag-3_"))  # (the pool of 3's)
+
+    bags = [fastbag.open(path, workers=3) for _ in range(12)]
+    try:
+        for bag in bags:
+            assert bag.read("/s")["data"].tolist() == want
+        assert 2 <= workers() <= 3  # (3: the shared pool of 3 workers, started as work needed them)
+        results: list[object] = []
+
+        def read_other() -> None:
+            for _ in range(5):
+                results.append(bags[1].read("/s")["data"].tolist() == want)
+
+        reader = threading.Thread(target=read_other)
+        reader.start()
+        for bag in bags[2:]:  # closed while bags[1] reads on the same threads
+            bag.close()
+        reader.join(timeout=60)
+        assert results == [True] * 5
+        assert bags[0].read("/s")["data"].tolist() == want
+    finally:
+        for bag in bags:
+            bag.close()
+    assert workers() <= 3  # the threads stay for the process's next bags (and end with it)
+
+
 def _uncompressed_bag(path) -> None:
     """Two topics over many uncompressed chunks (messages read in place, from the file's mapping)."""
     import struct

@@ -25,7 +25,7 @@ import warnings
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import CancelledError, Future, InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, InvalidStateError
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -38,6 +38,7 @@ from .codecs import COMPRESSIONS, DECOMPRESSORS, STREAMING, WHOLE_CHECKSUM, stre
 from .forks import reset_in_children
 from .prefix import Reach
 from .source import Source
+from .threads import BagThreads
 
 
 class PayloadTransform(Protocol):
@@ -268,7 +269,7 @@ R = TypeVar("R")
 _END = object()  # (ordered_map: no more items)
 
 
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: ThreadPoolExecutor | None,
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: BagThreads | None,
                 ahead: int) -> Iterator[R]:
     """``map(fn, items)`` on ``pool``, results in order, at most ``ahead`` in flight.
 
@@ -554,7 +555,7 @@ class ChunkStore:
         self.ledger_key = next(_LEDGER_KEYS)
         weakref.finalize(self, LEDGER.forget, self.ledger_key)
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: BagThreads | None = None
         # Payloads being decompressed (whole or a prefix), by chunk: a thread that misses the cache waits for
         # the one in flight and takes it where it reaches far enough, rather than decompressing the chunk
         # again (threads reading one bag meet on its chunks).
@@ -843,20 +844,25 @@ class ChunkStore:
 
         yield from ordered_map(get, range(len(batches)), self.pool() if workers > 1 else None, 2 * workers)
 
-    def pool(self) -> ThreadPoolExecutor | None:
-        """The worker threads (None with one worker): decompression and decoding share them."""
+    def pool(self) -> BagThreads | None:
+        """The worker threads (None with one worker): decompression and decoding share them, and every bag
+        of the process with as many workers (see io/threads.py)."""
         if self.workers < 2:
             return None
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fastbag")
-        return self._pool
+        with self._lock:
+            if self._pool is None:
+                if self._closed:  # (a read racing the close: refused as the pool's shutdown refuses it)
+                    raise ValueError("the bag was closed during the read")
+                self._pool = BagThreads(self.workers)
+            return self._pool
 
     def close(self) -> None:
-        """Forget cached chunks and stop the worker threads."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Forget cached chunks; cancel this bag's queued work and wait for what of it runs."""
         with self._lock:
+            pool, self._pool = self._pool, None
             self._closed = True
+        if pool is not None:
+            pool.shutdown()
+        with self._lock:
             self._cache.clear()
             self._account(-self._cached)
