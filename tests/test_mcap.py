@@ -506,28 +506,36 @@ SIMPLE_PROTOBUF = DATA / "mcap" / "rerun-io__rerun__crates__store__re_data_loade
 FOXGLOVE_LOG = DATA / "mcap" / "rerun-io__rerun__crates__store__re_data_loader__src__loader_mcap__tests__assets__foxglove_log.mcap"
 
 
-@pytest.mark.parametrize("path", [SIMPLE_PROTOBUF, FOXGLOVE_LOG], ids=["simple-protobuf", "foxglove-log"])
-def test_json_and_protobuf_messages_decode_as_mcap_support_decodes_them(path):
-    """JSON with the standard library, protobuf through the schema's FileDescriptorSet; the oracle for protobuf
-    is mcap-protobuf-support's decoder (its own descriptor pool), compared as dicts; JSON against json.loads."""
+def _json_and_protobuf_oracle(path) -> list[tuple[str, object]]:
+    """(topic, message) of every message in log-time order, as the oracles decode them: json.loads for JSON,
+    mcap-protobuf-support's decoder (its own descriptor pool) for protobuf. Skips without the file or them."""
     import json
 
     if not path.exists():
         pytest.skip(f"{path} is absent")
     pytest.importorskip("google.protobuf", reason="the protobuf extra is not installed")
     mcap_protobuf = pytest.importorskip("mcap_protobuf.decoder", reason="mcap-protobuf-support is the oracle")
-    from google.protobuf.json_format import MessageToDict
-
-    expected = []
+    out: list[tuple[str, object]] = []
     with path.open("rb") as f:
-        reader = make_reader(f, decoder_factories=[mcap_protobuf.DecoderFactory()])
+        reader = make_reader(f)
+        schemas = reader.get_summary().schemas
         for _, channel, message in reader.iter_messages(log_time_order=True):
             if channel.message_encoding == "json":
-                expected.append((channel.topic, json.loads(message.data)))
+                out.append((channel.topic, json.loads(message.data)))
             else:
-                decode = mcap_protobuf.DecoderFactory().decoder_for("protobuf", reader.get_summary().schemas[
-                    channel.schema_id])
-                expected.append((channel.topic, MessageToDict(decode(message.data))))
+                decode = mcap_protobuf.DecoderFactory().decoder_for("protobuf", schemas[channel.schema_id])
+                out.append((channel.topic, decode(message.data)))
+    return out
+
+
+@pytest.mark.parametrize("path", [SIMPLE_PROTOBUF, FOXGLOVE_LOG], ids=["simple-protobuf", "foxglove-log"])
+def test_json_and_protobuf_messages_decode_as_mcap_support_decodes_them(path):
+    """JSON with the standard library, protobuf through the schema's FileDescriptorSet; the oracle for protobuf
+    is mcap-protobuf-support's decoder (its own descriptor pool), compared as dicts; JSON against json.loads."""
+    from google.protobuf.json_format import MessageToDict
+
+    expected = [(topic, value if isinstance(value, dict) else MessageToDict(value))
+                for topic, value in _json_and_protobuf_oracle(path)]
     with fastbag.open(path) as bag:
         got = [(m.topic, m.msg if m.connection.encoding == "json" else MessageToDict(m.msg)) for m in bag.messages()]
         assert got == expected and len(got) == bag.message_count
@@ -545,22 +553,9 @@ def test_json_and_protobuf_messages_read_as_ros_messages_do(path):
     import gc
     import json
 
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
-    pytest.importorskip("google.protobuf", reason="the protobuf extra is not installed")
-    mcap_protobuf = pytest.importorskip("mcap_protobuf.decoder", reason="mcap-protobuf-support is the oracle")
+    expected = [value for _, value in _json_and_protobuf_oracle(path)]
     from google.protobuf import json_format
 
-    expected = []
-    with path.open("rb") as f:
-        reader = make_reader(f)
-        schemas = reader.get_summary().schemas
-        for _, channel, message in reader.iter_messages(log_time_order=True):
-            if channel.message_encoding == "json":
-                expected.append(json.loads(message.data))
-            else:
-                expected.append(mcap_protobuf.DecoderFactory().decoder_for("protobuf", schemas[channel.schema_id])(
-                    message.data))
     with fastbag.open(path) as bag:
         got = list(bag.messages())
     gc.collect()  # (the protobuf package makes a nested type's class anew once nothing holds it)
