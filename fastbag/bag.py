@@ -1198,7 +1198,7 @@ class Bag:
                     layout = self._layout(connection)
                     # Checked before the builder allocates messages x the fixed size: then that is real bytes.
                     check_min_size(layout, lengths[which], a, topic=connection.topic, msgtype=connection.msgtype,
-                                   which=which)
+                                   which=which, payload=payload, starts=starts[which])
                     builder = TopicBuilder(layout, self._source.array, which.size, topic=connection.topic,
                                            msgtype=connection.msgtype, types=self._message_types(connection))
                     builder.unbacked = unbacked.get(kind, 0)
@@ -1855,8 +1855,8 @@ class Bag:
             return
         from .msg.arrays import check_min_size
 
-        for _, _, a, _, _, lengths in self._runs(index, selected, kernel=True):
-            check_min_size(layout, lengths, a, topic=topic, msgtype=msgtype)
+        for buf, _, a, _, starts, lengths in self._runs(index, selected, kernel=True):
+            check_min_size(layout, lengths, a, topic=topic, msgtype=msgtype, payload=buf, starts=starts)
 
     def _definition_key(self, text: str) -> tuple[Any, ...]:
         """What of a definition's text its layout and classes depend on (cached per text): its lines
@@ -2284,7 +2284,8 @@ def open_container(path: str, *, definitions: Mapping[str, str] | None = None, *
 
         no_options("MCAP files")
         reader = McapReader(path)
-        if any(m.name == "rosbag2" for m in reader.metadata_indexes):  # by rosbag2: compressed per message?
+        # By rosbag2 and compressed per message? Its own record says so, or (record lost) its messages' bytes.
+        if any(m.name == "rosbag2" for m in reader.metadata_indexes) or reader.messages_look_zstd():
             from .rosbag2.mcap_storage import per_message_storage
 
             return per_message_storage(reader, path)

@@ -272,9 +272,10 @@ def write_per_message(folder: Path, count: int = 600) -> dict[str, list]:
 
 
 def rewrite_mcap(source: Path, target: Path, *, data=lambda k, data: data, chunk_size: int = 4096,
-                 compression: str = "lz4") -> None:
+                 compression: str = "lz4", metadata: bool = True) -> None:
     """``source`` written again by the ``mcap`` package's writer in other chunks (schemas, channels, messages
-    and metadata kept), each message's data passed through ``data(k, data)``."""
+    and metadata kept, metadata records unless ``metadata`` is False), each message's data passed through
+    ``data(k, data)``."""
     from mcap.reader import make_reader
     from mcap.writer import CompressionType, Writer
 
@@ -287,7 +288,7 @@ def rewrite_mcap(source: Path, target: Path, *, data=lambda k, data: data, chunk
             writer.register_schema(schema.name, schema.encoding, schema.data)
         for channel in summary.channels.values():
             writer.register_channel(channel.topic, channel.message_encoding, channel.schema_id, channel.metadata)
-        for record in reader.iter_metadata():
+        for record in reader.iter_metadata() if metadata else ():
             writer.add_metadata(record.name, record.metadata)
         for k, (_, channel, message) in enumerate(reader.iter_messages(log_time_order=False)):
             writer.add_message(channel.id, message.log_time, data(k, message.data), message.publish_time,
@@ -342,6 +343,58 @@ def test_mcap_storage_compressed_per_message_reads_as_rosbags_does(tmp_path):
         with fastbag.open(path) as bag:
             assert bag.compression == {"none": 1}
             assert bag.read("/s").data.tolist() == [m.data for m in text[:5]]
+
+
+def test_a_per_message_file_whose_record_is_lost_is_told_by_its_messages(tmp_path):
+    """rosbag2 writes the record that says a file is compressed per message last, so a recorder's crash (or
+    a rosbag2 that wrote none) leaves a file without it, and no metadata.yaml. Such a file read every
+    message's zstd frame as CDR (an UnsupportedError: "representation id 0x28b5"); now its first message's
+    bytes tell, as they do for a lone .db3, where that is cheap: a file cut short by 40% (zstd chunks, no
+    summary: scanned), and a whole file without the record in uncompressed chunks (lone, and as a directory
+    without metadata.yaml). Values against what rosbags wrote. A sound file of zstd chunks without the
+    record is not second-guessed at open (its first chunk's head would cost a zstd block): reading it
+    names the zstd frames. The plain MCAP files of the other tests stay plain."""
+    written = write_per_message(tmp_path / "per_message", count=600)
+    source = tmp_path / "per_message" / "per_message.mcap"
+    imu = written["/imu"]
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    rewrite_mcap(source, bare / "rec_0.mcap", chunk_size=64 << 10, compression="none", metadata=False)
+    zstd_chunks = tmp_path / "zstd_chunks.mcap"
+    rewrite_mcap(source, zstd_chunks, chunk_size=64 << 10, compression="zstd", metadata=False)
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(zstd_chunks.read_bytes()[:int(zstd_chunks.stat().st_size * 0.6)])
+    from mcap.reader import make_reader
+
+    with open(bare / "rec_0.mcap", "rb") as f:
+        assert not list(make_reader(f).iter_metadata())  # (the rosbag2 record left out)
+    for path in (bare / "rec_0.mcap", bare, cut):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", fastbag.FastbagWarning)  # (cut short, or no metadata.yaml: said)
+            with fastbag.open(path) as bag:
+                assert bag.compression_unit == "files", path
+                arrays = bag.read("/imu")
+                got = len(arrays)
+                assert (got == len(imu)) if path != cut else (100 < got < len(imu)), (path, got)
+                assert arrays.linear_acceleration.x.tolist() == [m.linear_acceleration.x for m in imu[:got]]
+                assert arrays.header.frame_id.tolist() == [m.header.frame_id for m in imu[:got]]
+                texts = [m.msg.data for m in bag.messages("/s")]
+                assert texts == [m.data for m in written["/s"][:len(texts)]] and texts
+    with fastbag.open(zstd_chunks) as bag:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", fastbag.FastbagWarning)  # (messages() says it once, as a warning)
+            for read in (lambda: bag.read("/imu"), lambda: next(bag.messages("/imu")).msg.linear_acceleration):
+                with pytest.raises(fastbag.FastbagError, match="its bytes are a zstd frame: the recording is "
+                                   "compressed per message.*open the recording's directory with its metadata"):
+                    read()
+    # The check reads the head of the first chunk alone: a file whose first message is plain CDR opens
+    # as the MCAP file it is.
+    plain = tmp_path / "plain.mcap"
+    rewrite_mcap(source, plain, data=lambda k, data: zstandard.ZstdDecompressor().decompress(data),
+                 compression="none", metadata=False)
+    with fastbag.open(plain) as bag:
+        assert bag.format == "MCAP" and bag.compression == {"none": len(bag._container.chunks)}
+        assert bag.read("/imu").linear_acceleration.x.tolist() == [m.linear_acceleration.x for m in imu]
 
 
 def test_a_lone_per_message_file_is_opened_once(tmp_path, monkeypatch):

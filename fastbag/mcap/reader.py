@@ -30,7 +30,7 @@ import numpy as np
 from ..container import NO_MD5, BagIndex, Connection, LazyIndexContainer, transient_local
 from ..errors import BagFormatError, FastbagError, FastbagWarning, UnsupportedError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable, decompress
-from ..io.codecs import crc32
+from ..io.codecs import ZSTD_MAGIC, crc32
 from ..io.gather import item_positions, le_uint, rows
 from ..io.source import Source
 from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentIndex, Body, Channel, ChunkIndexes,
@@ -40,6 +40,7 @@ from .records import (MAGIC, MESSAGE_FIXED, RECORD_HEAD, Attachment, AttachmentI
                       record_name)
 
 _U64 = struct.Struct("<Q")
+_RECORD_HEAD = struct.Struct("<BQ")
 FOOTER_RECORD = RECORD_HEAD + 20  # opcode, length, summary_start u64, summary_offset_start u64, summary_crc u32
 #: Bytes of a Message record before its data: the record head and the fixed fields.
 MESSAGE_HEAD = RECORD_HEAD + MESSAGE_FIXED
@@ -673,6 +674,33 @@ class McapReader(LazyIndexContainer):
         return [self._read_record_at(m.offset, m.length, Opcode.METADATA, parse_metadata)
                 for m in self._summary.metadata_indexes if m.name == name]
 
+    def messages_look_zstd(self) -> bool:
+        """Whether the first message of the file's first chunk is CDR whose bytes start with zstd's frame
+        magic, as each message's do where rosbag2 compressed them one by one (``compression_mode: message``;
+        no CDR message can: its representation ids are small). Asked of a file that does not say how it is
+        compressed (no rosbag2 record, no metadata.yaml), and answered from the bytes where that is cheap:
+        an uncompressed first chunk (a view), or a file recovered by scanning (a crashed recorder's: its
+        record, written last, is lost). A compressed chunk's head is a whole zstd block to decode (~0.1 ms,
+        a sixth of opening a sound file); a sound file that lacks the record says False here, and its
+        messages' zstd frames are named as such when read."""
+        cdr = {c.id for c in self.connections if c.encoding == "cdr"}
+        chunks = self.chunks
+        if not cdr or len(chunks) == 0:
+            return False
+        chunk = chunks[int(np.argmin(chunks.position))]
+        if chunk.compression != "none" and not self.recovered:
+            return False
+        try:
+            payload = decompress(self.source, chunk, reach=_first_message_reach, checksums=False)
+        except FastbagError:
+            return False  # (a damaged first chunk: its reads will say so)
+        at = _walk(payload)[0]
+        if at is None or payload.size < at + MESSAGE_HEAD + len(ZSTD_MAGIC):
+            return False
+        channel = int(payload[at + RECORD_HEAD:at + RECORD_HEAD + 2].view("<u2")[0])
+        return channel in cdr and payload[at + MESSAGE_HEAD:at + MESSAGE_HEAD + len(ZSTD_MAGIC)].tobytes() == \
+            ZSTD_MAGIC
+
     def _indexed(self, name: str, count: str) -> list:  # type: ignore[type-arg]
         """The summary's attachment or metadata indexes; where its statistics count more records than it
         indexes (a writer that wrote no such indexes), the data section is scanned for them once."""
@@ -813,3 +841,29 @@ def _in_read_order(version: str, connections: list[Connection], chunks: ChunkTab
     return BagIndex(version, connections, chunks, time[order], conn[order].astype(np.int32),
                     chunk[order].astype(np.int32), offset[order], recovered=recovered, problems=problems)
 
+
+#: Records walked before a chunk's first message at most (writers put schemas and channels, if any, first).
+RECORDS_BEFORE_MESSAGE = 64
+
+
+def _walk(payload: np.ndarray) -> tuple[int | None, int]:
+    """Where the first Message record of a chunk's records (perhaps only their head) starts (None if none
+    among the first RECORDS_BEFORE_MESSAGE), and where the records walked end."""
+    at, size, data = 0, int(payload.size), memoryview(payload)  # (struct on the buffer: 10x NumPy's scalars)
+    for _ in range(RECORDS_BEFORE_MESSAGE):
+        if size < at + RECORD_HEAD:
+            break
+        opcode, length = _RECORD_HEAD.unpack_from(data, at)
+        if opcode == Opcode.MESSAGE:
+            return at, at
+        at += RECORD_HEAD + length
+    return None, at
+
+
+def _first_message_reach(prefix: np.ndarray) -> int:
+    """A Reach (see io/prefix.py): the chunk's records up to the first message's first 4 bytes of data (or
+    the next record's head while none is seen; nothing more after RECORDS_BEFORE_MESSAGE records)."""
+    at, end = _walk(prefix)
+    if at is not None:
+        return at + MESSAGE_HEAD + len(ZSTD_MAGIC)
+    return end + RECORD_HEAD

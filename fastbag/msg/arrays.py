@@ -67,19 +67,34 @@ MISMATCH_HINT = ("the definition does not describe these messages (a wrong or ou
                  "data): pass the right one as definitions= to fastbag.open")
 
 
+#: What a CDR message whose bytes are a zstd frame means (b"\x28\xb5\x2f\xfd" where a CDR header should be).
+ZSTD_FRAME_HINT = ("its bytes are a zstd frame: the recording is compressed per message (rosbag2's MESSAGE mode) "
+                   "where nothing fastbag read says so (no metadata.yaml, one that says otherwise, or an MCAP "
+                   "file without its rosbag2 metadata record): open the recording's directory with its "
+                   "metadata.yaml")
+
+
 def check_min_size(layout: Layout, lengths: np.ndarray, first_index: int, *, topic: str | None,
-                   msgtype: str | None, which: np.ndarray | None = None) -> None:
+                   msgtype: str | None, which: np.ndarray | None = None, payload: np.ndarray | None = None,
+                   starts: np.ndarray | None = None) -> None:
     """DecodeError for the first message shorter than the layout's fixed part.
 
     Message ``k`` has index ``first_index + k`` in the read (``first_index +
     which[k]`` with ``which``, the positions of ``lengths`` among the run's).
-    Checked before anything is sized by messages x the fixed size.
+    Checked before anything is sized by messages x the fixed size. Given
+    the ``payload`` and the messages' ``starts`` in it (-1: not held), a
+    CDR message that is a zstd frame is said to be one.
     """
     short = np.flatnonzero(lengths < layout.min_size)
     if short.size:
         k = int(short[0])
+        hint = MISMATCH_HINT
+        if payload is not None and starts is not None and layout.encoding.aligned and \
+                0 <= int(starts[k]) <= payload.size - 4 and lengths[k] >= 4 and \
+                payload[int(starts[k]):int(starts[k]) + 4].tobytes() == b"\x28\xb5\x2f\xfd":
+            hint = ZSTD_FRAME_HINT
         raise DecodeError(f"message has {int(lengths[k])} bytes, fewer than the {layout.min_size} its definition "
-                          f"needs; {MISMATCH_HINT}", topic=topic, msgtype=msgtype,
+                          f"needs; {hint}", topic=topic, msgtype=msgtype,
                           index=first_index + (k if which is None else int(which[k])))
 
 
@@ -731,16 +746,18 @@ class TopicBuilder:
         all inside them.
         """
         if windows is None:
-            self._settle_byte_order(payload, starts, lengths)
+            heads = starts
         else:  # each message's first bytes, where its head window holds them (the mapping is not touched);
             # the window starts at the message's record, before the message
             held = (windows[:, 0] <= starts) & (starts + 2 <= windows[:, 0] + windows[:, 1])
-            self._settle_byte_order(payload, np.where(held, windows[:, 2] + starts - windows[:, 0], -1), lengths)
+            heads = np.where(held, windows[:, 2] + starts - windows[:, 0], -1)
+        self._settle_byte_order(payload, heads, lengths)
         layout, kernels = self.layout, _kernels()
         enc = layout.encoding
         rules = (enc.header, enc.representation, enc.big_endian, enc.trailing)
         n = int(starts.size)
-        check_min_size(layout, lengths, first_index, topic=self.topic, msgtype=self.msgtype)
+        check_min_size(layout, lengths, first_index, topic=self.topic, msgtype=self.msgtype, payload=payload,
+                       starts=heads)
         if layout.row_sizes[0] and (root_row + n) * int(layout.row_sizes[0]) > self.root.size:
             raise ValueError("more messages than the builder was sized for")
         status = np.zeros(3, dtype=np.int64)
@@ -932,9 +949,7 @@ class TopicBuilder:
             # An id no CDR writer uses: the first bytes are no encapsulation header (a recorder that stored
             # ROS 1 bytes under a cdr label, say)
             if pos == ZSTD_FRAME_START:  # b"\x28\xb5", a zstd frame's first bytes
-                hint = ("; its bytes are a zstd frame: the recording is compressed per message (rosbag2's "
-                        "MESSAGE mode) where nothing fastbag read says so (no metadata.yaml, one that says "
-                        "otherwise, or an MCAP file's rosbag2 metadata record lost to truncation)")
+                hint = f"; {ZSTD_FRAME_HINT}"
             elif pos in REPRESENTATIONS:
                 hint = ""
             else:

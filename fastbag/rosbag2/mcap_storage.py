@@ -109,15 +109,17 @@ _MESSAGE_MODE = re.compile(r"compression_mode\W+message", re.IGNORECASE)
 
 
 def per_message_storage(reader: McapReader, path: str) -> McapReader | McapStorage:
-    """``reader``, unless rosbag2 wrote its file compressed per message (each message's data a zstd frame:
-    its ``rosbag2`` metadata record says so): then MCAP storage compressed per message, reading the file
-    through ``reader``. A damaged record is no reason to doubt the file: ``bag.metadata`` says what is
-    wrong with it."""
+    """``reader``, unless rosbag2 wrote its file compressed per message (each message's data a zstd frame):
+    then MCAP storage compressed per message, reading the file through ``reader``. The file's ``rosbag2``
+    metadata record says so; where it has none (lost with a recorder's crash: it is written last, or from a
+    rosbag2 that wrote none), its first message's bytes may (see McapReader.messages_look_zstd). A damaged
+    record is no reason to doubt the file: ``bag.metadata`` says what is wrong with it."""
     described = _per_message_metadata(reader, path)
-    if described is None:
+    recorded = any(m.name == "rosbag2" for m in reader.metadata_indexes)
+    if described is None and (recorded or not reader.messages_look_zstd()):
         return reader
     try:
-        return McapStorage(path, [path], metadata=described, opened=[reader])  # (its summary read once)
+        return McapStorage(path, [path], metadata=described, opened=[reader], per_message=True)  # (summary read once)
     except BaseException:
         reader.close()
         raise
@@ -151,9 +153,10 @@ class McapStorage(LazyIndexContainer):
     format = "rosbag2"
 
     def __init__(self, path: str | os.PathLike[str], files: list[str], *, metadata: BagMetadata | None = None,
-                 opened: Sequence[McapReader] = ()) -> None:
+                 opened: Sequence[McapReader] = (), per_message: bool = False) -> None:
         """``opened``: readers of some of ``files`` already open (a lone file, opened to see what it is),
-        taken over rather than opened again."""
+        taken over rather than opened again; ``per_message``: compressed per message, whatever ``metadata``
+        says (none said it, the messages' bytes did)."""
         self.bag_metadata = metadata
         self.parts: list[McapReader] = []
         self._scratch: ScratchFolder | None = None  # decompressed .mcap.zstd files, removed on close
@@ -165,7 +168,7 @@ class McapStorage(LazyIndexContainer):
         self._version = "0" if self.format == "MCAP" else str(metadata.version) if metadata is not None else \
             "unknown"
         #: Each message's data a zstd frame (see the module docstring).
-        self.per_message = metadata is not None and metadata.per_message
+        self.per_message = per_message or (metadata is not None and metadata.per_message)
         if metadata is not None:
             metadata.check_compression_format(path)
         elif os.path.isdir(path):
@@ -178,8 +181,9 @@ class McapStorage(LazyIndexContainer):
         try:
             taken = {reader.path: reader for reader in opened}
             errors = [error for error in (self._open_part(f, taken.pop(f, None)) for f in files) if error is not None]
-            if metadata is None and self.parts:  # no metadata.yaml: the files' own record says (as for one file)
-                self.per_message = _per_message_metadata(self.parts[0], self.parts[0].path) is not None
+            if metadata is None and self.parts and not self.per_message:  # no metadata.yaml: the files say
+                first = self.parts[0]
+                self.per_message = _per_message_metadata(first, first.path) is not None or first.messages_look_zstd()
             if self.per_message or self._file_mode:
                 self.compression_unit = "files"
             for reader in taken.values():  # (none: each names one of ``files``)
