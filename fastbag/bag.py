@@ -1373,7 +1373,10 @@ class Bag:
         some time on, in read order)."""
         if not selected.size:
             return 0
-        return int(np.searchsorted(self._scope(topic).index.time[self._rows_of(topic)], index.time[selected[0]]))
+        scope, rows = self._scope(topic), self._rows_of(topic)  # (rows ascending: read order is row order)
+        if index is scope.index:  # found among the topic's rows by number: no gather of the topic's times
+            return int(np.searchsorted(rows, selected[0]))
+        return int(np.searchsorted(scope.index.time[rows], index.time[selected[0]]))
 
     def part_bounds(self, topic: str, step: int | str) -> list[tuple[int, int]]:
         """How :meth:`iter_read` cuts the whole topic: ``(a, b)`` positions for :meth:`take` (``slice(a, b)``)."""
