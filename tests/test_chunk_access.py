@@ -292,3 +292,40 @@ def test_the_least_recently_used_bag_gives_up_its_chunks_before_the_one_being_re
     finally:
         idle.close()
         active.close()
+
+
+def test_a_store_collected_while_the_ledger_is_locked_does_not_hang_the_process(tmp_path) -> None:
+    """A ChunkStore's finalizer forgets it in the ledger; the garbage collector runs finalizers on whatever
+    thread it interrupts, which since Python 3.12 can be any thread between any two bytecodes, so also one
+    inside the ledger's lock (a read's cache hit, touch()). The finalizer waited for that lock, held by its
+    own thread: the process hung (the whole suite under Python 3.13, in a fuzz test). Now a forgotten store
+    is noted without the lock and dropped at the ledger's next call: here the finalizer runs with the lock
+    held, as the collector would run it, and the count is right after."""
+    import threading
+
+    ledger = chunks_module.LEDGER
+    path = tmp_path / "b.bag"
+    rows = np.random.default_rng(3).integers(0, 256, (3000, 508)).astype(np.uint8)  # 3 chunks, incompressible
+    with fastbag.Writer(path, compression="lz4", chunk_size=512 << 10) as w:
+        c = w.add_connection("/u", "std_msgs/String", "string data\n", "992ce8a1687cec8c8bd883ec73ca41d1")
+        for j, row in enumerate(rows):
+            w.write(c, 10**9 + j, len(row).to_bytes(4, "little") + row.tobytes())
+    before = ledger.total
+    bag = fastbag.open(path)
+    sum(1 for _ in bag.messages(raw=True))  # (a message loop caches its chunks)
+    key, cached = bag._store.ledger_key, bag._store._cached
+    assert cached > 0 and ledger.total == before + cached
+
+    def collected_inside_the_lock() -> None:
+        with ledger._lock:
+            ledger.forget(key)  # what the store's finalizer calls, on the thread the collector interrupted
+
+    thread = threading.Thread(target=collected_inside_the_lock, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the finalizer waited for the ledger's lock its own thread held"
+    with fastbag.open(path) as other:
+        sum(1 for _ in other.messages(raw=True))  # (the ledger's next calls drop the forgotten store's count)
+    assert ledger.total == before
+    bag._store._cached = 0  # (the ledger forgot this store: its close must not count it off again)
+    bag.close()

@@ -454,6 +454,10 @@ class CacheLedger:
         # store key -> (the store, its cached bytes), least recently used first
         self._held: OrderedDict[int, tuple[weakref.ref[ChunkStore], int]] = OrderedDict()
         self._lock = threading.Lock()
+        # Stores collected, to forget at the next call: a store's finalizer runs when the garbage collector
+        # frees it, which can be on a thread inside this ledger's lock (since Python 3.12 the collector runs
+        # between any two bytecodes), so it must not wait for the lock (it waited for ever: a hang).
+        self._forgotten: deque[int] = deque()
         reset_in_children(self)
 
     def _after_fork(self) -> None:
@@ -464,6 +468,7 @@ class CacheLedger:
         up chunks is not thereby the most recently used)."""
         key = store.ledger_key
         with self._lock:
+            self._drop_forgotten()
             ref, held = self._held.get(key, (None, 0))
             held += delta
             if held <= 0:
@@ -477,18 +482,25 @@ class CacheLedger:
     def touch(self, store: ChunkStore) -> None:
         """``store`` was used last (a cache hit)."""
         with self._lock:
+            self._drop_forgotten()
             if store.ledger_key in self._held:
                 self._held.move_to_end(store.ledger_key)
 
     def forget(self, key: int) -> None:
-        """The store ``key`` is gone (collected): its cache went with it."""
-        with self._lock:
-            _, held = self._held.pop(key, (None, 0))
+        """The store ``key`` is gone (collected): its cache went with it. Noted without the lock (a deque's
+        append is atomic), and dropped from the count at the ledger's next call."""
+        self._forgotten.append(key)
+
+    def _drop_forgotten(self) -> None:
+        # (the lock held)
+        while self._forgotten:
+            _, held = self._held.pop(self._forgotten.popleft(), (None, 0))
             self.total -= held
 
     def settle(self, store: ChunkStore) -> None:
         """``store``'s count is what it caches now (called with its lock held: nothing changes it meanwhile)."""
         with self._lock:
+            self._drop_forgotten()
             ref, held = self._held.pop(store.ledger_key, (None, 0))
             if store._cached > 0:
                 self._held[store.ledger_key] = (ref or weakref.ref(store), store._cached)
@@ -498,12 +510,13 @@ class CacheLedger:
         """Evict chunks, least recently used store first, until every cache together fits ``limit``."""
         while True:
             with self._lock:
+                self._drop_forgotten()
                 if self.total <= self.limit or not self._held:
                     return
                 key, (ref, _) = next(iter(self._held.items()))
             store = ref()
             if store is None:
-                self.forget(key)  # (collected: its finalizer forgets it too, harmlessly twice)
+                self.forget(key)  # (collected: its finalizer forgets it too, harmlessly twice; dropped next turn)
             else:
                 store.evict_oldest()  # (or, where another thread emptied it first, its count settled)
 
