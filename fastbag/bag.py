@@ -41,7 +41,7 @@ from .msg.msgdef import EMPTY_MD5, definition_code
 from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
 
 if TYPE_CHECKING:
-    from .io.threads import BagThreads
+    from .io.threads import WorkerThreads
     from .msg.arrays import TopicArray, TopicBuilder
     from .msg.layout import Layout
 
@@ -1082,7 +1082,7 @@ class Bag:
                               np.zeros(rows.size, dtype=np.int64), rows, np.arange(rows.size), starts, lengths)
         return starts, lengths
 
-    def _split(self, n: int, parallel: bool = True) -> tuple[BagThreads | None, list[slice]]:
+    def _split(self, n: int, parallel: bool = True) -> tuple[WorkerThreads | None, list[slice]]:
         """Locating ``n`` messages: one part per worker for a large read (the kernels release the GIL),
         else one part on this thread. (pool, parts)."""
         pool = self._store.pool() if parallel and n >= 2 * PARALLEL_MIN else None

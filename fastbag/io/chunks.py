@@ -38,7 +38,7 @@ from .codecs import COMPRESSIONS, DECOMPRESSORS, STREAMING, WHOLE_CHECKSUM, stre
 from .forks import reset_in_children
 from .prefix import Reach
 from .source import Source
-from .threads import BagThreads
+from .threads import WorkerThreads
 
 
 class PayloadTransform(Protocol):
@@ -269,7 +269,7 @@ R = TypeVar("R")
 _END = object()  # (ordered_map: no more items)
 
 
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: BagThreads | None,
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: WorkerThreads | None,
                 ahead: int) -> Iterator[R]:
     """``map(fn, items)`` on ``pool``, results in order, at most ``ahead`` in flight.
 
@@ -568,7 +568,7 @@ class ChunkStore:
         self.ledger_key = next(_LEDGER_KEYS)
         weakref.finalize(self, LEDGER.forget, self.ledger_key)
         self._lock = threading.Lock()
-        self._pool: BagThreads | None = None
+        self._pool: WorkerThreads | None = None
         # Payloads being decompressed (whole or a prefix), by chunk: a thread that misses the cache waits for
         # the one in flight and takes it where it reaches far enough, rather than decompressing the chunk
         # again (threads reading one bag meet on its chunks).
@@ -857,22 +857,23 @@ class ChunkStore:
 
         yield from ordered_map(get, range(len(batches)), self.pool() if workers > 1 else None, 2 * workers)
 
-    def pool(self) -> BagThreads | None:
-        """The worker threads (None with one worker): decompression and decoding share them, and every bag
-        of the process with as many workers (see io/threads.py)."""
+    def pool(self) -> WorkerThreads | None:
+        """The worker threads (None with one worker): decompression and decoding share them. They end when
+        idle, and start again with the next read (see io/threads.py)."""
         if self.workers < 2:
             return None
         with self._lock:
             if self._pool is None:
                 if self._closed:  # (a read racing the close: refused as the pool's shutdown refuses it)
                     raise ValueError("the bag was closed during the read")
-                self._pool = BagThreads(self.workers)
+                self._pool = WorkerThreads(self.workers)
             return self._pool
 
     def close(self) -> None:
-        """Forget cached chunks; cancel this bag's queued work and wait for what of it runs."""
+        """Forget cached chunks; cancel the queued work and wait for the running work (every close waits:
+        a second closing thread too)."""
         with self._lock:
-            pool, self._pool = self._pool, None
+            pool = self._pool
             self._closed = True
         if pool is not None:
             pool.shutdown()

@@ -1,83 +1,126 @@
-"""The process's worker threads, shared by every open bag.
+"""A bag's worker threads, which end when idle.
 
-Decompression and decoding run on thread pools. Each bag used to start its
-own, whose threads then stayed, idle, as long as the bag was open: a
-dataset holding 128 bags open held 256 threads. Now the process keeps one
-pool per worker count (``fastbag.open(..., workers=N)``; most programs use
-one count, the CPU count), started on first use, and every bag with that
-count submits to it through a :class:`BagThreads` of its own, which lets
-the bag's close cancel its queued work and wait for its running work
-alone, as shutting down a pool of its own did.
+Decompression and decoding run on a bag's worker threads. A
+ThreadPoolExecutor keeps its threads until it is shut down, so every bag
+that had read in parallel held its threads, idle, as long as it stayed
+open: a dataset holding 128 bags open held 256 threads. These threads end
+after IDLE_SECONDS without work and start again with the next read (about
+0.1 ms each).
+
+Each bag keeps pools of its own, not one pool shared by every bag: one
+bag's slow work (a bz2 chunk, a stalled network file) then never waits in
+line before another bag's. And nothing here runs under a lock of ours
+that the garbage collector could re-enter: no done-callbacks, no work
+queued or cancelled with the lock held (a collected read cancels its
+futures from whatever thread the collector interrupted).
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import wait as wait_for
 from typing import Any, TypeVar
 
-from .forks import in_children
+from .forks import reset_in_children
 
 R = TypeVar("R")
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
+#: A worker thread with nothing to do for this long ends.
+IDLE_SECONDS = 5.0
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """The process's pool of ``workers`` threads (made on first use; threads start as work arrives)."""
-    with _POOLS_LOCK:
-        pool = _POOLS.get(workers)
-        if pool is None:
-            # (threads named by their pool: fastbag-8_0, fastbag-8_1, ... for the pool of 8)
-            pool = _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"fastbag-{workers}")
-        return pool
+class WorkerThreads:
+    """At most ``workers`` threads running what :meth:`submit` gives them, started as work arrives and
+    ending when idle; ``submit`` and ``shutdown`` as a ThreadPoolExecutor's (shutdown always cancelling
+    what is queued and waiting for what runs, however often it is called)."""
 
-
-def _forget_pools() -> None:
-    # A forked child has none of the parent's threads, but its copy of each pool believes its workers idle
-    # and would queue work for them for ever: the child starts pools of its own.
-    global _POOLS, _POOLS_LOCK
-    _POOLS = {}
-    _POOLS_LOCK = threading.Lock()
-
-
-in_children(_forget_pools)
-
-
-class BagThreads:
-    """One bag's use of the shared pool of its worker count: ``submit`` as a ThreadPoolExecutor's, and
-    ``shutdown`` for this bag's work only (the pool and its threads stay for the other bags)."""
-
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, name: str = "fastbag") -> None:
         self.workers = workers
-        self._pool = _pool(workers)
-        self._futures: set[Future[Any]] = set()
+        self.name = name
+        # work, or None: a shut pool's idle thread ends now, not IDLE_SECONDS later
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
+            queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._threads = 0                     # alive
+        self._running: set[Future[Any]] = set()
         self._shut = False
+        self._count = 0                       # threads started, for their names
+        reset_in_children(self)
 
     def submit(self, fn: Callable[..., R], /, *args: Any) -> Future[R]:
-        """Run ``fn(*args)`` on the shared threads. RuntimeError after :meth:`shutdown` (as an executor's)."""
+        """Run ``fn(*args)`` on a worker. RuntimeError after :meth:`shutdown`, as an executor's."""
+        future: Future[R] = Future()
+        item = (future, fn, args)
         with self._lock:
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
-            future = self._pool.submit(fn, *args)
-            self._futures.add(future)
-        future.add_done_callback(self._done)
+            self._queue.put(item)
+            start = self._threads < self.workers
+            if start:
+                self._threads += 1
+                self._count += 1
+                name = f"{self.name}_{self._count}"
+        if start:
+            threading.Thread(target=self._work, name=name, daemon=True).start()
         return future
 
-    def _done(self, future: Future[Any]) -> None:
-        with self._lock:
-            self._futures.discard(future)
+    def _work(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                item = None
+            if item is None:
+                with self._lock:  # (a submit queues and counts threads under the lock: none is stranded)
+                    if self._shut or self._queue.empty():
+                        self._threads -= 1
+                        return
+                continue
+            future, fn, args = item
+            with self._lock:  # (running from here, or refused: a shutdown waits for every task it lets run)
+                shut = self._shut
+                if not shut:
+                    self._running.add(future)
+            if shut or not future.set_running_or_notify_cancel():
+                future.cancel()
+                with self._lock:
+                    self._running.discard(future)
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # (handed to the waiting reader, as an executor does)
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            finally:
+                with self._lock:
+                    self._running.discard(future)
+            del future, fn, args  # (nothing of a finished task kept while idle)
+
+    def _after_fork(self) -> None:
+        # A forked child has none of the parent's threads, and the parent's may have held these at the fork:
+        # the child's pool starts empty (a read the parent began maps the rest itself: see ordered_map).
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._running = set()
 
     def shutdown(self) -> None:
-        """Cancel this bag's queued work and wait for what of it is running (a close waits for its reads'
-        workers before the bag's file goes); later submits are refused."""
+        """Refuse later submits, cancel the queued work and wait for the running work (a bag's close waits
+        for its reads' workers before its file goes; a second close waits alike)."""
         with self._lock:
             self._shut = True
-            futures = list(self._futures)
-        for future in futures:
-            future.cancel()
-        wait_for(futures)
+            running = list(self._running)
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in range(self.workers):  # (wakes each idle thread, to end)
+            self._queue.put(None)
+        wait_for(running)
