@@ -919,14 +919,14 @@ def _traced_statements(monkeypatch) -> list[str]:
 
 
     statements: list[str] = []
-    connect = Db3.connection
+    connect = Db3._connect
 
     def traced(self):
         con = connect(self)
         con.set_trace_callback(statements.append)
         return con
 
-    monkeypatch.setattr(Db3, "connection", traced)
+    monkeypatch.setattr(Db3, "_connect", traced)
     return statements
 
 

@@ -23,11 +23,13 @@ sparse; the count and bytes that come back are checked against the index.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -144,7 +146,9 @@ class Db3:
         # a chunk's id range then holds rows the index does not.
         self._well_formed = ""
         self._lock = threading.Lock()
-        self._connections: dict[int, sqlite3.Connection] = {}
+        # Connections not in use, and those in use (see _leased): never closed while a thread uses one
+        self._idle: list[sqlite3.Connection] = []
+        self._busy: set[sqlite3.Connection] = set()
         self._memory: bytes | None = None     # a decompressed .db3.zstd kept in memory
         self._scratch: ScratchFolder | None = None  # a decompressed or copied file, removed on close
         self._source: Source | None = None     # the file's mapping, for reading its pages (see rows)
@@ -218,14 +222,30 @@ class Db3:
         copy_file(path + "-wal", copy + "-wal")
         return self._uri_of(copy, immutable=False)
 
-    def connection(self) -> sqlite3.Connection:
-        """This thread's connection (SQLite connections are not shared between threads here)."""
-        key = threading.get_ident()
-        con = self._connections.get(key)
+    @contextlib.contextmanager
+    def _leased(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one use (a query and its rows), by one thread at a time: an idle one, or a new
+        one. A close meanwhile interrupts it (its query then fails: a ValueError, the bag closed) and it is
+        closed once given back. (close() closed every thread's connection, whatever it was doing: SQLite
+        then crashed the process under a read.)"""
+        with self._lock:
+            if self.closed:
+                raise ValueError(f"the bag was closed during the read ({self.path})")
+            con = self._idle.pop() if self._idle else None
         if con is None:
+            con = self._connect()
+        with self._lock:
+            self._busy.add(con)
+        try:
+            yield con
+        finally:
             with self._lock:
-                con = self._connections[key] = self._connect()
-        return con
+                self._busy.discard(con)
+                keep = not self.closed
+                if keep:
+                    self._idle.append(con)
+            if not keep:
+                con.close()
 
     def _connect(self) -> sqlite3.Connection:
         """A new read-only connection to the file (or to the decompressed copy in memory)."""
@@ -240,10 +260,22 @@ class Db3:
     def _mapped(self, con: sqlite3.Connection) -> sqlite3.Connection:
         """``con``, reading pages through a mapping rather than a read() each, for a scan of the table: ~40%
         less time. Not for the few pages opening reads (a fresh mapping's faults made ``count(*)`` 18 ms
-        where reads take 6), nor for a file someone writes (it could shrink under the mapping)."""
+        where reads take 6), nor for a file someone writes (it could shrink under the mapping). A leased
+        connection is given back unmapped (:meth:`_unmapped`)."""
         if "immutable=1" in (self._uri or ""):
             con.execute("PRAGMA mmap_size = 1099511627776")  # SQLite maps at most the file, up to its cap
         return con
+
+    @contextlib.contextmanager
+    def _mapped_lease(self) -> Iterator[sqlite3.Connection]:
+        """A leased connection reading through a mapping (see :meth:`_mapped`), unmapped when given back."""
+        with self._leased() as con:
+            try:
+                yield self._mapped(con)
+            finally:
+                if "immutable=1" in (self._uri or ""):
+                    with contextlib.suppress(sqlite3.Error):
+                        con.execute("PRAGMA mmap_size = 0")
 
     def _error(self, exc: Exception, what: str, **where: Any) -> BagFormatError | ValueError | OSError:
         if self.closed:  # (closed under a read: its copy and connections went away, no damage)
@@ -259,7 +291,8 @@ class Db3:
     def query(self, sql: str, params: tuple = (), *, what: str) -> list[tuple]:
         """All rows of a small query; BagFormatError naming the file on any database error."""
         try:
-            return self.connection().execute(sql, params).fetchall()
+            with self._leased() as con:
+                return con.execute(sql, params).fetchall()
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a damaged name that is not UTF-8
             raise self._error(exc, what) from exc
 
@@ -283,9 +316,10 @@ class Db3:
     def topics(self) -> list[TopicRow]:
         """The ``topics`` table, whatever its columns (version 1 files lack the QoS)."""
         try:
-            cursor = self.connection().execute("SELECT * FROM topics ORDER BY id")
-            names = [d[0] for d in cursor.description]
-            rows = cursor.fetchall()
+            with self._leased() as con:
+                cursor = con.execute("SELECT * FROM topics ORDER BY id")
+                names = [d[0] for d in cursor.description]
+                rows = cursor.fetchall()
         except (sqlite3.Error, ValueError) as exc:
             raise self._error(exc, "topics table") from exc
         out = []
@@ -349,7 +383,8 @@ class Db3:
                 raise ValueError("a database in UTF-16 is read row by row")
             run = self._id_run()
             if run is None or self._memory is not None or run[1] - run[0] < 2 * SCAN_PART_ROWS:
-                return self._scan(self._mapped(self.connection()), run)
+                with self._mapped_lease() as con:
+                    return self._scan(con, run)
             # A large table: its id range in one part per worker, each scanned on its own connection
             # (SQLite steps without the GIL), so the scan takes both cores.
             edges = np.linspace(run[0], run[1] + 1, SCAN_WORKERS + 1).astype(np.int64).tolist()
@@ -472,12 +507,12 @@ class Db3:
         out: a fifth of its time."""
         if not self.id_is_rowid():  # the scan then meets the rows in rowid order, not by id: ids are read
             return None
-        con = self.connection()
         count = self._row_count
-        if count is None:  # (not asked at open, or the file is being written)
-            count = con.execute("SELECT count(*) FROM messages").fetchone()[0]
-        low = con.execute("SELECT min(id) FROM messages").fetchone()[0]
-        high = con.execute("SELECT max(id) FROM messages").fetchone()[0]
+        with self._leased() as con:
+            if count is None:  # (not asked at open, or the file is being written)
+                count = con.execute("SELECT count(*) FROM messages").fetchone()[0]
+            low = con.execute("SELECT min(id) FROM messages").fetchone()[0]
+            high = con.execute("SELECT max(id) FROM messages").fetchone()[0]
         if type(low) is int and type(high) is int and count and high - low + 1 == count:
             return low, high
         return None
@@ -490,7 +525,11 @@ class Db3:
         reach (probing ids ever further on); each stretch read is a
         ``segment`` (chunks never span two, so the intact rows stay readable).
         """
-        con = self.connection()
+        with self._leased() as con:
+            return self._rows_one_by_one_on(con, first_error)
+
+    def _rows_one_by_one_on(self, con: sqlite3.Connection, first_error: Exception) -> Rows:
+        """:meth:`_rows_one_by_one` on the connection ``con``."""
         found: list[tuple[int, int, int, int]] = []
         segments: list[int] = []
         skipped = segment = 0
@@ -600,18 +639,19 @@ class Db3:
                 # Small rows: one aggregate joins them in C (no Python object per row), its count checks
                 # them. No ORDER BY: a rowid range or an id list is read in id order (the id being the
                 # rowid), and a sort would copy every blob once more.
-                data, count = self.connection().execute(
-                    f"SELECT group_concat(data, ''), count(*) FROM messages WHERE {rows_sql} AND topic_id = ?"
-                    f"{self._well_formed}",
-                    params).fetchone()
+                with self._leased() as con:
+                    data, count = con.execute(
+                        f"SELECT group_concat(data, ''), count(*) FROM messages WHERE {rows_sql} AND topic_id = ?"
+                        f"{self._well_formed}",
+                        params).fetchone()
                 data = data or b""
                 got_ids = ids if count == ids.size else np.zeros(count, dtype=np.int64)
             else:
                 # Large rows (or UTF-16 text): group_concat's growing buffer would copy each blob several
                 # times; a few rows fetched one by one cost nothing per row, and their ids are checked.
-                rows = self.connection().execute(
-                    f"SELECT id, data FROM messages WHERE {rows_sql} AND topic_id = ?{self._well_formed} ORDER BY id",
-                    params).fetchall()
+                with self._leased() as con:
+                    rows = con.execute(f"SELECT id, data FROM messages WHERE {rows_sql} AND topic_id = ?"
+                                       f"{self._well_formed} ORDER BY id", params).fetchall()
                 got_ids = np.array([r[0] for r in rows], dtype=np.int64)
                 data = b"".join(r[1] for r in rows)
         except (sqlite3.Error, ValueError, TypeError) as exc:  # TypeError: a blob that is not bytes
@@ -626,14 +666,18 @@ class Db3:
         # SQLite connections must not cross a fork: the child opens its own. (The temporary copy stays the
         # parent's to remove: see ScratchFolder.)
         self._lock = threading.Lock()
-        self._connections = {}
+        self._idle, self._busy = [], set()
 
     def close(self) -> None:
-        """Close every connection and remove temporary copies."""
-        self.closed = True
+        """Close the idle connections, interrupt those in use (each closed when its user gives it back), and
+        remove temporary copies."""
         with self._lock:
-            connections, self._connections = list(self._connections.values()), {}
-        for con in connections:
+            self.closed = True
+            idle, self._idle = self._idle, []
+            busy = list(self._busy)
+        for con in busy:
+            con.interrupt()  # (thread-safe, as closing under another thread's query is not)
+        for con in idle:
             con.close()
         self._pages = None  # (its array is a view of the mapping: dropped first, so the mapping can close)
         self._topic_pages = {}
