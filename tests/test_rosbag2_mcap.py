@@ -272,16 +272,17 @@ def write_per_message(folder: Path, count: int = 600) -> dict[str, list]:
 
 
 def rewrite_mcap(source: Path, target: Path, *, data=lambda k, data: data, chunk_size: int = 4096,
-                 compression: str = "lz4", metadata: bool = True) -> None:
+                 compression: str = "lz4", metadata: bool = True, chunked: bool = True) -> None:
     """``source`` written again by the ``mcap`` package's writer in other chunks (schemas, channels, messages
-    and metadata kept, metadata records unless ``metadata`` is False), each message's data passed through
-    ``data(k, data)``."""
+    and metadata kept, metadata records unless ``metadata`` is False; no chunks at all unless ``chunked``),
+    each message's data passed through ``data(k, data)``."""
     from mcap.reader import make_reader
     from mcap.writer import CompressionType, Writer
 
     with open(source, "rb") as stream, open(target, "wb") as out:
         reader = make_reader(stream)
-        writer = Writer(out, chunk_size=chunk_size, compression=CompressionType[compression.upper()])
+        writer = Writer(out, chunk_size=chunk_size, compression=CompressionType[compression.upper()],
+                        use_chunking=chunked)
         summary = reader.get_summary()
         writer.start(profile=reader.get_header().profile, library="test")
         for schema in summary.schemas.values():
@@ -364,11 +365,17 @@ def test_a_per_message_file_whose_record_is_lost_is_told_by_its_messages(tmp_pat
     rewrite_mcap(source, zstd_chunks, chunk_size=64 << 10, compression="zstd", metadata=False)
     cut = tmp_path / "cut.mcap"
     cut.write_bytes(zstd_chunks.read_bytes()[:int(zstd_chunks.stat().st_size * 0.6)])
+    # Written without chunks (rosbag2's fastwrite preset), with and without the record: a whole-file
+    # "chunk" of the messages outside chunks, whose records start past the magic (its rebuild read the
+    # magic as a record and lost every message, QA).
+    loose = [tmp_path / "loose_record.mcap", tmp_path / "loose.mcap"]
+    for target, kept in zip(loose, (True, False)):
+        rewrite_mcap(source, target, chunked=False, metadata=kept)
     from mcap.reader import make_reader
 
     with open(bare / "rec_0.mcap", "rb") as f:
         assert not list(make_reader(f).iter_metadata())  # (the rosbag2 record left out)
-    for path in (bare / "rec_0.mcap", bare, cut):
+    for path in (bare / "rec_0.mcap", bare, cut, *loose):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", fastbag.FastbagWarning)  # (cut short, or no metadata.yaml: said)
             with fastbag.open(path) as bag:

@@ -675,31 +675,45 @@ class McapReader(LazyIndexContainer):
                 for m in self._summary.metadata_indexes if m.name == name]
 
     def messages_look_zstd(self) -> bool:
-        """Whether the first message of the file's first chunk is CDR whose bytes start with zstd's frame
-        magic, as each message's do where rosbag2 compressed them one by one (``compression_mode: message``;
-        no CDR message can: its representation ids are small). Asked of a file that does not say how it is
-        compressed (no rosbag2 record, no metadata.yaml), and answered from the bytes where that is cheap:
-        an uncompressed first chunk (a view), or a file recovered by scanning (a crashed recorder's: its
-        record, written last, is lost). A compressed chunk's head is a whole zstd block to decode (~0.1 ms,
-        a sixth of opening a sound file); a sound file that lacks the record says False here, and its
-        messages' zstd frames are named as such when read."""
-        cdr = {c.id for c in self.connections if c.encoding == "cdr"}
+        """Whether the file's first CDR message starts with zstd's frame magic, as each message does where
+        rosbag2 compressed them one by one (``compression_mode: message``; no CDR message can: its
+        representation ids are small). Asked of a file that does not say how it is compressed (no rosbag2
+        record, no metadata.yaml), and answered from the bytes where that is cheap: a file recovered by
+        scanning (a crashed recorder's: its record, written last, is lost; the scan's index says where its
+        first CDR message is, in a chunk or not), or else the first message of an uncompressed first chunk
+        (a view). A compressed chunk's head is a whole zstd block to decode (~0.1 ms, a sixth of opening a
+        sound file): a sound file that lacks the record says False here, and its messages' zstd frames are
+        named as such when read."""
+        cdr = [k for k, c in enumerate(self.connections) if c.encoding == "cdr"]
         chunks = self.chunks
         if not cdr or len(chunks) == 0:
             return False
-        chunk = chunks[int(np.argmin(chunks.position))]
-        if chunk.compression != "none" and not self.recovered:
-            return False
+        if self._index is not None:  # (built by the scan)
+            rows = np.flatnonzero(np.isin(self._index.conn, cdr))
+            if not rows.size:
+                return False
+            chunk, at = chunks[int(self._index.chunk[rows[0]])], int(self._index.offset[rows[0]])
+            reach: Callable[[np.ndarray], int] = lambda prefix: at + MESSAGE_HEAD + len(ZSTD_MAGIC)  # noqa: E731
+        else:
+            chunk = chunks[int(np.argmin(chunks.position))]
+            if chunk.compression != "none":
+                return False
+            reach = _first_message_reach
         try:
-            payload = decompress(self.source, chunk, reach=_first_message_reach, checksums=False)
+            payload = decompress(self.source, chunk, reach=reach, checksums=False)
         except FastbagError:
-            return False  # (a damaged first chunk: its reads will say so)
-        at = _walk(payload)[0]
-        if at is None or payload.size < at + MESSAGE_HEAD + len(ZSTD_MAGIC):
+            return False  # (a damaged chunk: its reads will say so)
+        if self._index is None:
+            found = _walk(payload)[0]
+            if found is None:
+                return False
+            at = found
+        if payload.size < at + MESSAGE_HEAD + len(ZSTD_MAGIC) or payload[at] != Opcode.MESSAGE or \
+                int(payload[at + 1:at + RECORD_HEAD].view("<u8")[0]) < MESSAGE_FIXED + len(ZSTD_MAGIC):
             return False
         channel = int(payload[at + RECORD_HEAD:at + RECORD_HEAD + 2].view("<u2")[0])
-        return channel in cdr and payload[at + MESSAGE_HEAD:at + MESSAGE_HEAD + len(ZSTD_MAGIC)].tobytes() == \
-            ZSTD_MAGIC
+        return any(self.connections[k].id == channel for k in cdr) and \
+            payload[at + MESSAGE_HEAD:at + MESSAGE_HEAD + len(ZSTD_MAGIC)].tobytes() == ZSTD_MAGIC
 
     def _indexed(self, name: str, count: str) -> list:  # type: ignore[type-arg]
         """The summary's attachment or metadata indexes; where its statistics count more records than it

@@ -391,8 +391,12 @@ class McapStorage(LazyIndexContainer):
         position = int(self._chunks.position[k])
         part = int(self.part_of_position(np.array([position]))[0])
         where = f"{self.parts[part].path} (chunk at offset {position - int(self._file_base[part])})"
-        offsets = np.empty(count_messages(payload), dtype=np.int64)
-        message_records(payload, offsets)
+        # Messages outside chunks (a file written unchunked: rosbag2's fastwrite preset) are one chunk of the
+        # whole file, its offsets the file's: the records start past the magic.
+        skip = len(MAGIC) if payload[:len(MAGIC)].tobytes() == MAGIC else 0
+        offsets = np.empty(count_messages(payload[skip:]), dtype=np.int64)
+        message_records(payload[skip:], offsets)
+        offsets += skip
         lengths = le_uint(payload, offsets + 1, 8).astype(np.int64) - MESSAGE_FIXED
         if (lengths < 0).any():
             at = int(offsets[np.argmax(lengths < 0)])
