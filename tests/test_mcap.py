@@ -624,6 +624,74 @@ def test_protobuf_to_dict_gives_every_kind_of_field():
     assert "child" not in plain and plain["kids"][0]["child"]["name"] == "b"
 
 
+def test_a_json_messages_keys_do_not_change_how_python_treats_it():
+    """Keys named as Python's special names read by [key] only: {"__deepcopy__": 1} made copy.deepcopy call
+    the 1, {"__array__": 1} broke np.array (QA). A failed lookup on a huge object suggests no key (it
+    compared against every one: 0.12 s on 50,000)."""
+    import copy
+    import json
+
+    from fastbag.msg.objects import object_decoder
+
+    decode = object_decoder("json", "T", b"{}", topic="/j")
+    odd = decode(json.dumps({"__deepcopy__": 1, "__array__": 2, "__array_interface__": 3, "x": 4}).encode())
+    assert copy.deepcopy(odd) == odd and odd["__deepcopy__"] == 1 and odd.x == 4
+    assert np.array([odd], dtype=object)[0] is odd
+    with pytest.raises(AttributeError):
+        odd.__array_interface__  # noqa: B018
+    huge = decode(json.dumps({f"key{k}": k for k in range(50_000)}).encode())
+    with pytest.raises(AttributeError, match="no key 'kez1'$"):
+        huge.kez1  # noqa: B018
+
+
+def test_protobuf_to_dict_says_which_fields_are_set_and_gives_json_types_as_values():
+    """A oneof's unset members, and optional fields not set, are None (every member was its default: a Value
+    holding null, 0.0, "" or False gave one dict, QA); Struct, Value and ListValue are the dict, value and
+    list they hold; plain=True of an Any holding one of the schema's own types finds it in the schema's
+    pool (it raised a TypeError naming an option, hiding "cannot find message descriptor")."""
+    pytest.importorskip("google.protobuf", reason="the protobuf package decodes protobuf messages")
+    from google.protobuf import any_pb2, descriptor_pb2, struct_pb2
+
+    from fastbag.msg.objects import object_decoder
+
+    files = descriptor_pb2.FileDescriptorSet()
+    for module in (any_pb2, struct_pb2):
+        module.DESCRIPTOR.CopyToProto(files.file.add())
+    file = files.file.add(name="probe.proto", package="t", syntax="proto3",
+                          dependency=["google/protobuf/any.proto", "google/protobuf/struct.proto"])
+    probe = file.message_type.add(name="Probe")
+    F = descriptor_pb2.FieldDescriptorProto
+    probe.oneof_decl.add(name="choice")
+    probe.oneof_decl.add(name="_maybe")  # (proto3 optional: a synthetic oneof)
+    probe.field.add(name="number", number=1, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL, oneof_index=0)
+    probe.field.add(name="text", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL, oneof_index=0)
+    probe.field.add(name="maybe", number=3, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL, oneof_index=1,
+                    proto3_optional=True)
+    probe.field.add(name="plain", number=4, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
+    probe.field.add(name="value", number=5, type=F.TYPE_MESSAGE, type_name=".google.protobuf.Value",
+                    label=F.LABEL_OPTIONAL)
+    probe.field.add(name="doc", number=6, type=F.TYPE_MESSAGE, type_name=".google.protobuf.Struct",
+                    label=F.LABEL_OPTIONAL)
+    probe.field.add(name="packed", number=7, type=F.TYPE_MESSAGE, type_name=".google.protobuf.Any",
+                    label=F.LABEL_OPTIONAL)
+    decode = object_decoder("protobuf", "t.Probe", files.SerializeToString(), topic="/probe")
+    cls = type(decode(b""))
+    value_cls = type(cls().value)
+    inner = cls(number=0.0)
+    msg = cls(number=0.0, plain=0, value=value_cls(null_value=0))
+    msg.doc.update({"a": 1.5, "b": [True, "x"]})
+    msg.packed.Pack(inner)
+    got = decode(msg.SerializeToString()).to_dict()
+    assert got["number"] == 0.0 and got["text"] is None  # the member set, though its default
+    assert got["maybe"] is None and got["plain"] == 0  # optional not set; a plain field has no "not set"
+    assert got["value"] is None and got["doc"] == {"a": 1.5, "b": [True, "x"]}
+    assert decode(cls(value=value_cls(string_value="")).SerializeToString()).to_dict()["value"] == ""
+    assert decode(cls(text="").SerializeToString()).to_dict()["number"] is None
+    plain = decode(msg.SerializeToString()).to_dict(plain=True)
+    assert plain["packed"]["@type"] == "type.googleapis.com/t.Probe" and plain["packed"]["number"] == 0.0
+    assert plain["value"] is None and plain["doc"] == {"a": 1.5, "b": [True, "x"]}
+
+
 def test_unknown_encoding_reads_raw_and_says_so():
     path = DATA / "mcap" / "ros2__rosbag2__rosbag2_tests__resources__mcap__wrong_rmw_test" / "wrong_rmw_test_0.mcap"
     if not path.exists():

@@ -10,6 +10,7 @@ attributes (``m.msg.pose.position.x``), and ``m.msg.to_dict()`` on both.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -90,19 +91,27 @@ def _message_classes(cls: Any, message_factory: Any, seen: set[str]) -> Iterator
             yield from _message_classes(message_factory.GetMessageClass(field.message_type), message_factory, seen)
 
 
+#: Keys a failed attribute lookup compares against for a suggestion, at most (hasattr on a huge object).
+SUGGESTED_AMONG = 1000
+
+
 class JsonMessage(dict):  # type: ignore[type-arg]
     """A JSON message (and each object in it): a dict, so ``[key]``, ``==`` and ``json.dumps`` work as
     on ``json.loads``' own, whose keys also read as attributes, as ROS messages' fields do
-    (``m.msg.pose.position.x``). A key named as a dict method (``items``, ``values``, ``get``...) reads
-    only as ``m.msg["items"]``: the attribute is the method."""
+    (``m.msg.pose.position.x``). A key named as a dict method (``items``, ``values``, ``get``...) or as
+    Python's own (``__deepcopy__``: the file's content must not change how Python treats the object)
+    reads only as ``m.msg["items"]``. (A message that is a JSON array or number is a list or a number.)"""
 
     __slots__ = ()
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
         try:
             return self[name]
         except KeyError:
-            near = "" if name.startswith("_") else close_matches(name, [k for k in self if isinstance(k, str)])
+            keys = [k for k in self if isinstance(k, str)] if len(self) <= SUGGESTED_AMONG else []
+            near = "" if name.startswith("_") else close_matches(name, keys)
             raise AttributeError(f"the JSON message has no key {name!r}{near}", name=name) from None
 
     def to_dict(self, plain: bool = False) -> dict[str, Any]:
@@ -118,27 +127,44 @@ def _plain_json(value: Any) -> Any:
     return value
 
 
-def _protobuf_to_dict(self: Any, plain: bool = False) -> dict[str, Any]:
+#: Well-known types that stand for JSON values: given as the values they hold.
+_JSON_TYPES = ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue")
+
+
+def _protobuf_to_dict(self: Any, plain: bool = False) -> Any:
     """The fields of a protobuf message as nested dicts, by the names the schema gives them.
 
-    Every field, set or not (as a ROS message's ``to_dict`` gives them all),
-    but a message-typed field that is not set is None; numbers as Python
-    numbers, enums as their numbers, bytes as bytes, repeated fields as lists,
-    maps as dicts. ``plain=True`` gives protobuf's canonical JSON mapping
-    instead (``json_format.MessageToDict`` with the schema's field names and
-    every field: 64-bit integers as strings, enums by name, bytes as base64, a
+    Every field, as a ROS message's ``to_dict`` gives them all; one that
+    tracks whether it is set (a message field, a ``oneof`` member, an
+    ``optional`` one) and is not, as None, so the member of a ``oneof`` that
+    is set is the one not None. Numbers as Python numbers, enums as their
+    numbers, bytes as bytes, repeated fields as lists, maps as dicts;
+    ``Struct``, ``Value`` and ``ListValue`` as the dict, value or list they
+    hold. ``plain=True`` gives protobuf's canonical JSON mapping instead
+    (``json_format.MessageToDict`` with the schema's field names and every
+    field: 64-bit integers as strings, enums by name, bytes as base64, a
     Timestamp as RFC 3339 text), which :func:`json.dumps` takes.
     """
-    if plain:
+    if plain or self.DESCRIPTOR.full_name in _JSON_TYPES:
         from google.protobuf import json_format
 
-        try:
-            return json_format.MessageToDict(self, preserving_proto_field_name=True,
-                                             always_print_fields_with_no_presence=True)
-        except TypeError:  # protobuf before 5.26 names the option so
-            return json_format.MessageToDict(self, preserving_proto_field_name=True,
-                                             including_default_value_fields=True)
+        # (the schema's own pool: an Any holding one of its types is looked up there)
+        return json_format.MessageToDict(self, preserving_proto_field_name=True,
+                                         descriptor_pool=self.DESCRIPTOR.file.pool,
+                                         **{_every_field_option(): True} if plain else {})
     return {field.name: _protobuf_field(self, field) for field in self.DESCRIPTOR.fields}
+
+
+@functools.cache
+def _every_field_option() -> str:
+    """MessageToDict's option printing fields that are not set: renamed in protobuf 5.26."""
+    import inspect
+
+    from google.protobuf import json_format
+
+    named = inspect.signature(json_format.MessageToDict).parameters
+    return "always_print_fields_with_no_presence" if "always_print_fields_with_no_presence" in named else \
+        "including_default_value_fields"
 
 
 def _protobuf_field(message: Any, field: Any) -> Any:
@@ -150,9 +176,15 @@ def _protobuf_field(message: Any, field: Any) -> Any:
     if _repeated(field):
         convert = _protobuf_value(field)
         return [convert(v) for v in value]
-    if entry is not None and not message.HasField(field.name):
-        return None  # (not an empty message: a type holding itself would recurse without end)
+    if _has_presence(field) and not message.HasField(field.name):
+        return None  # (a message field: not an empty message, or a type holding itself would recurse for ever)
     return _protobuf_value(field)(value)
+
+
+def _has_presence(field: Any) -> bool:
+    presence = getattr(field, "has_presence", None)  # (protobuf 4.22 on)
+    return bool(presence) if presence is not None else \
+        field.message_type is not None or field.containing_oneof is not None
 
 
 def _protobuf_value(field: Any) -> Callable[[Any], Any]:
