@@ -257,6 +257,24 @@ def test_closing_a_db3_bag_under_its_readers_does_not_crash_the_process(tmp_path
     assert set(eval(done.stdout.strip().splitlines()[-1])) <= {"done", "ValueError"}, done.stdout
 
 
+def test_a_read_that_cannot_start_a_thread_says_so(tmp_path, monkeypatch):
+    """A process at its thread limit: the read raises the RuntimeError that says so ("can't start new
+    thread"), not a ValueError claiming the bag was closed."""
+    import fastbag
+
+    path = tmp_path / "lz4.bag"
+    _lz4_strings(path, 40_000, chunk_size=300 * 1024)
+    with fastbag.open(path, workers=2) as bag:
+        def refuse(self):
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(threading.Thread, "start", refuse)
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            bag.read("/s")
+        monkeypatch.undo()
+        assert len(bag.read("/s")) == 40_000
+
+
 def _uncompressed_bag(path) -> None:
     """Two topics over many uncompressed chunks (messages read in place, from the file's mapping)."""
     import struct

@@ -297,7 +297,9 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], pool: WorkerThreads | 
             except RuntimeError as exc:  # "cannot schedule new futures after [interpreter] shutdown"
                 if "interpreter shutdown" in str(exc):  # (a daemon thread reading while Python exits)
                     raise RuntimeError("the interpreter is exiting: no more chunks are read") from exc
-                raise ValueError("the bag was closed during the read") from exc
+                if "after shutdown" in str(exc):
+                    raise ValueError("the bag was closed during the read") from exc
+                raise  # (no thread could start: the process's limit, said as it is)
             if len(pending) >= ahead:
                 yield _result(pending.popleft()[1])
         while pending and os.getpid() == parent:

@@ -7,7 +7,7 @@ open: a dataset holding 128 bags open held 256 threads. These threads end
 after IDLE_SECONDS without work and start again with the next read (about
 0.1 ms each).
 
-Each bag keeps pools of its own, not one pool shared by every bag: one
+Each bag keeps a pool of its own, not one pool shared by every bag: one
 bag's slow work (a bz2 chunk, a stalled network file) then never waits in
 line before another bag's. And nothing here runs under a lock of ours
 that the garbage collector could re-enter: no done-callbacks, no work
@@ -64,7 +64,15 @@ class WorkerThreads:
                 self._count += 1
                 name = f"{self.name}_{self._count}"
         if start:
-            threading.Thread(target=self._work, name=name, daemon=True).start()
+            try:
+                threading.Thread(target=self._work, name=name, daemon=True).start()
+            except RuntimeError:  # "can't start new thread": the process's limit (threads, memory)
+                with self._lock:
+                    self._threads -= 1
+                    alone = self._threads == 0
+                if alone:  # (no thread would ever run it; with others alive they do)
+                    future.cancel()
+                    raise
         return future
 
     def _work(self) -> None:
