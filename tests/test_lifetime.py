@@ -257,6 +257,31 @@ def test_closing_a_db3_bag_under_its_readers_does_not_crash_the_process(tmp_path
     assert set(eval(done.stdout.strip().splitlines()[-1])) <= {"done", "ValueError"}, done.stdout
 
 
+def test_an_idle_worker_keeps_nothing_of_its_last_task():
+    """A worker waiting for work held its last task's result in its locals (a decompressed payload: the
+    memory test's read kept 1.23x its arrays instead of 1.18x); and a shutdown returns with the threads
+    gone."""
+    import gc
+    import weakref
+
+    from fastbag.io.threads import WorkerThreads
+
+    class Payload:
+        pass
+
+    pool = WorkerThreads(2)
+    future = pool.submit(Payload)
+    result = future.result(timeout=10)
+    gone = weakref.ref(result)
+    del future, result
+    gc.collect()
+    assert gone() is None, "an idle worker holds its last result"
+    threads = list(pool._alive)
+    assert threads
+    pool.shutdown()
+    assert not any(t.is_alive() for t in threads) and not pool._alive and pool._threads == 0
+
+
 def test_a_read_that_cannot_start_a_thread_says_so(tmp_path, monkeypatch):
     """A process at its thread limit: the read raises the RuntimeError that says so ("can't start new
     thread"), not a ValueError claiming the bag was closed."""
