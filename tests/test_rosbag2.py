@@ -921,8 +921,8 @@ def _traced_statements(monkeypatch) -> list[str]:
     statements: list[str] = []
     connect = Db3._connect
 
-    def traced(self):
-        con = connect(self)
+    def traced(self, *args):
+        con = connect(self, *args)
         con.set_trace_callback(statements.append)
         return con
 

@@ -232,10 +232,18 @@ class Db3:
             if self.closed:
                 raise ValueError(f"the bag was closed during the read ({self.path})")
             con = self._idle.pop() if self._idle else None
+            if con is not None:
+                self._busy.add(con)  # (in the same step: a close then interrupts it)
+            memory, uri = self._memory, self._uri  # (what to connect to, as it was while open)
         if con is None:
-            con = self._connect()
-        with self._lock:
-            self._busy.add(con)
+            con = self._connect(memory, uri)
+            with self._lock:
+                closed = self.closed
+                if not closed:
+                    self._busy.add(con)
+            if closed:  # (closed while it connected: it would not have been interrupted)
+                con.close()
+                raise ValueError(f"the bag was closed during the read ({self.path})")
         try:
             yield con
         finally:
@@ -247,13 +255,13 @@ class Db3:
             if not keep:
                 con.close()
 
-    def _connect(self) -> sqlite3.Connection:
-        """A new read-only connection to the file (or to the decompressed copy in memory)."""
-        if self._memory is not None:
+    def _connect(self, memory: bytes | None, uri: str | None) -> sqlite3.Connection:
+        """A new read-only connection to the file at ``uri`` (or to the decompressed copy ``memory``)."""
+        if memory is not None:
             con = sqlite3.connect(":memory:", check_same_thread=False)
-            con.deserialize(self._memory)  # a WAL-mode header was turned to rollback mode: see __init__
+            con.deserialize(memory)  # a WAL-mode header was turned to rollback mode: see __init__
         else:
-            con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)  # type: ignore[arg-type]
+            con = sqlite3.connect(uri, uri=True, check_same_thread=False)  # type: ignore[arg-type]
         con.text_factory = bytes  # group_concat of blobs is text to SQLite: take it as bytes
         return con
 
@@ -481,7 +489,11 @@ class Db3:
 
     def _scan_range(self, ids: tuple[int, int]) -> Rows:
         """The rows with ids ``ids[0]`` to ``ids[1]`` (all present), on a connection of their own."""
-        con = self._mapped(self._connect())
+        with self._lock:
+            if self.closed:
+                raise ValueError(f"the bag was closed during the read ({self.path})")
+            memory, uri = self._memory, self._uri
+        con = self._mapped(self._connect(memory, uri))
         try:
             return self._scan(con, ids, f" WHERE id BETWEEN {int(ids[0])} AND {int(ids[1])}")
         finally:
@@ -554,6 +566,8 @@ class Db3:
                         skipped += 1
                 break
             except (sqlite3.Error, ValueError, OverflowError) as exc:
+                if self.closed:  # (interrupted by a close: no damage)
+                    raise self._error(exc, "messages table") from exc
                 errors.append(f"{exc} after row id {after}" if found else str(exc))
                 if len(errors) > MAX_RESUMES:  # damage everywhere: keep what was read
                     break
@@ -594,10 +608,13 @@ class Db3:
 
     def _page_blobs(self, pages: TablePages, ids: np.ndarray) -> np.ndarray | None:
         """The blobs of ``ids`` from the file's pages (see TablePages.blobs), long ones read with pread."""
-        if self._source is None:  # decompressed into memory
+        source = self._source  # (once: a close meanwhile sets it to None)
+        if source is None:  # decompressed into memory, or closed
+            if self.closed:
+                raise ValueError(f"the bag was closed during the read ({self.path})")
             return pages.blobs(ids)
         try:
-            with self._source.descriptor() as fd:
+            with source.descriptor() as fd:
                 return pages.blobs(ids, fd)
         except (OSError, ValueError):  # the path names another file now: SQLite reads what it opened
             return None
@@ -674,11 +691,12 @@ class Db3:
         with self._lock:
             self.closed = True
             idle, self._idle = self._idle, []
-            busy = list(self._busy)
-        for con in busy:
-            con.interrupt()  # (thread-safe, as closing under another thread's query is not)
+            for con in self._busy:  # (under the lock: none is given back and closed meanwhile)
+                with contextlib.suppress(sqlite3.Error):
+                    con.interrupt()  # (thread-safe, as closing under another thread's query is not)
         for con in idle:
-            con.close()
+            with contextlib.suppress(sqlite3.Error):
+                con.close()
         self._pages = None  # (its array is a view of the mapping: dropped first, so the mapping can close)
         self._topic_pages = {}
         if self._source is not None:
