@@ -204,6 +204,8 @@ def test_worker_threads_are_safe_to_cancel_from_a_collected_read_and_shut_down_t
     pool.shutdown()  # (again: nothing runs, returns)
     with pytest.raises(RuntimeError, match="after shutdown"):
         pool.submit(task, 9)
+    inner = WorkerThreads(2)  # a shutdown from within one of its tasks does not wait for that task (it hung)
+    assert inner.submit(inner.shutdown).result(timeout=10) is None
 
 
 _CLOSE_UNDER_SQL = """

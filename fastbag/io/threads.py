@@ -30,6 +30,8 @@ R = TypeVar("R")
 
 #: A worker thread with nothing to do for this long ends.
 IDLE_SECONDS = 5.0
+#: The task a worker thread runs now (``future``), so that a shutdown from within it does not wait for it.
+_CURRENT = threading.local()
 
 
 class WorkerThreads:
@@ -40,9 +42,10 @@ class WorkerThreads:
     def __init__(self, workers: int, name: str = "fastbag") -> None:
         self.workers = workers
         self.name = name
-        # work, or None: a shut pool's idle thread ends now, not IDLE_SECONDS later
-        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
-            queue.SimpleQueue()
+        # work, or None: a shut pool's idle thread ends now, not IDLE_SECONDS later. (A Queue, not a
+        # SimpleQueue: a SimpleQueue's get(timeout) can wait without end when woken after its deadline
+        # and another getter took the item, and an idle thread then never ended.)
+        self._queue: queue.Queue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = queue.Queue()
         self._lock = threading.Lock()
         self._threads = 0                     # alive, or about to start
         self._alive: set[threading.Thread] = set()
@@ -113,7 +116,7 @@ class WorkerThreads:
     def _after_fork(self) -> None:
         # A forked child has none of the parent's threads, and the parent's may have held these at the fork:
         # the child's pool starts empty (a read the parent began maps the rest itself: see ordered_map).
-        self._queue = queue.SimpleQueue()
+        self._queue = queue.Queue()
         self._lock = threading.Lock()
         self._threads = 0
         self._running = set()
@@ -124,7 +127,8 @@ class WorkerThreads:
         for its reads' workers before its file goes; a second close waits alike)."""
         with self._lock:
             self._shut = True
-            running = list(self._running)
+            # (not the task this thread runs, if it is one of them: it would wait for itself)
+            running = [f for f in self._running if f is not getattr(_CURRENT, "future", None)]
         while True:
             try:
                 item = self._queue.get_nowait()
@@ -147,9 +151,12 @@ class WorkerThreads:
 def _run(future: Future[Any], fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """``fn(*args)`` into ``future``: its result or its exception (handed to the waiting reader, as an
     executor does). A function of its own, so that the result is not left in the worker's locals."""
+    _CURRENT.future = future
     try:
         result = fn(*args)
     except BaseException as exc:
         future.set_exception(exc)
     else:
         future.set_result(result)
+    finally:
+        _CURRENT.future = None
