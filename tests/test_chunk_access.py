@@ -329,3 +329,54 @@ def test_a_store_collected_while_the_ledger_is_locked_does_not_hang_the_process(
     assert ledger.total == before
     bag._store._cached = 0  # (the ledger forgot this store: its close must not count it off again)
     bag.close()
+
+
+LEDGER_COLLECTS = """
+import gc, sys
+from collections import OrderedDict
+import fastbag
+from fastbag.io import chunks
+
+class Collecting(OrderedDict):
+    touched = 0
+    def move_to_end(self, *args, **kwargs):
+        super().move_to_end(*args, **kwargs)
+        if not Collecting.touched:  # where Python 3.13's collector ran: right after the call
+            Collecting.touched += 1
+            gc.collect()
+
+gc.disable()  # (nothing collected but where this script collects)
+live, gone = fastbag.open(sys.argv[1]), fastbag.open(sys.argv[2])
+live.take("/u", [0])
+for _ in gone.messages(raw=True):  # its chunks cached, counted in the ledger
+    pass
+held = gone._store._cached
+assert held > 0
+gone._cycle = gone  # garbage only the cyclic collector frees
+del gone
+chunks.LEDGER._held = Collecting(chunks.LEDGER._held)
+live.take("/u", [0])  # a cache hit: LEDGER.touch, its lock held, the collector running inside it
+assert Collecting.touched == 1, "no cache hit"
+live.take("/u", [5999])  # another chunk cached: the ledger's next change forgets the collected store
+print(chunks.LEDGER.total, live._store._cached, flush=True)
+"""
+
+
+def test_a_store_collected_inside_the_ledgers_own_locked_code_does_not_hang_the_thread(tmp_path) -> None:
+    """A store's finalizer (LEDGER.forget) runs wherever the cyclic collector runs: since Python 3.12 at the
+    next call or loop of the thread that allocated, which can be inside the ledger's own locked code (touch,
+    on a cache hit). forget then waited for the lock its own thread held: the process hung for ever (the
+    3.13 suite, in test_fuzz). Now the collected store is forgotten by the ledger's next change, and its
+    bytes leave the total then. (In a child process: the old code hangs it.)"""
+    import subprocess
+    import sys
+
+    live, gone = _lz4_bags(tmp_path, 2, rows=6000)
+    try:
+        done = subprocess.run([sys.executable, "-c", LEDGER_COLLECTS, str(live), str(gone)], capture_output=True,
+                              text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the thread waited for ever on the ledger's lock it held itself")
+    assert done.returncode == 0, done.stderr
+    total, cached = map(int, done.stdout.split())
+    assert total == cached  # (the collected store's bytes are no longer counted)
