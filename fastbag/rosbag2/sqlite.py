@@ -269,7 +269,7 @@ class Db3:
         """``con``, reading pages through a mapping rather than a read() each, for a scan of the table: ~40%
         less time. Not for the few pages opening reads (a fresh mapping's faults made ``count(*)`` 18 ms
         where reads take 6), nor for a file someone writes (it could shrink under the mapping). A leased
-        connection is given back unmapped (:meth:`_unmapped`)."""
+        connection is given back unmapped (:meth:`_mapped_lease`)."""
         if "immutable=1" in (self._uri or ""):
             con.execute("PRAGMA mmap_size = 1099511627776")  # SQLite maps at most the file, up to its cap
         return con
