@@ -47,8 +47,7 @@ class WorkerThreads:
         # and another getter took the item, and an idle thread then never ended.)
         self._queue: queue.Queue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = queue.Queue()
         self._lock = threading.Lock()
-        self._threads = 0                     # alive, or about to start
-        self._alive: set[threading.Thread] = set()
+        self._alive: set[threading.Thread] = set()  # started, or about to start
         self._running: set[Future[Any]] = set()
         self._shut = False
         self._count = 0                       # threads started, for their names
@@ -62,22 +61,18 @@ class WorkerThreads:
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
             self._queue.put(item)
-            start = self._threads < self.workers
-            if start:
-                self._threads += 1
+            thread = None
+            if len(self._alive) < self.workers:
                 self._count += 1
-                name = f"{self.name}_{self._count}"
-        if start:
-            thread = threading.Thread(target=self._work, name=name, daemon=True)
-            with self._lock:
+                thread = threading.Thread(target=self._work, name=f"{self.name}_{self._count}", daemon=True)
                 self._alive.add(thread)
+        if thread is not None:
             try:
                 thread.start()
             except RuntimeError:  # "can't start new thread": the process's limit (threads, memory)
                 with self._lock:
-                    self._threads -= 1
                     self._alive.discard(thread)
-                    alone = self._threads == 0
+                    alone = not self._alive
                 if alone:  # (no thread would ever run it; with others alive they do)
                     future.cancel()
                     raise
@@ -92,7 +87,6 @@ class WorkerThreads:
             if item is None:
                 with self._lock:  # (a submit queues and counts threads under the lock: none is stranded)
                     if self._shut or self._queue.empty():
-                        self._threads -= 1
                         self._alive.discard(threading.current_thread())
                         return
                 continue
@@ -118,9 +112,13 @@ class WorkerThreads:
         # the child's pool starts empty (a read the parent began maps the rest itself: see ordered_map).
         self._queue = queue.Queue()
         self._lock = threading.Lock()
-        self._threads = 0
         self._running = set()
         self._alive = set()
+
+    @property
+    def _threads(self) -> int:
+        """Threads started or about to start (each ends itself, idle or shut down)."""
+        return len(self._alive)
 
     def shutdown(self) -> None:
         """Refuse later submits, cancel the queued work and wait for the running work (a bag's close waits

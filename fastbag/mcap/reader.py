@@ -109,6 +109,7 @@ class McapReader(LazyIndexContainer):
         self._data_start = head[1] + head[2]
         self._problems: list[str] = []
         self._index: BagIndex | None = None
+        self._looks_zstd: bool | None = None  # see messages_look_zstd (asked at open, twice for a lone file)
         self._chunk_crc: np.ndarray = np.zeros(0, dtype=np.int64)
         self._listed_per_chunk: np.ndarray | None = None  # entries per chunk, kept in files without statistics
         self._counted: set[int] = set()  # chunks whose Message records were counted
@@ -684,6 +685,11 @@ class McapReader(LazyIndexContainer):
         (a view). A compressed chunk's head is a whole zstd block to decode (~0.1 ms, a sixth of opening a
         sound file): a sound file that lacks the record says False here, and its messages' zstd frames are
         named as such when read."""
+        if self._looks_zstd is None:
+            self._looks_zstd = self._first_cdr_message_is_zstd()
+        return self._looks_zstd
+
+    def _first_cdr_message_is_zstd(self) -> bool:
         cdr = [k for k, c in enumerate(self.connections) if c.encoding == "cdr"]
         chunks = self.chunks
         if not cdr or len(chunks) == 0:

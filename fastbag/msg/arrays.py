@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DecodeError, NotFoundError, UnsupportedError, close_matches
+from ..io.codecs import ZSTD_MAGIC
 from .layout import REPRESENTATIONS, Layout, Node, Slot
 from .messages import MessageTypes, Record, Source, message_types, node_class
 
@@ -67,7 +68,7 @@ MISMATCH_HINT = ("the definition does not describe these messages (a wrong or ou
                  "data): pass the right one as definitions= to fastbag.open")
 
 
-#: What a CDR message whose bytes are a zstd frame means (b"\x28\xb5\x2f\xfd" where a CDR header should be).
+#: What a CDR message whose bytes are a zstd frame means (its magic where a CDR header should be).
 ZSTD_FRAME_HINT = ("its bytes are a zstd frame: the recording is compressed per message (rosbag2's MESSAGE mode) "
                    "where nothing fastbag read says so (no metadata.yaml, one that says otherwise, or an MCAP "
                    "file without its rosbag2 metadata record): open the recording's directory with its "
@@ -90,8 +91,8 @@ def check_min_size(layout: Layout, lengths: np.ndarray, first_index: int, *, top
         k = int(short[0])
         hint = MISMATCH_HINT
         if payload is not None and starts is not None and layout.encoding.aligned and \
-                0 <= int(starts[k]) <= payload.size - 4 and lengths[k] >= 4 and \
-                payload[int(starts[k]):int(starts[k]) + 4].tobytes() == b"\x28\xb5\x2f\xfd":
+                0 <= int(starts[k]) <= payload.size - len(ZSTD_MAGIC) and lengths[k] >= len(ZSTD_MAGIC) and \
+                payload[int(starts[k]):int(starts[k]) + len(ZSTD_MAGIC)].tobytes() == ZSTD_MAGIC:
             hint = ZSTD_FRAME_HINT
         raise DecodeError(f"message has {int(lengths[k])} bytes, fewer than the {layout.min_size} its definition "
                           f"needs; {hint}", topic=topic, msgtype=msgtype,

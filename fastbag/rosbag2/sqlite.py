@@ -230,7 +230,7 @@ class Db3:
         then crashed the process under a read.)"""
         with self._lock:
             if self.closed:
-                raise ValueError(f"the bag was closed during the read ({self.path})")
+                raise self._closed_error()
             con = self._idle.pop() if self._idle else None
             if con is not None:
                 self._busy.add(con)  # (in the same step: a close then interrupts it)
@@ -243,7 +243,7 @@ class Db3:
                     self._busy.add(con)
             if closed:  # (closed while it connected: it would not have been interrupted)
                 con.close()
-                raise ValueError(f"the bag was closed during the read ({self.path})")
+                raise self._closed_error()
         try:
             yield con
         finally:
@@ -285,9 +285,13 @@ class Db3:
                     with contextlib.suppress(sqlite3.Error):
                         con.execute("PRAGMA mmap_size = 0")
 
+    def _closed_error(self) -> ValueError:
+        """What a read meets once the file is closed (by another thread, under it)."""
+        return ValueError(f"the bag was closed during the read ({self.path})")
+
     def _error(self, exc: Exception, what: str, **where: Any) -> BagFormatError | ValueError | OSError:
         if self.closed:  # (closed under a read: its copy and connections went away, no damage)
-            return ValueError(f"the bag was closed during the read ({self.path})")
+            return self._closed_error()
         if _cannot_open(exc) and self._memory is None:
             limit = _out_of_resources(self.path)
             if limit is not None:
@@ -491,7 +495,7 @@ class Db3:
         """The rows with ids ``ids[0]`` to ``ids[1]`` (all present), on a connection of their own."""
         with self._lock:
             if self.closed:
-                raise ValueError(f"the bag was closed during the read ({self.path})")
+                raise self._closed_error()
             memory, uri = self._memory, self._uri
         con = self._mapped(self._connect(memory, uri))
         try:
@@ -611,7 +615,7 @@ class Db3:
         source = self._source  # (once: a close meanwhile sets it to None)
         if source is None:  # decompressed into memory, or closed
             if self.closed:
-                raise ValueError(f"the bag was closed during the read ({self.path})")
+                raise self._closed_error()
             return pages.blobs(ids)
         try:
             with source.descriptor() as fd:
