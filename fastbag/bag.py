@@ -1131,7 +1131,7 @@ class Bag:
         time_of = index.time[selected].tolist()
         topics = [c.topic for c in connections]
         last, view = None, memoryview(b"")
-        for buf, _, a, b, starts, lengths in self._runs(index, selected, kernel=_raw_kernel(selected.size)):
+        for buf, _, a, b, starts, lengths in self._batches(selected, kernel=_raw_kernel(selected.size)):
             if buf is not last:
                 last, view = buf, memoryview(buf)
             headers = self._container.message_headers(buf, starts)
@@ -1140,16 +1140,20 @@ class Bag:
                                             headers[0].tolist(), headers[1].tolist()):
                     yield _StampedMessage(topics[c], t, view[s:s + n], connections[c], None, p, q)
                 continue
-            # zip over the run's own lists: no indexing per message (a third of this loop's cost)
+            # zip over the batch's own lists: no indexing per message (a third of this loop's cost)
             for c, t, s, n in zip(conn_of[a:b], time_of[a:b], starts.tolist(), lengths.tolist()):
                 yield Message(topics[c], t, view[s:s + n], connections[c])
 
-    def _batches(self, selected: np.ndarray) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray,
-                                                                np.ndarray]]:
+    def _batches(self, selected: np.ndarray, *, kernel: bool = True
+                 ) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:
         """The runs of :meth:`_runs`, cut into batches of at most PARALLEL_MIN messages: iteration decodes
-        a batch at a time, so memory and the wait for the first message stay small."""
-        for buf, base, a, b, starts, lengths in self._runs(self._index, selected, kernel=True):
+        a batch at a time, so memory and the wait for the first message stay small. A close under the
+        iteration is a ValueError at the next batch (a bag's uncompressed chunks are one run: a loop closed
+        under it went on to its end)."""
+        for buf, base, a, b, starts, lengths in self._runs(self._index, selected, kernel=kernel):
             for k in range(0, b - a, PARALLEL_MIN):
+                if k:
+                    self._check_open()
                 end = min(b - a, k + PARALLEL_MIN)
                 yield buf, base, a + k, a + end, starts[k:end], lengths[k:end]
 
