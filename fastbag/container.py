@@ -38,7 +38,7 @@ import numpy as np
 
 from .io.chunks import DEFAULT_CACHE_BYTES, Chunk, ChunkStore, ChunkTable
 from .io.source import Source
-from .msg.msgdef import TypeName
+from .msg.msgdef import type_name
 
 #: The md5sum of a connection that names none (rosbag2; an MCAP file's ROS1 channels written without it):
 #: the type's definition is not checked against one, and connections agree by type and definition instead.
@@ -79,8 +79,10 @@ class Connection:
     type_description_hash: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        # rosbags' spelling of the type equals it too (see TypeName): a ported filter by msgtype finds it.
-        object.__setattr__(self, "msgtype", TypeName(self.msgtype))
+        # A ROS 1 spelling (pkg/Type) equals rosbags' too (see TypeName): a filter ported from rosbags finds
+        # it. Any other name stays a plain str, as rosbags gives it: strict serializers refuse a subclass
+        # (yaml.safe_dump, and so rosbags' rosbag2 Writer when a copied connection's msgtype is one).
+        object.__setattr__(self, "msgtype", type_name(self.msgtype))
 
     @property
     def digest(self) -> str:

@@ -331,7 +331,8 @@ def test_the_rosbags_loop_runs_unchanged(relative):
 def test_a_filter_by_rosbags_type_names_picks_the_same_connections(relative):
     """rosbags spells every type ``pkg/msg/Type``, ROS 1 bags' too; fastbag keeps a ROS 1 bag's own
     ``pkg/Type``. A ported ``x.msgtype == "sensor_msgs/msg/Imu"`` filter matched nothing on ROS 1 bags, and
-    the empty list it made read every message (QA). Both spellings now equal the type, whichever side."""
+    the empty list it made read every message (QA). Both spellings now equal a ROS 1 type, whichever side. A
+    ROS 2 recording's is rosbags' own, a plain str (strict serializers refuse a subclass)."""
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import Stores, get_typestore
 
@@ -343,16 +344,19 @@ def test_a_filter_by_rosbags_type_names_picks_the_same_connections(relative):
                                                                      if c.msgtype == msgtype]))
                   for msgtype in theirs}
     with open_quietly([path]) as reader:
+        ros1 = all(c.msgtype.count("/") == 1 for c in reader.connections)
+        assert ros1 or all(type(c.msgtype) is str for c in reader.connections)
         for msgtype, topics in theirs.items():
             rospy_spelling = msgtype.replace("/msg/", "/")
-            for spelling in (msgtype, rospy_spelling):
+            for spelling in (msgtype, rospy_spelling) if ros1 else (msgtype,):
                 picked = [x for x in reader.connections if x.msgtype == spelling]
                 assert sorted(c.topic for c in picked) == topics
                 assert sorted(c.topic for c in reader.connections if spelling == c.msgtype) == topics
                 assert not [x for x in picked if x.msgtype != spelling]
                 assert sum(1 for _ in reader.messages(connections=picked)) == counts[msgtype]
             topic = max(topics, key=lambda t: reader.topics[t].message_count)
-            assert reader.topics[topic].msgtype == msgtype and reader.topics[topic].msgtype == rospy_spelling
+            assert reader.topics[topic].msgtype == msgtype
+            assert (reader.topics[topic].msgtype == rospy_spelling) is ros1
             assert reader.read(topic).msgtype == msgtype  # (a message's _type is pkg/Type in every format)
             for m in itertools.islice(reader.messages(topics=[topic]), 1):
                 assert m.msg._type == msgtype == m.msg.__msgtype__ and m.msg._type == rospy_spelling
@@ -374,6 +378,34 @@ def test_type_names_compare_by_either_spelling_and_hash_as_the_str_they_are():
     import pickle
 
     assert pickle.loads(pickle.dumps(ros1)) == ros2
+
+
+def test_rosbags_filter_a_bag_recipe_copies_a_ros2_recording_read_by_fastbag(tmp_path):
+    """rosbags' recipe for filtering a bag, reading with fastbag: each connection added to rosbags' rosbag2
+    Writer with its ``msgtype``, every message's bytes written. A ROS 2 recording's msgtype was a str
+    subclass (TypeName), which the Writer's YAML dumper refused at close, leaving a folder with a database
+    and no metadata.yaml (QA). It is a plain str now (a ROS 1 spelling alone is a TypeName), so the copy
+    reads back in rosbags with every message, and ``yaml.safe_dump`` takes the names."""
+    import yaml
+    from rosbags.highlevel import AnyReader
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    path = data_file("db3/MichaelGrupp__evo__test__data__tf_example")
+    out = tmp_path / "filtered"
+    with open_quietly(path) as bag:
+        assert yaml.safe_load(yaml.safe_dump({c.topic: c.msgtype for c in bag.connections})) == \
+            {"/tf": "tf2_msgs/msg/TFMessage", "/tf_static": "tf2_msgs/msg/TFMessage"}
+        want = [(c.topic, t, raw) for c, t, raw in bag.messages()]
+        with Writer(out, version=8) as writer:
+            added = {c: writer.add_connection(c.topic, c.msgtype, typestore=store) for c in bag.connections}
+            for c, t, raw in bag.messages():
+                writer.write(added[c], t, raw)
+    assert (out / "metadata.yaml").is_file()
+    with AnyReader([out], default_typestore=store) as peer:
+        got = [(c.topic, t, bytes(raw)) for c, t, raw in peer.messages()]
+    assert len(want) == 518 and got == want
 
 
 def test_messages_are_not_iterable_and_answer_in_by_field():

@@ -52,6 +52,7 @@ __all__ = [
     "Field",
     "MsgDef",
     "TypeName",
+    "type_name",
     "TypeRegistry",
     "compose_definition",
     "load_definitions",
@@ -65,7 +66,8 @@ class TypeName(str):
     Code ported from rosbags filters ``connection.msgtype`` by the ``pkg/msg/Type`` spelling, on ROS 1
     bags too: as a plain str, that filter matched nothing, and the empty connection list it made then
     selected every message (as rosbags reads one). Other strings compare as str. It hashes as the str it
-    is, so a dict or set keyed by one spelling does not find the other: compare with ``==``.
+    is, so a dict or set keyed by one spelling does not find the other: compare with ``==``. A connection's
+    name is one only where spelled ``pkg/Type`` (:func:`type_name`): strict serializers refuse a str subclass.
     """
 
     __slots__ = ()
@@ -80,6 +82,13 @@ class TypeName(str):
         return equal if equal is NotImplemented else not equal
 
     __hash__ = str.__hash__
+
+
+def type_name(name: str) -> str:
+    """A recording's name of a type as a :class:`TypeName` where rosbags spells it otherwise (ROS 1's
+    ``pkg/Type``); any other name (ROS 2's ``pkg/msg/Type``, a protobuf or JSON schema's) as a plain str,
+    which is rosbags' spelling already and what strict serializers (``yaml.safe_dump``) take."""
+    return TypeName(name) if name.count("/") == 1 else str(name)
 
 
 def _one_spelling(name: str) -> str:
