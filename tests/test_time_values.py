@@ -162,11 +162,14 @@ def _write_ros1(path, definition_types: dict, msgtype: str, payloads: list[bytes
 
 def test_decoded_values_keep_the_stored_fields(tmp_path):
     """A stored nsecs of 1e9 or more (no ROS writer makes one) is kept, as rosbags gives it; the value compares
-    as genpy's normalized one, and canon() gives genpy's fields."""
+    as genpy's normalized one, and canon() gives genpy's fields. ``abs``, ``-``, ``is_zero`` and ``bool`` go
+    by the value too: ``abs`` of a stored (0, -500000000) was itself, negative, and (1, -1000000000) was not
+    zero (QA)."""
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
     types = {"fbtest/Main": "time t\nduration d\ntime[] ts\n"}
-    stored = [((5, 1_500_000_000), (0, -5)), ((7, 3), (-1, 2_000_000_001))]
+    stored = [((5, 1_500_000_000), (0, -5)), ((7, 3), (-1, 2_000_000_001)), ((8, 0), (0, -500_000_000)),
+              ((9, 0), (1, -1_000_000_000))]
     payloads = [struct.pack("<IIiiIII", *t, *d, 1, *t) for t, d in stored]
     _write_ros1(tmp_path / "t.bag", types, "fbtest/Main", payloads)
     store = get_typestore(Stores.ROS1_NOETIC)
@@ -182,6 +185,10 @@ def test_decoded_values_keep_the_stored_fields(tmp_path):
         assert ours.t == Time(*t) and hash(ours.t) == hash(Time(*t))
         assert ours.d == Duration(*d) and ours.ts == [Time(*t)]
         assert (ours.t - Time(*t)).is_zero() and ours.t - ours.d == Time(*t) - Duration(*d)
+        for what, f in (("abs", abs), ("-", operator.neg), ("is_zero", lambda v: v.is_zero()), ("bool", bool)):
+            _same(f(ours.d), f(genpy_time(genpy.Duration, *d)), f"{what} of a stored duration {d}")
+        for what, f in (("is_zero", lambda v: v.is_zero()), ("bool", bool)):
+            _same(f(ours.t), f(genpy_time(genpy.Time, *t)), f"{what} of a stored time {t}")
         kept = pickle.loads(pickle.dumps(ours.t))
         assert (kept.secs, kept.nsecs) == t  # unpickled as stored
         value = ours.t  # a new value at each access: canon() changes this one

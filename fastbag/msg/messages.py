@@ -248,8 +248,9 @@ class Time:
         return np.datetime64(self.to_nsec(), "ns")
 
     def is_zero(self) -> bool:
-        """``secs`` and ``nsecs`` both zero."""
-        return self.secs == 0 and self.nsecs == 0
+        """Whether the value is zero: ``secs`` and ``nsecs`` both zero once normalized, as genpy's decoded
+        values are (a stored ``(1, -1000000000)`` is zero)."""
+        return self.to_nsec() == 0
 
     def set(self, secs: int, nsecs: int) -> None:
         """Set both fields, as given (genpy)."""
@@ -373,7 +374,9 @@ class Duration(Time):
         return Duration(-self.secs, -self.nsecs)
 
     def __abs__(self) -> Duration:
-        return self if self.secs >= 0 else -self
+        # By value, normalized: a stored (0, -500000000) is negative, which genpy's test of secs alone sees
+        # only because its decoded values are normalized.
+        return self._make(abs(self.to_nsec()))
 
     def __add__(self, other: Any) -> Any:
         """Duration + Duration: a Duration; Duration + Time (either side; genpy's too): a Time."""
@@ -487,7 +490,7 @@ class _Ros2Time:
         return self._value().to_datetime64()  # type: ignore[no-any-return]
 
     def is_zero(self) -> bool:
-        return self.sec == 0 and self.nanosec == 0  # type: ignore[attr-defined,no-any-return]
+        return self.to_nsec() == 0  # (by value, as Time.is_zero)
 
     def _value(self) -> Time:
         """The same value as a fastbag Time or Duration (fields as stored)."""
