@@ -308,6 +308,16 @@ class Message:
             _UNPACKED.last = (data, self.connection.msgtype, self.msg)
         return iter((self.connection, self.time, data))
 
+    def __len__(self) -> int:
+        return 3  # (as the tuple it unpacks as)
+
+    def __getitem__(self, item: int | slice) -> Any:
+        """``m[0]``, ``m[1]``, ``m[2]``: the connection, time and bytes, as rosbags' tuples index
+        (``sorted(bag.messages(), key=lambda x: x[1])``); ``m[2]`` and slices copy the bytes, as unpacking does."""
+        if item in (0, 1, -3, -2):
+            return self.connection if item in (0, -3) else self.time
+        return tuple(self)[item]
+
     @property
     def publish_time(self) -> int | None:
         """When the message was published (int ns), where the format records it (MCAP); else None."""
@@ -842,7 +852,7 @@ class Bag:
         (of :attr:`connections`) selects by connection, as rosbags' readers
         do (also as the first argument, as rosbags takes them; an empty list
         selects every connection, as in rosbags), and ``stop`` is their name of
-        ``end``; a message unpacks as theirs yield it, ``rawdata`` as ``bytes``:
+        ``end``; a message unpacks (and indexes) as theirs yield it, ``rawdata`` as ``bytes``:
         ``for connection, timestamp, rawdata in bag.messages(connections=...)``.
         """
         if stop is not None:

@@ -327,6 +327,21 @@ def test_the_rosbags_loop_runs_unchanged(relative):
         assert msg == unpacked and repr(msg) == repr(unpacked)  # nested types named as in the loop's messages
 
 
+def test_a_message_indexes_as_the_tuple_it_unpacks_as():
+    """rosbags yields tuples, so its users index them too (``sorted(reader.messages(), key=lambda x: x[1])``):
+    a fastbag message was only unpackable, and ``m[1]`` a TypeError (QA)."""
+    path = _bag_with_topics()
+    with fastbag.open(path) as bag:
+        messages = list(itertools.islice(bag.messages(), 50))
+        for m in messages:
+            connection, timestamp, rawdata = m
+            assert len(m) == 3 and (m[0], m[1], m[2]) == (connection, timestamp, rawdata) == tuple(m)
+            assert (m[-3], m[-2], m[-1]) == tuple(m) and m[1:] == (timestamp, rawdata) and type(m[2]) is bytes
+            with pytest.raises(IndexError):
+                m[3]
+        assert [m[1] for m in sorted(messages, key=lambda x: x[1])] == sorted(m.time for m in messages)
+
+
 @pytest.mark.parametrize("relative", ROSBAGS_LOOP_BAGS)
 def test_a_filter_by_rosbags_type_names_picks_the_same_connections(relative):
     """rosbags spells every type ``pkg/msg/Type``, ROS 1 bags' too; fastbag keeps a ROS 1 bag's own
