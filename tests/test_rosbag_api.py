@@ -621,3 +621,36 @@ def test_code_written_for_genpy_messages_walks_ours_alike():
                 getattr(msg, name)
         with pytest.raises(AttributeError, match=r"has no attribute 'transform' \(did you mean 'transforms'\?\)"):
             msg.transform
+
+
+READ_POINTS_BAGS = ["ros1v2/eric-wieser__ros_numpy__test__test.bag",
+                    "ros1v2/ashnarayan13__toposens_reader__tests__test.bag",
+                    "ros1v2/SICKAG__sick_scan_xd__doc__combination_rms_1xxx_lms_1xx__rms_1xxx_lms_1xx_movement_off.bag"]
+
+
+@pytest.mark.parametrize("relative", READ_POINTS_BAGS)
+def test_pointcloud_of_a_message_gives_what_read_points_gives_rospys_message(relative):
+    """``sensor_msgs.point_cloud2.read_points`` asserts a genpy message, so it refuses fastbag's (README
+    says so and names this instead): ``fastbag.pointcloud(m.msg)``'s rows, as tuples, are its points, NaN
+    points skipped as its ``skip_nans`` skips them, for every cloud of the bag."""
+    point_cloud2 = pytest.importorskip("sensor_msgs.point_cloud2", reason="py3rosmsgs' sensor_msgs")
+    path = data_file(relative)
+    with classic_rosbag().Bag(str(path)) as peer:
+        topics = [t for t, info in peer.get_type_and_topic_info().topics.items()
+                  if info.msg_type == "sensor_msgs/PointCloud2"]
+        theirs = [msg for _, msg, _ in peer.read_messages(topics=topics)]
+    with open_quietly(path) as bag:
+        ours = [m.msg for m in bag.messages(topics=topics)]
+    assert len(ours) == len(theirs) > 0
+    for mine, their in zip(ours, theirs):
+        with pytest.raises(AssertionError):
+            next(point_cloud2.read_points(mine))
+        names = tuple(f.name for f in their.fields if f.count == 1)
+        points = fastbag.pointcloud(mine)[list(names)].ravel()
+        nan = np.zeros(points.shape, dtype=bool)
+        for name in names:
+            if points[name].dtype.kind == "f":
+                nan |= np.isnan(points[name])
+        if not nan.any():  # (NaN equals nothing: compared below, skipped)
+            assert points.tolist() == list(point_cloud2.read_points(their, field_names=names))
+        assert points[~nan].tolist() == list(point_cloud2.read_points(their, field_names=names, skip_nans=True))
