@@ -57,6 +57,7 @@ def assert_same_genpy(ours, theirs, path: str = "msg") -> None:
     """fastbag's message object equals genpy's message, field by field (floats by their bits)."""
     if isinstance(theirs, genpy.Message):
         assert list(ours.__slots__) == list(theirs.__slots__), path
+        assert type(ours._slot_types) is type(theirs._slot_types) is type(ours._get_types()), path  # (lists)
         # (genpy names the Header of 2010 bags std_msgs/Header; fastbag as the bag's definition does)
         assert ours._has_header == theirs._has_header and \
             [t.replace("roslib/Header", "std_msgs/Header") for t in ours._get_types()] == list(theirs._get_types()), path

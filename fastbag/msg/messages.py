@@ -595,8 +595,8 @@ class Record:
 
     _asdict = to_dict
 
-    def _get_types(self) -> tuple[str, ...]:
-        """genpy's: the fields' types (``_slot_types``)."""
+    def _get_types(self) -> list[str]:
+        """genpy's: the fields' types (``_slot_types``, a list as genpy's)."""
         return self._slot_types  # type: ignore[attr-defined,no-any-return]
 
     def __getattr__(self, name: str) -> Any:
@@ -816,7 +816,7 @@ def _new_class(msgtype: str, fields: tuple[str, ...], constants: dict[str, Any],
     namespace.update({
         "__slots__": (), "__doc__": f"A decoded {msgtype or 'message'}: fields {', '.join(fields) or '(none)'}.",
         "_type": TypeName(msgtype), "_fields": fields, "_field_set": frozenset(fields), "_constants": dict(constants),
-        "_children": children, "_elements": elements, "_slot_types": slot_types,
+        "_children": children, "_elements": elements, "_slot_types": list(slot_types),  # (genpy's: a list)
         "__msgtype__": interface or (f"{pkg}/msg/{name}" if name else msgtype),
         # genpy's: whether the first field is a std_msgs Header (unpickled classes know names alone)
         "_has_header": fields[:1] == ("header",) and (slot_types or ("Header",))[0].split("/")[-1] == "Header",
