@@ -181,6 +181,15 @@ class BagIndex:
                 self.connections, np.array([c.id for c in self.connections], dtype=np.int64))
         return made[1]  # type: ignore[no-any-return]
 
+    @property
+    def topic_names(self) -> list[str]:
+        """Each connection's topic, by position; made once per list of connections, as :attr:`connection_ids`
+        (a loop over a .db3 of 16,000 topics iterates each on its own, and a list each took 2 GB)."""
+        made = self.__dict__.get("_topic_names")
+        if made is None or made[0] is not self.connections:
+            made = self.__dict__["_topic_names"] = (self.connections, [c.topic for c in self.connections])
+        return made[1]  # type: ignore[no-any-return]
+
 
 def build_index(version: str, connections: list[Connection], chunks: Sequence[Chunk], conn_ids: np.ndarray,
                 chunk_ids: np.ndarray, time: np.ndarray, offset: np.ndarray, *, recovered: bool = False,

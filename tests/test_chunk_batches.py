@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rosbags_fixtures import TYPESTORE, conn_spec, scan_file, twist_msg, write_with_rosbags
 from test_chunk_pipeline import assert_parts_agree, assert_values, expected, ordered_times, write, write_damaged
 
@@ -236,3 +238,30 @@ def test_a_chunk_failing_its_check_in_the_kernel_is_decoded_once_more(tmp_path, 
         bag.read("/a")
     assert caught.value.offset == position
     assert decoded.count(position) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_batch_places_through_sorted_keys_equal_those_through_whole_tables(data):
+    """Bag._runs maps each row's chunk to its batch and its place there through arrays as long as the chunk
+    table, or, for a read much smaller than the table, through the batches' chunks sorted (bag.SPARSE_TABLE):
+    both give the same places, -1 for a row whose chunk is in no batch (read in place)."""
+    from fastbag import bag as bag_module
+
+    table = data.draw(st.integers(1, 400))
+    chunks = data.draw(st.lists(st.integers(0, table - 1), unique=True, max_size=40))
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(chunks) - 1)), max_size=5))) if chunks else []
+    batches = [np.array(part, dtype=np.int64) for part in np.split(np.array(chunks, dtype=np.int64), cuts)
+               if len(part)]
+    rows = np.array(data.draw(st.lists(st.integers(0, table - 1), min_size=1, max_size=60)), dtype=np.int64)
+    found = {}
+    for kind, ratio in (("dense", 10**9), ("sparse", 0)):  # (the table "shorter" than the rows x ratio, or not)
+        before, bag_module.SPARSE_TABLE = bag_module.SPARSE_TABLE, ratio
+        try:
+            found[kind] = bag_module._batch_places(rows, batches, table)
+        finally:
+            bag_module.SPARSE_TABLE = before
+    where = {int(c): (k, p) for k, batch in enumerate(batches) for p, c in enumerate(batch.tolist())}
+    want = ([where.get(int(c), (-1, 0))[0] for c in rows], [where.get(int(c), (-1, 0))[1] for c in rows])
+    for got in found.values():
+        assert (got[0].tolist(), got[1].tolist()) == want

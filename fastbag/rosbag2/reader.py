@@ -143,11 +143,14 @@ class _Chunks:
     def empty(cls) -> "_Chunks":
         return cls(*(np.zeros(0, dtype=np.int64) for _ in dataclasses.fields(cls)))
 
-    def joined(self, other: "_Chunks") -> "_Chunks":
-        """These chunks, then ``other``'s (whose ``first`` count from the start of its own ``ids``)."""
-        moved = dataclasses.replace(other, first=other.first + self.ids.size)
-        return _Chunks(*(np.concatenate((getattr(self, f.name), getattr(moved, f.name))) if getattr(self, f.name).size
-                         else getattr(moved, f.name) for f in dataclasses.fields(self)))
+    @classmethod
+    def joined(cls, parts: list["_Chunks"]) -> "_Chunks":
+        """The chunks of ``parts``, one after another (each part's ``first`` counting from the start of its
+        own ``ids``): one concatenation of each column, however many parts (a split recording's files)."""
+        parts = [part for part in parts if part.file.size] or parts[:1]  # (dtypes as found: no empty's int64)
+        shift = np.cumsum([0] + [part.ids.size for part in parts[:-1]])
+        parts = [dataclasses.replace(part, first=part.first + int(k)) for part, k in zip(parts, shift)]
+        return cls(*(np.concatenate([getattr(part, f.name) for part in parts]) for f in dataclasses.fields(cls)))
 
     def table(self, per_message: bool) -> ChunkTable:
         """The ChunkTable of these chunks: position k is chunk k; none lies in place in a file."""
@@ -181,6 +184,9 @@ class Rosbag2Reader(LazyIndexContainer):
         # connection rank) cut into chunks once, its chunks keeping their numbers in every index after.
         self._chunks = _Chunks.empty()
         self._table = ChunkTable.from_columns([], [], [], [], ())
+        # Chunks numbered since _chunks and _table were last made (see _joined_chunks), and the count of all
+        self._unjoined: list[_Chunks] = []
+        self._chunk_count = 0
         self._numbered: dict[tuple[int, int], np.ndarray] = {}  # (file, rank) -> its chunks' numbers
         self._numbering = threading.Lock()
         new_locks_in_children(self, "_spans_lock", "_index_lock", "_numbering")
@@ -582,7 +588,7 @@ class Rosbag2Reader(LazyIndexContainer):
         # the nearly sorted times of a recording.
         in_order = time.size < 2 or bool((time[1:] >= time[:-1]).all())  # one recorder's single file, often
         read_order = slice(None) if in_order else np.argsort(time, kind="stable")
-        return BagIndex(version, connections, self._table, time[read_order], conn[read_order],
+        return BagIndex(version, connections, self._joined_chunks(), time[read_order], conn[read_order],
                         cat(chunk_of, np.int32)[read_order], cat(ordinal)[read_order], problems=problems)
 
     def _number_chunks(self, k: int, rank: np.ndarray, found: _Chunks) -> np.ndarray:
@@ -590,7 +596,7 @@ class Rosbag2Reader(LazyIndexContainer):
         of a (file, rank) numbered before by an index of its topic, where it cut them alike; the next free
         ones for the others, which join the chunk table."""
         with self._numbering:
-            first = self._chunks.file.size
+            first = self._chunk_count
             numbers = np.arange(first, first + rank.size, dtype=np.int64)
             fresh = np.ones(rank.size, dtype=bool)
             groups, begin = np.unique(rank, return_index=True)
@@ -598,7 +604,7 @@ class Rosbag2Reader(LazyIndexContainer):
             for r, a, b in zip(groups.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
                 before = self._numbered.get((k, r))
                 if before is not None and before.size == b - a and all(
-                        np.array_equal(getattr(self._chunks, name)[before], getattr(found, name)[a:b])
+                        np.array_equal(getattr(self._join(), name)[before], getattr(found, name)[a:b])
                         for name in ("first_id", "last_id", "count")):
                     numbers[a:b] = before
                     fresh[a:b] = False
@@ -609,12 +615,27 @@ class Rosbag2Reader(LazyIndexContainer):
                 found = _Chunks(found.file[kept], found.topic_id[kept], found.first_id[kept], found.last_id[kept],
                                 np.cumsum(found.count[kept]) - found.count[kept], found.count[kept],
                                 found.size[kept], found.ids[rows], found.lengths[rows])
-            if found.file.size:
-                self._chunks = self._chunks.joined(found)
-                self._table = self._chunks.table(self._per_message)
+            if found.file.size:  # (joined when an index is made: joining each file's was O(files x rows))
+                self._unjoined.append(found)
+                self._chunk_count += found.file.size
             for r, a, b in zip(groups.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
                 self._numbered.setdefault((k, r), numbers[a:b])
             return numbers
+
+    def _joined_chunks(self) -> ChunkTable:
+        """The chunk table of every chunk numbered so far (an index's: made after its rows are numbered)."""
+        with self._numbering:
+            self._join()
+            return self._table
+
+    def _join(self) -> _Chunks:
+        """Every chunk numbered so far, chunks numbered since the last call joined to the others (and to the
+        table) at once. Under ``_numbering``."""
+        if self._unjoined:
+            self._chunks = _Chunks.joined([self._chunks, *self._unjoined])
+            self._table = self._chunks.table(self._per_message)
+            self._unjoined = []
+        return self._chunks
 
     # -- payloads ---------------------------------------------------------------------
     def chunk_store(self, *, cache_bytes: int = DEFAULT_CACHE_BYTES, workers: int | None = None,
