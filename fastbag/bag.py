@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import heapq
 import inspect
 import io
 import math
@@ -930,10 +929,12 @@ class Bag:
         largest = np.maximum.reduceat(index.chunks.size[index.chunk[selected[order]]], firsts)
         if int(largest.sum()) > MERGED_BYTES:
             return iterate(selected)
-        streams = []
-        for where in np.split(order, firsts[1:]):
-            streams.append(zip(where.tolist(), iterate(selected[where])))
-        return (message for _, message in heapq.merge(*streams, key=operator.itemgetter(0)))
+        streams = [iterate(selected[where]).__next__ for where in np.split(order, firsts[1:])]
+        # Each stream yields its rows in read order, one message a row: the stream of each row in turn
+        # gives the bag's order (no heap of keys to compare: that cost as much as rosbags' whole raw loop).
+        owner = np.empty(selected.size, dtype=np.int64)
+        owner[order] = np.repeat(np.arange(ranks.size), np.diff(np.append(firsts, selected.size)))
+        return (streams[k]() for k in owner.tolist())
 
     def _runs(self, index: BagIndex, selected: np.ndarray, *, kernel: bool = False
               ) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:
