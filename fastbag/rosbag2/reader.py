@@ -603,9 +603,13 @@ class Rosbag2Reader(LazyIndexContainer):
             bounds = np.append(begin, rank.size)
             for r, a, b in zip(groups.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
                 before = self._numbered.get((k, r))
-                if before is not None and before.size == b - a and all(
-                        np.array_equal(getattr(self._join(), name)[before], getattr(found, name)[a:b])
-                        for name in ("first_id", "last_id", "count")):
+                if before is None or before.size != b - a:
+                    continue
+                # (joined already, but where another thread's index numbers them now: joining at every file
+                # would copy the table per file again)
+                known = self._chunks if int(before.max()) < self._chunks.file.size else self._join()
+                if all(np.array_equal(getattr(known, name)[before], getattr(found, name)[a:b])
+                       for name in ("first_id", "last_id", "count")):
                     numbers[a:b] = before
                     fresh[a:b] = False
             if not fresh.all():
