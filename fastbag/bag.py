@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from .container import NO_MD5, BagIndex, Connection, Container, Encryption
-from .errors import (DecodeError, DefinitionError, FastbagError, FastbagWarning, NoMessagesError, NotFoundError,
-                     UnsupportedError, close_matches)
+from .errors import (BagFormatError, DecodeError, DefinitionError, FastbagError, FastbagWarning, NoMessagesError,
+                     NotFoundError, UnsupportedError, close_matches)
 from .io.chunks import BATCHED_CHUNK, DEFAULT_CACHE_BYTES, ChunkTable, Together, ordered_map, size_mismatch
 from .io.codecs import ZSTD_MAGIC
 from .io.forks import new_locks_in_children
@@ -934,7 +934,20 @@ class Bag:
         # gives the bag's order (no heap of keys to compare: that cost as much as rosbags' whole raw loop).
         owner = np.empty(selected.size, dtype=np.int64)
         owner[order] = np.repeat(np.arange(ranks.size), np.diff(np.append(firsts, selected.size)))
-        return (streams[k]() for k in owner.tolist())
+        return self._merged(streams, owner.tolist(), [index.connections[r].topic for r in ranks.tolist()])
+
+    def _merged(self, streams: list[Callable[[], Message]], owner: list[int], topics: list[str]
+                ) -> Iterator[Message]:
+        """The messages of ``streams`` in the order of ``owner`` (each row's stream); a stream that ends
+        before its rows do (which none should) is a BagFormatError naming its topic, not a RuntimeError
+        made of its StopIteration."""
+        k = 0
+        try:
+            for k in owner:
+                yield streams[k]()
+        except StopIteration:
+            raise BagFormatError(f"the messages of topic {topics[k]} ended before the index's rows for it did",
+                                 path=self.path) from None
 
     def _runs(self, index: BagIndex, selected: np.ndarray, *, kernel: bool = False
               ) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:

@@ -510,6 +510,30 @@ def test_a_recording_split_into_many_files_is_joined_once(tmp_path, monkeypatch)
         assert 1 <= len(joins) <= 2 and max(joins) >= 60, joins  # (an index of one topic, then the whole bag's)
 
 
+def test_a_topic_stream_that_ends_early_is_a_bag_format_error_naming_it(tmp_path):
+    """A .db3 loop merges its topics' streams by each row's stream (Bag._merged): one that ended before its
+    rows (no path makes one now) would have been a RuntimeError out of a StopIteration; it is a
+    BagFormatError naming the topic, after every message before it."""
+    import itertools
+
+    import numba  # noqa: F401 - loaded before the index is read: rows read from pages, streams merged
+
+    want = _int32_topics(tmp_path, files=1, topics=3, per_topic=4)
+    with fastbag.open(tmp_path) as bag:
+        iterate = bag._iter_raw
+
+        def short(selected):  # /t1's stream loses its last message
+            topics = {bag._index.connections[r].topic for r in bag._index.conn[selected].tolist()}
+            return itertools.islice(iterate(selected), selected.size - 1) if topics == {"/t1"} else iterate(selected)
+
+        bag._iter_raw = short
+        got = []
+        with pytest.raises(BagFormatError, match="topic /t1 ended before"):
+            for m in bag.messages(raw=True):
+                got.append((m.topic, m.time))
+        assert got == [(t, ts) for t, ts, _ in want][:len(got)] and len(got) == len(want) - 2  # (/t2's last too)
+
+
 def test_a_db3_of_thousands_of_topics_iterates_in_bounded_memory(tmp_path):
     """A loop over a .db3 iterates each topic on its own and merges them (Bag._iter_merged). Each topic's
     iteration made arrays as long as the bag's chunk table, and a list of every topic's name: memory grew
