@@ -36,7 +36,7 @@ from .io.codecs import ZSTD_MAGIC
 from .io.forks import new_locks_in_children
 from .io.startup import by_kernel, numba_loaded
 from .msg.messages import Time, TimeLike, time_ns
-from .msg.msgdef import EMPTY_MD5, definition_code
+from .msg.msgdef import EMPTY_MD5, TypeName, definition_code
 from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
 
 if TYPE_CHECKING:
@@ -2083,10 +2083,13 @@ class Bag:
     def get_type_and_topic_info(self, topic_filters: Iterable[str] | str | None = None) -> TypesAndTopicsTuple:
         """``rosbag.Bag.get_type_and_topic_info``: every message type's md5sum, and each topic's type, message
         count, connection count and median rate in Hz (None with fewer than two messages). ``topic_filters``
-        compare as ROS names; the topics are keyed by the bag's own names (rosbag's keys are the names given)."""
-        types = dict(sorted({c.msgtype: c.md5sum for c in reversed(self._container.connections)}.items()))
+        compare as ROS names; the topics are keyed by the bag's own names (rosbag's keys are the names given).
+        Type names are the recording's own, equal to rospy's spelling too (a ROS 2 recording's
+        ``sensor_msgs/msg/Imu == "sensor_msgs/Imu"``, as a message's ``_type``): code written for rosbag
+        compares them so."""
+        types = dict(sorted({TypeName(c.msgtype): c.md5sum for c in reversed(self._container.connections)}.items()))
         names = None if topic_filters is None else set(self._rosbag_topics(topic_filters))
-        topics = {name: TopicTuple(info.msgtype, info.message_count, len(info.connections), info.frequency)
+        topics = {name: TopicTuple(TypeName(info.msgtype), info.message_count, len(info.connections), info.frequency)
                   for name, info in self.topics.items() if names is None or name in names}
         return TypesAndTopicsTuple(types, topics)
 

@@ -348,7 +348,8 @@ def test_a_filter_by_rosbags_type_names_picks_the_same_connections(relative):
     """rosbags spells every type ``pkg/msg/Type``, ROS 1 bags' too; fastbag keeps a ROS 1 bag's own
     ``pkg/Type``. A ported ``x.msgtype == "sensor_msgs/msg/Imu"`` filter matched nothing on ROS 1 bags, and
     the empty list it made read every message (QA). Both spellings now equal a ROS 1 type, whichever side. A
-    ROS 2 recording's is rosbags' own, a plain str (strict serializers refuse a subclass)."""
+    ROS 2 recording's is rosbags' own, a plain str (strict serializers refuse a subclass); rosbag's API
+    (``get_type_and_topic_info``, a message's ``_type``) equals rospy's spelling in every format."""
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import Stores, get_typestore
 
@@ -373,6 +374,10 @@ def test_a_filter_by_rosbags_type_names_picks_the_same_connections(relative):
             topic = max(topics, key=lambda t: reader.topics[t].message_count)
             assert reader.topics[topic].msgtype == msgtype
             assert (reader.topics[topic].msgtype == rospy_spelling) is ros1
+            # rosbag's API (as a message's _type) equals rospy's spelling in every format (review)
+            rospy_info = reader.get_type_and_topic_info()
+            assert rospy_info.topics[topic].msg_type == rospy_spelling == rospy_info.topics[topic].msg_type
+            assert rospy_info.topics[topic].msg_type == msgtype and any(t == rospy_spelling for t in rospy_info.msg_types)
             assert reader.read(topic).msgtype == msgtype  # (a message's _type is pkg/Type in every format)
             for m in itertools.islice(reader.messages(topics=[topic]), 1):
                 assert m.msg._type == msgtype == m.msg.__msgtype__ and m.msg._type == rospy_spelling
