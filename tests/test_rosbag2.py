@@ -1767,3 +1767,42 @@ def test_a_write_ahead_log_that_cannot_be_read_is_the_recordings_error_not_the_t
     with pytest.raises(fastbag.BagFormatError) as raised:
         fastbag.open(folder)
     assert f"({folder / 'r_0.db3-wal'})" in str(raised.value) and "temporary" not in str(raised.value)
+
+
+def test_sqlite_out_of_memory_on_a_damaged_length_is_damage_not_a_memory_error(tmp_path, monkeypatch):
+    """SQLite meeting a damaged record length it believes reports NOMEM, which Python raises as MemoryError:
+    it escaped the index's scan and its row-by-row reading (review, a .db3 with 3,000 bytes of 0xff at one
+    offset). It is damage now: the rows SQLite reads past it are read, and the problem is said. SQLite's
+    NOMEM is emulated at rows 20 to 39 (their damage is not reproducible byte for byte)."""
+    import fastbag.rosbag2.sqlite as sqlite_module
+
+    def nomem_at_damage(rows):
+        for row in rows:
+            if 20 <= row[0] < 40:
+                raise MemoryError
+            yield row
+
+    class Nomem(sqlite3.Connection):
+        def execute(self, sql, parameters=()):
+            if "length(data)" in sql and "group_concat" in sql:
+                raise MemoryError
+            found = super().execute(sql, parameters)
+            if "length(data)" not in sql:
+                return found
+            rows = nomem_at_damage(found)
+            return type("Rows", (), {"__iter__": lambda _: rows, "fetchall": lambda _: list(rows)})()
+
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite_module.sqlite3, "connect", lambda *a, **k: connect(*a, factory=Nomem, **k))
+    monkeypatch.setattr(Db3, "_read_pages", lambda self: None)  # (the scan through SQLite, not the pages)
+    rows = write_db3(tmp_path / "r.db3", sample_rows(100))
+    write_metadata(tmp_path, ["r.db3"])
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        with fastbag.open(tmp_path) as bag:
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+            problems = bag.problems
+    named = [({1: "/a", 2: "/b"}[t], ts, d) for t, ts, d in rows]  # row id k + 1 is rows[k]
+    assert got[:19] == named[:19] and got[-49:] == named[-49:]  # (resumed at a probe past the damage: id 51)
+    assert not set(got) & set(named[19:39]) and got == [m for m in named if m in set(got)]
+    assert any("MemoryError (a damaged length SQLite believed)" in p for p in problems), problems

@@ -405,7 +405,7 @@ class Db3:
                 parts = list(pool.map(self._scan_range, ranges))
             return Rows(*(np.concatenate([getattr(part, name) for part in parts]) for name in
                           ("id", "topic_id", "timestamp", "length")))
-        except (sqlite3.Error, ValueError) as exc:
+        except (sqlite3.Error, ValueError, MemoryError) as exc:  # (SQLite's NOMEM: a damaged length it believed)
             return self._rows_one_by_one(exc)
 
     @property
@@ -569,10 +569,11 @@ class Db3:
                     else:
                         skipped += 1
                 break
-            except (sqlite3.Error, ValueError, OverflowError) as exc:
+            except (sqlite3.Error, ValueError, OverflowError, MemoryError) as exc:  # (NOMEM: a damaged length)
                 if self.closed:  # (interrupted by a close: no damage)
                     raise self._error(exc, "messages table") from exc
-                errors.append(f"{exc} after row id {after}" if found else str(exc))
+                said = str(exc) or f"{type(exc).__name__} (a damaged length SQLite believed)"
+                errors.append(f"{said} after row id {after}" if found else said)
                 if len(errors) > MAX_RESUMES:  # damage everywhere: keep what was read
                     break
                 reach = reach + 1 if segment and not gained else 0
@@ -605,7 +606,7 @@ class Db3:
             try:
                 con.execute("SELECT id, topic_id, timestamp, length(data) FROM messages WHERE id > ? "
                             "ORDER BY id LIMIT 16", (probe,)).fetchall()
-            except (sqlite3.Error, ValueError, OverflowError):
+            except (sqlite3.Error, ValueError, OverflowError, MemoryError):
                 continue
             return probe
         return None
