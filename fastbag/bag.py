@@ -934,7 +934,7 @@ class Bag:
         # gives the bag's order (no heap of keys to compare: that cost as much as rosbags' whole raw loop).
         owner = np.empty(selected.size, dtype=np.int64)
         owner[order] = np.repeat(np.arange(ranks.size), np.diff(np.append(firsts, selected.size)))
-        return self._merged(streams, owner.tolist(), [index.connections[r].topic for r in ranks.tolist()])
+        return self._merged(streams, owner.tolist(), [index.topic_names[r] for r in ranks.tolist()])
 
     def _merged(self, streams: list[Callable[[], Message]], owner: list[int], topics: list[str]
                 ) -> Iterator[Message]:

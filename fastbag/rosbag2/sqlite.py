@@ -46,6 +46,9 @@ from .pages import SQLITE_MAGIC, TablePages, column_places, read_table
 
 #: Damaged stretches of a messages table read past before giving up on the rest of it.
 MAX_RESUMES = 64
+#: What reading a damaged messages table raises: SQLite's errors, text that is not UTF-8, numbers past int64,
+#: and NOMEM (MemoryError) where SQLite believed a damaged record length.
+ROW_DAMAGE = (sqlite3.Error, ValueError, OverflowError, MemoryError)
 #: A chunk's rows are looked up by id when they are fewer than 1 in SPARSE of their id range (and at most
 #: MAX_LISTED: the list is SQL text to parse).
 SPARSE, MAX_LISTED = 4, 20_000
@@ -405,7 +408,7 @@ class Db3:
                 parts = list(pool.map(self._scan_range, ranges))
             return Rows(*(np.concatenate([getattr(part, name) for part in parts]) for name in
                           ("id", "topic_id", "timestamp", "length")))
-        except (sqlite3.Error, ValueError, MemoryError) as exc:  # (SQLite's NOMEM: a damaged length it believed)
+        except ROW_DAMAGE as exc:
             return self._rows_one_by_one(exc)
 
     @property
@@ -569,7 +572,7 @@ class Db3:
                     else:
                         skipped += 1
                 break
-            except (sqlite3.Error, ValueError, OverflowError, MemoryError) as exc:  # (NOMEM: a damaged length)
+            except ROW_DAMAGE as exc:
                 if self.closed:  # (interrupted by a close: no damage)
                     raise self._error(exc, "messages table") from exc
                 said = str(exc) or f"{type(exc).__name__} (a damaged length SQLite believed)"
@@ -606,7 +609,7 @@ class Db3:
             try:
                 con.execute("SELECT id, topic_id, timestamp, length(data) FROM messages WHERE id > ? "
                             "ORDER BY id LIMIT 16", (probe,)).fetchall()
-            except (sqlite3.Error, ValueError, OverflowError, MemoryError):
+            except ROW_DAMAGE:
                 continue
             return probe
         return None
