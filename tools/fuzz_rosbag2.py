@@ -500,7 +500,14 @@ def run_case(target: Path, *, intact: bool = False) -> dict[str, Any]:
             def whole() -> None:
                 info = (bag.format, bag.version, bag.message_count, bag.start_time, bag.end_time, bag.size,
                         bag.compression, {t: i.message_count for t, i in bag.topics.items()})
-                times = [m.time for m in bag.messages(raw=True) if bytes(m.data) is not None]
+                try:
+                    times = [m.time for m in bag.messages(raw=True) if bytes(m.data) is not None]
+                except FastbagError as exc:
+                    # Rows the index read past damage are those SQLite gives by id: reading them cannot fail
+                    # on the table's damage (other damage, a blob's zstd frame, may still refuse them).
+                    if any("rows are read" in p for p in bag.problems) and "sqlite3 storage" in str(exc):
+                        problems.append(f"wrong: the index read rows past damage, then refused them ({exc})")
+                    raise
                 if times != sorted(times):
                     problems.append("wrong: messages out of time order")
                 # Opening counts the database's rows (count(*)); rows the index then leaves out (damaged,

@@ -148,6 +148,9 @@ class Db3:
         # SQL that keeps only the rows the index took, where it left malformed rows out (see _rows_one_by_one):
         # a chunk's id range then holds rows the index does not.
         self._well_formed = ""
+        # Where a page is damaged, SQLite's answers vary with the query (a range scan met 61 of a topic's 63
+        # rows that another scan listed): the blobs of a damaged table are fetched by id, as they were checked.
+        self._damaged = False
         self._lock = threading.Lock()
         # Connections not in use, and those in use (see _leased): never closed while a thread uses one
         self._idle: list[sqlite3.Connection] = []
@@ -553,11 +556,14 @@ class Db3:
         segments: list[int] = []
         skipped = segment = 0
         errors: list[str] = []
-        try:
+        top = low = None
+        with contextlib.suppress(*ROW_DAMAGE):
             top = con.execute("SELECT max(id) FROM messages").fetchone()[0]
-        except (sqlite3.Error, ValueError):
-            top = None
-        after = -(1 << 63)
+        with contextlib.suppress(*ROW_DAMAGE):
+            low = con.execute("SELECT min(id) FROM messages").fetchone()[0]
+        # (probes past damage go on from the last id read, or from the first id: from -2**63 they would
+        # never reach a recorder's ids, which start at 1)
+        after = low - 1 if type(low) is int and low > -(1 << 63) else 0
         reach = 0  # probes past a damaged page start 2**reach ids on; it grows while resuming gains nothing
         while True:
             gained = 0
@@ -586,21 +592,62 @@ class Db3:
                 after, segment = resume, segment + 1
         if not found and errors:
             raise self._error(first_error, "messages table")
+        unreadable = 0
+        if errors:
+            self._damaged = True
+            found, segments, unreadable = self._fetchable(con, found, segments)
         if skipped:
             self._well_formed = (" AND typeof(topic_id) = 'integer' AND typeof(timestamp) = 'integer'"
                                  " AND data IS NOT NULL")
         if errors or skipped:
             self.problems.append(f"{os.path.basename(self.path)}: the messages table is damaged "
                                  f"({'; '.join(errors[:3]) or first_error}): {len(found)} rows are read" +
-                                 (f", {skipped} malformed rows left out" if skipped else ""))
+                                 (f", {skipped} malformed rows left out" if skipped else "") +
+                                 (f", {unreadable} rows whose data cannot be read left out" if unreadable else ""))
         table = np.array(found, dtype=np.int64).reshape(-1, 4)
         return Rows(*(np.ascontiguousarray(table[:, k]) for k in range(4)),
                     segment=np.array(segments, dtype=np.int64))
 
+    def _fetchable(self, con: sqlite3.Connection, found: list[tuple[int, int, int, int]], segments: list[int]
+                   ) -> tuple[list[tuple[int, int, int, int]], list[int], int]:
+        """The rows of a damaged table (and their segments) whose blob SQLite gives when asked by id, at the
+        length read, as :meth:`blobs` then asks for it; and how many are not. The blob itself is read: a
+        row's length is in its header, its data may lie on damaged overflow pages."""
+        kept: list[tuple[int, int, int, int]] = []
+        kept_segments: list[int] = []
+        for row, segment in zip(found, segments):
+            try:
+                got = con.execute("SELECT data FROM messages WHERE id = ?", (row[0],)).fetchone()
+            except ROW_DAMAGE as exc:
+                if self.closed:  # (interrupted by a close: no damage)
+                    raise self._error(exc, "messages table") from exc
+                continue
+            if got is not None and type(got[0]) is bytes and len(got[0]) == row[3]:
+                kept.append(row)
+                kept_segments.append(segment)
+        return kept, kept_segments, len(found) - len(kept)
+
+    def _blobs_by_id(self, ids: np.ndarray, where: dict[str, Any]) -> bytes:
+        """The blobs of rows ``ids`` of a damaged table, each asked for by id (see ``_damaged``)."""
+        parts = []
+        with self._leased() as con:
+            for row_id in ids.tolist():
+                try:
+                    got = con.execute("SELECT data FROM messages WHERE id = ?", (row_id,)).fetchone()
+                except ROW_DAMAGE as exc:
+                    raise self._error(exc, "messages table", **where, **{"row id": row_id}) from exc
+                if got is None or type(got[0]) is not bytes:
+                    detail = ", ".join(f"{k} {v}" for k, v in where.items())
+                    raise BagFormatError(f"sqlite3 row id {row_id} ({detail}) holds no blob now where one was "
+                                         "indexed: the file is damaged or changed after it was opened",
+                                         path=self.path, record="sqlite3")
+                parts.append(got[0])
+        return b"".join(parts)
+
     @staticmethod
     def _past_damage(con: sqlite3.Connection, after: int, top: int | None, reach: int) -> int | None:
         """A row id at least ``2**reach`` past ``after`` from which SQLite reads again, or None."""
-        if top is None:
+        if type(top) is not int:
             return None
         for k in range(min(reach, 63), 64):
             probe = after + (1 << k)
@@ -655,6 +702,8 @@ class Db3:
                                  f"moved; topic id {topic_id}, rows with ids {first_id} to {last_id}): the index "
                                  "no longer describes it; open it again", path=self.path, record="sqlite3")
         where = {"topic id": topic_id, "rows with ids": f"{first_id} to {last_id}"}
+        if self._damaged:
+            return self._blobs_by_id(ids, where)
         if ids.size * SPARSE < last_id - first_id + 1 and ids.size <= MAX_LISTED:
             rows_sql, params = f"id IN ({','.join(map(str, ids.tolist()))})", (topic_id,)  # our own int64s
         else:
