@@ -372,6 +372,16 @@ class Container(ABC):
         """
         return None
 
+    #: Reads of at most this many messages fetch them with :meth:`payloads_of` (0: never)
+    direct_read_max = 0
+
+    def payloads_of(self, index: BagIndex, selected: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The bytes of a few messages (rows ``selected`` of ``index``, at most :attr:`direct_read_max`)
+        fetched straight, where the format has a cheaper way to them than their chunks: ``(buf, starts,
+        lengths)``, message ``i`` at ``buf[starts[i]:starts[i] + lengths[i]]``. None (the default, and
+        wherever a fault is met: the chunks' read then names it): the read goes through the chunks."""
+        return None
+
     #: Whether each message's record holds a publish_time and a sequence (MCAP): see :meth:`message_headers`.
     has_message_headers = False
 

@@ -71,6 +71,8 @@ from .sqlite import NUMPY_UP_TO, Db3
 #: Blob bytes per chunk: large enough that a query's fixed cost vanishes, small enough that chunks
 #: fetch in parallel and the cache holds several.
 CHUNK_BYTES = 4 << 20
+#: Reads of at most DIRECT_ROWS messages and DIRECT_BYTES bytes fetch their rows by id (see payloads_of).
+DIRECT_ROWS, DIRECT_BYTES = 256, 16 << 20
 #: The chunk compression names rosbag2 chunks report (Bag.compression counts them).
 PLAIN, ZSTD_MESSAGES = "sqlite3", "sqlite3+zstd"
 
@@ -675,6 +677,60 @@ class Rosbag2Reader(LazyIndexContainer):
         with self._spans_lock:
             self._spans[k] = (np.cumsum(sizes) - sizes, sizes)
         return payload
+
+    direct_read_max = DIRECT_ROWS
+
+    def payloads_of(self, index: BagIndex, selected: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """A few messages' rows fetched by id (a short time window, a dataset's sample). Through their chunks,
+        each topic's chunk cost a fetch of all its rows' blobs, a pass over its lengths and a round trip to
+        the worker pool: a window of 4 messages on 4 topics took 0.6 ms, where rosbags' query takes 0.02."""
+        c = self._chunks  # (once: a join meanwhile replaces it, numbering every chunk as before)
+        chunks = index.chunk[selected]
+        number = index.offset[selected]
+        if int(chunks.max()) >= c.file.size or int(number.min()) < 0 or bool((number >= c.count[chunks]).any()):
+            return None  # (chunks numbered since the last join, or a fault the chunks' read names)
+        rows = c.first[chunks] + number
+        ids, lengths, files = c.ids[rows], c.lengths[rows], c.file[chunks]
+        if int(lengths.sum()) > DIRECT_BYTES:
+            return None
+        if int(files.min()) == int(files.max()) and bool((ids[1:] > ids[:-1]).all()):  # (a window in one file)
+            data = self.files[int(files[0])].row_blobs(ids, int(lengths.sum()))
+            if data is None or len(data) != int(lengths.sum()):
+                return None
+            buf, starts = np.frombuffer(data, dtype=np.uint8), np.cumsum(lengths) - lengths
+        else:
+            buf, starts = self._row_blobs_of_files(files, ids, lengths)
+            if buf is None:
+                return None
+        if not self._per_message:
+            return buf, starts, lengths
+        try:  # per-message zstd: each row's frame, bounded as the chunks' are
+            payload, sizes = decompress_frames(buf, starts.tolist(), lengths.tolist())
+        except FrameError as exc:
+            raise BagFormatError(f"message row {int(ids[exc.index])} does not decompress: {exc}",
+                                 path=self.files[int(files[exc.index])].path, record="sqlite3") from None
+        sizes = np.asarray(sizes, dtype=np.int64)
+        return payload, np.cumsum(sizes) - sizes, sizes
+
+    def _row_blobs_of_files(self, files: np.ndarray, ids: np.ndarray, lengths: np.ndarray
+                            ) -> tuple[np.ndarray | None, np.ndarray]:
+        """(buffer, starts) of rows ``ids`` of storage files ``files`` (each row's), in any order, a row
+        perhaps twice (a dataset's sample may take one twice): each file's rows fetched once, in id order."""
+        starts = np.empty(ids.size, dtype=np.int64)
+        parts: list[bytes] = []
+        size = 0
+        for f in np.unique(files).tolist():
+            mine = np.flatnonzero(files == f)
+            wanted, inverse = np.unique(ids[mine], return_inverse=True)
+            own = np.zeros(wanted.size, dtype=np.int64)
+            own[inverse] = lengths[mine]
+            data = self.files[f].row_blobs(wanted, int(own.sum()))
+            if data is None or len(data) != int(own.sum()):
+                return None, starts
+            starts[mine] = (size + np.cumsum(own) - own)[inverse]
+            parts.append(bytes(data))
+            size += len(data)
+        return np.frombuffer(b"".join(parts), dtype=np.uint8), starts
 
     def _chunk_spans(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(starts, lengths) of chunk ``k``'s messages in its payload, by their number in the chunk."""

@@ -661,10 +661,11 @@ class Db3:
             return probe
         return None
 
-    def _page_blobs(self, pages: TablePages, ids: np.ndarray) -> np.ndarray | None:
-        """The blobs of ``ids`` from the file's pages (see TablePages.blobs), long ones read with pread."""
+    def _page_blobs(self, pages: TablePages, ids: np.ndarray, *, pread: bool = True) -> np.ndarray | None:
+        """The blobs of ``ids`` from the file's pages (see TablePages.blobs), long ones read with pread
+        (``pread`` False: from the mapping, for a few rows, where opening the file costs more)."""
         source = self._source  # (once: a close meanwhile sets it to None)
-        if source is None:  # decompressed into memory, or closed
+        if source is None or not pread:  # decompressed into memory, or closed
             if self.closed:
                 raise self._closed_error()
             return pages.blobs(ids)
@@ -673,6 +674,28 @@ class Db3:
                 return pages.blobs(ids, fd)
         except (OSError, ValueError):  # the path names another file now: SQLite reads what it opened
             return None
+
+    def row_blobs(self, ids: np.ndarray, nbytes: int) -> bytes | np.ndarray | None:
+        """The blobs of rows ``ids`` (ascending, unique, of any topics; a few, ``nbytes`` in all) concatenated
+        in id order, for a read of a few messages: from the file's pages where :meth:`rows` read them, else
+        by id. None where they are not found so (the read then fetches their chunks, which name the fault)."""
+        pages = self._pages
+        if pages is not None:
+            return self._page_blobs(pages, ids, pread=False) if pages.current() else None
+        if self._indexed_counter is not None and self._change_counter() != self._indexed_counter:
+            return None
+        where = {"rows with ids": f"{int(ids[0])} to {int(ids[-1])}"} if ids.size else {}
+        if self._damaged:
+            return self._blobs_by_id(ids, where)
+        try:
+            with self._leased() as con:
+                rows = con.execute(f"SELECT id, data FROM messages WHERE id IN ({','.join(map(str, ids.tolist()))})"
+                                   f"{self._well_formed} ORDER BY id").fetchall()  # (our own int64s)
+        except (sqlite3.Error, ValueError) as exc:
+            raise self._error(exc, "messages table", **where) from exc
+        if [r[0] for r in rows] != ids.tolist() or not all(type(r[1]) is bytes for r in rows):
+            return None
+        return b"".join(r[1] for r in rows)
 
     def blobs(self, topic_id: int, first_id: int, last_id: int, ids: np.ndarray, nbytes: int) -> bytes | np.ndarray:
         """The blobs of ``topic_id``'s rows ``ids`` (ascending, from ``first_id`` to ``last_id``, ``nbytes`` in
