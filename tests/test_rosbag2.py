@@ -882,6 +882,34 @@ def test_a_damaged_table_reads_every_row_its_index_lists(tmp_path):
     assert read_past_damage >= 12
 
 
+def test_a_damaged_key_hides_no_row_the_index_lists(tmp_path):
+    """A damaged cell (row 16's rowid byte made the start of a longer varint: SQLite reads a row 133 of
+    NULLs) puts the leaf's keys out of order. A scan still meets every row after it, a search by id misses
+    row 17, and a topic's range query missed it too: a loop raised after 0 messages (fuzz_rosbag2 seed
+    20261214, cases 1167 and 1263). Rows a search by id cannot find are left out of the index now, and said."""
+    rows = write_db3(tmp_path / "r.db3", sample_rows(20))
+    raw = bytearray((tmp_path / "r.db3").read_bytes())
+    con = sqlite3.connect(tmp_path / "r.db3")
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'messages'").fetchone()[0]
+    con.close()
+    leaf = (root - 1) * 4096
+    assert raw[leaf] == 0x0D  # (one leaf holds the table)
+    cells = [int.from_bytes(raw[leaf + 8 + 2 * i:leaf + 10 + 2 * i], "big")
+             for i in range(int.from_bytes(raw[leaf + 3:leaf + 5], "big"))]
+    (cell,) = [c for c in cells if raw[leaf + c + 1] == 16]  # (payload length, then the rowid: one byte each)
+    raw[leaf + cell + 1] = 0x81
+    (tmp_path / "r.db3").write_bytes(bytes(raw))
+    write_metadata(tmp_path, ["r.db3"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with fastbag.open(tmp_path) as bag:
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)]
+            assert got == [({1: "/a", 2: "/b"}[t], ts, d) for k, (t, ts, d) in enumerate(rows) if k + 1 not in (16, 17)]
+            assert bag.message_count == 18 and bag.read("/b").time.size == 9
+            assert any("1 malformed rows left out, 1 rows whose data cannot be read left out" in p
+                       for p in bag.problems), bag.problems
+
+
 def test_damage_in_one_split_file_leaves_the_others_readable(tmp_path):
     rows = write_db3(tmp_path / "r_0.db3", sample_rows(10))
     (tmp_path / "r_1.db3").write_bytes(b"SQLite format 3\0" + bytes(5000))

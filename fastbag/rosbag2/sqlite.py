@@ -149,7 +149,8 @@ class Db3:
         # a chunk's id range then holds rows the index does not.
         self._well_formed = ""
         # Where a page is damaged, SQLite's answers vary with the query (a range scan met 61 of a topic's 63
-        # rows that another scan listed): the blobs of a damaged table are fetched by id, as they were checked.
+        # rows that another scan listed; a damaged key hides the rows after it from a search by id, not from
+        # a scan): the blobs of a damaged table are fetched by id, as the index checked each row could be.
         self._damaged = False
         self._lock = threading.Lock()
         # Connections not in use, and those in use (see _leased): never closed while a thread uses one
@@ -593,7 +594,7 @@ class Db3:
         if not found and errors:
             raise self._error(first_error, "messages table")
         unreadable = 0
-        if errors:
+        if errors or skipped:  # (a malformed cell may be a damaged key: a search by id then misses rows after it)
             self._damaged = True
             found, segments, unreadable = self._fetchable(con, found, segments)
         if skipped:
