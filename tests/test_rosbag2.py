@@ -506,7 +506,7 @@ def test_a_few_messages_are_fetched_by_row_id_and_equal_the_chunks_read(tmp_path
         monkeypatch.setattr(Db3, "_read_pages", lambda self, *args: None)
     fetched = []
     row_blobs = Db3.row_blobs
-    monkeypatch.setattr(Db3, "row_blobs", lambda self, ids, n: fetched.append(ids.size) or row_blobs(self, ids, n))
+    monkeypatch.setattr(Db3, "row_blobs", lambda self, ids, *args: fetched.append(ids.size) or row_blobs(self, ids, *args))
     names = [(k + 1, f"/t{k}", "std_msgs/msg/Int32") for k in range(4)]
     want = []
     for f in range(2):
@@ -536,6 +536,14 @@ def test_a_few_messages_are_fetched_by_row_id_and_equal_the_chunks_read(tmp_path
         assert len(list(bag.messages(start=want[0][1], end=want[4 * DIRECT_ROWS + 4][1], raw=True))) == \
             4 * DIRECT_ROWS + 4
         assert not fetched
+    page_reads = []
+    page_blobs = Db3._page_blobs
+    monkeypatch.setattr(Db3, "_page_blobs", lambda self, *a, **k: page_reads.append(1) or page_blobs(self, *a, **k))
+    with fastbag.open(tmp_path) as bag:  # a topic read first, through its own index (a .db3's topic pages)
+        lo, hi = want[401][1], want[441][1]
+        assert bag.read("/t1", lo, hi)["data"].tolist() == \
+            [int.from_bytes(d[4:], "little") for t, ts, d in want if t == "/t1" and lo <= ts < hi]
+        assert bool(page_reads) is pages
 
 
 def test_a_recording_split_into_many_files_is_joined_once(tmp_path, monkeypatch):

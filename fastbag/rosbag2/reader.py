@@ -694,12 +694,12 @@ class Rosbag2Reader(LazyIndexContainer):
         if int(lengths.sum()) > DIRECT_BYTES:
             return None
         if int(files.min()) == int(files.max()) and bool((ids[1:] > ids[:-1]).all()):  # (a window in one file)
-            data = self.files[int(files[0])].row_blobs(ids, int(lengths.sum()))
+            data = self.files[int(files[0])].row_blobs(ids, int(lengths.sum()), set(c.topic_id[chunks].tolist()))
             if data is None or len(data) != int(lengths.sum()):
                 return None
             buf, starts = np.frombuffer(data, dtype=np.uint8), np.cumsum(lengths) - lengths
         else:
-            buf, starts = self._row_blobs_of_files(files, ids, lengths)
+            buf, starts = self._row_blobs_of_files(files, ids, lengths, c.topic_id[chunks])
             if buf is None:
                 return None
         if not self._per_message:
@@ -712,10 +712,11 @@ class Rosbag2Reader(LazyIndexContainer):
         sizes = np.asarray(sizes, dtype=np.int64)
         return payload, np.cumsum(sizes) - sizes, sizes
 
-    def _row_blobs_of_files(self, files: np.ndarray, ids: np.ndarray, lengths: np.ndarray
+    def _row_blobs_of_files(self, files: np.ndarray, ids: np.ndarray, lengths: np.ndarray, topic_ids: np.ndarray
                             ) -> tuple[np.ndarray | None, np.ndarray]:
-        """(buffer, starts) of rows ``ids`` of storage files ``files`` (each row's), in any order, a row
-        perhaps twice (a dataset's sample may take one twice): each file's rows fetched once, in id order."""
+        """(buffer, starts) of rows ``ids`` of storage files ``files`` (and topics ``topic_ids``: each row's), in
+        any order, a row perhaps twice (a dataset's sample may take one twice): each file's rows fetched once,
+        in id order."""
         starts = np.empty(ids.size, dtype=np.int64)
         parts: list[bytes] = []
         size = 0
@@ -724,7 +725,7 @@ class Rosbag2Reader(LazyIndexContainer):
             wanted, inverse = np.unique(ids[mine], return_inverse=True)
             own = np.zeros(wanted.size, dtype=np.int64)
             own[inverse] = lengths[mine]
-            data = self.files[f].row_blobs(wanted, int(own.sum()))
+            data = self.files[f].row_blobs(wanted, int(own.sum()), set(topic_ids[mine].tolist()))
             if data is None or len(data) != int(own.sum()):
                 return None, starts
             starts[mine] = (size + np.cumsum(own) - own)[inverse]

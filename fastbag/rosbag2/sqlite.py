@@ -676,11 +676,15 @@ class Db3:
         except (OSError, ValueError):  # the path names another file now: SQLite reads what it opened
             return None
 
-    def row_blobs(self, ids: np.ndarray, nbytes: int) -> bytes | np.ndarray | None:
-        """The blobs of rows ``ids`` (ascending, unique, of any topics; a few, ``nbytes`` in all) concatenated
-        in id order, for a read of a few messages: from the file's pages where :meth:`rows` read them, else
-        by id. None where they are not found so (the read then fetches their chunks, which name the fault)."""
+    def row_blobs(self, ids: np.ndarray, nbytes: int, topic_ids: set[int]) -> bytes | np.ndarray | None:
+        """The blobs of rows ``ids`` (ascending, unique, of topics ``topic_ids``; a few, ``nbytes`` in all)
+        concatenated in id order, for a read of a few messages: from the file's pages where :meth:`rows` or
+        :meth:`topic_rows` read them, else by id. None where they are not found so (the read then fetches
+        their chunks, which name the fault)."""
         pages = self._pages
+        if pages is None and self._topic_pages:
+            found = {id(self._topic_pages.get(t)): self._topic_pages.get(t) for t in topic_ids}
+            pages = next(iter(found.values())) if len(found) == 1 else None
         if pages is not None:
             return self._page_blobs(pages, ids, pread=False) if pages.current() else None
         if self._indexed_counter is not None and self._change_counter() != self._indexed_counter:
@@ -690,8 +694,9 @@ class Db3:
             return self._blobs_by_id(ids, where)
         try:
             with self._leased() as con:
-                rows = con.execute(f"SELECT id, data FROM messages WHERE id IN ({','.join(map(str, ids.tolist()))})"
-                                   f"{self._well_formed} ORDER BY id").fetchall()  # (our own int64s)
+                # (placeholders: the statement is prepared once for each number of rows, not for each read)
+                rows = con.execute(f"SELECT id, data FROM messages WHERE id IN ({','.join('?' * ids.size)})"
+                                   f"{self._well_formed} ORDER BY id", ids.tolist()).fetchall()
         except (sqlite3.Error, ValueError) as exc:
             raise self._error(exc, "messages table", **where) from exc
         if [r[0] for r in rows] != ids.tolist() or not all(type(r[1]) is bytes for r in rows):
