@@ -694,7 +694,7 @@ class Rosbag2Reader(LazyIndexContainer):
         if int(lengths.sum()) > DIRECT_BYTES:
             return None
         if int(files.min()) == int(files.max()) and bool((ids[1:] > ids[:-1]).all()):  # (a window in one file)
-            data = self.files[int(files[0])].row_blobs(ids, int(lengths.sum()), set(c.topic_id[chunks].tolist()))
+            data = self.files[int(files[0])].row_blobs(ids, set(c.topic_id[chunks].tolist()))
             if data is None or len(data) != int(lengths.sum()):
                 return None
             buf, starts = np.frombuffer(data, dtype=np.uint8), np.cumsum(lengths) - lengths
@@ -725,7 +725,7 @@ class Rosbag2Reader(LazyIndexContainer):
             wanted, inverse = np.unique(ids[mine], return_inverse=True)
             own = np.zeros(wanted.size, dtype=np.int64)
             own[inverse] = lengths[mine]
-            data = self.files[f].row_blobs(wanted, int(own.sum()), set(topic_ids[mine].tolist()))
+            data = self.files[f].row_blobs(wanted, set(topic_ids[mine].tolist()))
             if data is None or len(data) != int(own.sum()):
                 return None, starts
             starts[mine] = (size + np.cumsum(own) - own)[inverse]

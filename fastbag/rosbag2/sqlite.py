@@ -676,11 +676,11 @@ class Db3:
         except (OSError, ValueError):  # the path names another file now: SQLite reads what it opened
             return None
 
-    def row_blobs(self, ids: np.ndarray, nbytes: int, topic_ids: set[int]) -> bytes | np.ndarray | None:
-        """The blobs of rows ``ids`` (ascending, unique, of topics ``topic_ids``; a few, ``nbytes`` in all)
-        concatenated in id order, for a read of a few messages: from the file's pages where :meth:`rows` or
-        :meth:`topic_rows` read them, else by id. None where they are not found so (the read then fetches
-        their chunks, which name the fault)."""
+    def row_blobs(self, ids: np.ndarray, topic_ids: set[int]) -> bytes | np.ndarray | None:
+        """The blobs of rows ``ids`` (ascending, unique, of topics ``topic_ids``; a few) concatenated in id
+        order, for a read of a few messages: from the file's pages where :meth:`rows` or :meth:`topic_rows`
+        read them, else by id. None where they are not found so (the read then fetches their chunks, which
+        name the fault)."""
         pages = self._pages
         if pages is None and self._topic_pages:
             found = {id(self._topic_pages.get(t)): self._topic_pages.get(t) for t in topic_ids}
