@@ -43,6 +43,7 @@ def expected(mixed) -> dict[str, list]:
 def _force_windows(monkeypatch, head: int | None = None, tail: int | None = None) -> None:
     """Windows for every read, however close its messages (the small test bag's are)."""
     monkeypatch.setattr(bag_module, "WINDOW_SPACING", 0)
+    monkeypatch.setattr(bag_module, "WINDOW_MIN_ROWS", 0)
     if head is not None:
         monkeypatch.setattr(bag_module, "WINDOW_HEAD", head)
     if tail is not None:
@@ -261,6 +262,7 @@ def test_damaged_record_is_reported_as_without_windows(mixed, monkeypatch):
     damaged = mixed.with_name("damaged.bag")
     damaged.write_bytes(bytes(data))
     errors = []
+    monkeypatch.setattr(bag_module, "WINDOW_MIN_ROWS", 0)
     for spacing in (0, 1 << 62):
         monkeypatch.setattr(bag_module, "WINDOW_SPACING", spacing)
         with fastbag.open(damaged) as bag, pytest.raises(fastbag.FastbagError) as info:
@@ -291,6 +293,7 @@ def test_big_endian_cdr_reads_through_windows(tmp_path, monkeypatch, values):
         conn = writer.add_connection("/t", "qa/msg/M", typestore=store)
         for k, raw in enumerate(raws):
             writer.write(conn, 10**9 + k, raw)
+    monkeypatch.setattr(bag_module, "WINDOW_MIN_ROWS", 0)  # (6 messages: windows for their spacing alone)
     used = _spy(monkeypatch)
     with fastbag.open(tmp_path / "be") as bag:
         arr = bag.read("/t")
@@ -298,3 +301,21 @@ def test_big_endian_cdr_reads_through_windows(tmp_path, monkeypatch, values):
     assert arr["k"].tolist() == list(range(6)) and arr["k"].dtype.byteorder == ">"
     for k, raw in enumerate(raws):
         np.testing.assert_array_equal(arr["data"][k], store.deserialize_cdr(raw, "qa/msg/M").data)
+
+
+def test_a_read_of_a_few_messages_goes_through_the_mapping(mixed, expected, monkeypatch):
+    """Windows cost a fixed ~0.1 ms (the file opened, a score of NumPy passes), a message's head read through
+    the mapping a page fault or two: a take of one small message among large ones (1 MiB of chunk for it)
+    spent 40% of its time on windows. Fewer than WINDOW_MIN_ROWS messages go through the mapping; the
+    values are rosbags'."""
+    used = _spy(monkeypatch)
+    with fastbag.open(mixed) as bag:
+        for topic in bag.topics:
+            n = bag.topics[topic].message_count
+            few = [0, n // 2, n - 1, n // 2]
+            got = bag.take(topic, few)
+            for k, i in enumerate(few):
+                assert_same(got[k], expected[topic][i], f"take({topic})[{k}]")
+        assert not used
+        bag.read("/imu")
+    assert used == ["/imu"]  # (its whole topic, 100 messages among clouds and images: through windows)

@@ -2477,14 +2477,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--progress", type=float, default=30.0, help="seconds between progress lines")
     parser.add_argument("--windows", action="store_true",
                         help="read every topic of uncompressed chunks through pread windows, however close its "
-                             "messages (the small seeds' would not be: fastbag.bag.WINDOW_SPACING = 0)")
+                             "messages (the small seeds' would not be: WINDOW_SPACING and WINDOW_MIN_ROWS 0)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--corpus-list", help=argparse.SUPPRESS)
     parser.add_argument("--scratch", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.windows:
         import fastbag.bag
-        fastbag.bag.WINDOW_SPACING = 0
+        fastbag.bag.WINDOW_SPACING = fastbag.bag.WINDOW_MIN_ROWS = 0
     if args.worker:
         return worker_main(args)
     shm = Path("/dev/shm")
