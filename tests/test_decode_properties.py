@@ -586,7 +586,8 @@ def test_random_types_through_windows(case, head, tail):
         original(self, builder, index, selected)
         outcomes.append("fell back" if builder.topic in self._unwindowed else "held")
 
-    with mock.patch.multiple(fastbag.bag, WINDOW_SPACING=0, WINDOW_MIN_ROWS=0, WINDOW_HEAD=head, WINDOW_TAIL=tail, WINDOW_PROBE=1), \
+    with mock.patch.multiple(fastbag.bag, WINDOW_SPACING=0, WINDOW_MIN_ROWS=0, WINDOW_HEAD=head, WINDOW_TAIL=tail,
+                             WINDOW_PROBE=1), \
             mock.patch.object(fastbag.bag.Bag, "_decode_windows", spy):
         check_round_trip(family, values, times, {**writer, "compression": "none"})
     assert outcomes
