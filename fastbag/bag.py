@@ -1041,8 +1041,8 @@ class Bag:
                 while k not in live:
                     got, together = next(payloads)
                     pos = _rows_of(groups[got])
-                    live[got] = self._locate_together(index, together, chunk_of[pos], rank[pos],
-                                                      selected[pos], pos, starts, lengths)
+                    live[got] = self._located(index, batches[got], together, chunk_of[pos], rank[pos],
+                                              selected[pos], pos, starts, lengths)
                 together = live[k]
                 if together.error is not None:  # the read reached a chunk the batch could not give
                     cut = np.flatnonzero(rank[a:b] >= together.done)
@@ -1100,6 +1100,23 @@ class Bag:
             return reach
 
         return reach_of
+
+    def _located(self, index: BagIndex, batch: np.ndarray, together: Together, chunks: np.ndarray,
+                 ranks: np.ndarray, rows: np.ndarray, pos: np.ndarray | slice, starts: np.ndarray,
+                 lengths: np.ndarray) -> Together:
+        """:meth:`_locate_together`, and where a chunk read alone was decoded only in part (as far as the
+        read's last record there was guessed to end: see :meth:`_reach`) and its records are not all in that
+        part, again in the whole chunk. What a read gets never depends on the guess: an index offset that
+        names another record sent the locator on past the part (fuzz seed 20261217, case 839: an error on a
+        fresh handle, one message read through the whole index)."""
+        try:
+            return self._locate_together(index, together, chunks, ranks, rows, pos, starts, lengths)
+        except FastbagError:
+            chunk = int(batch[0])
+            if len(batch) != 1 or together.buffer.size >= int(index.chunks.size[chunk]):
+                raise
+        whole = Together.alone(self._store.get(chunk, False, None))
+        return self._locate_together(index, whole, chunks, ranks, rows, pos, starts, lengths)
 
     def _locate_together(self, index: BagIndex, together: Together, chunks: np.ndarray, ranks: np.ndarray,
                          rows: np.ndarray, pos: np.ndarray | slice, starts: np.ndarray, lengths: np.ndarray

@@ -380,3 +380,40 @@ def test_a_store_collected_inside_the_ledgers_own_locked_code_does_not_hang_the_
     assert done.returncode == 0, done.stderr
     total, cached = map(int, done.stdout.split())
     assert total == cached  # (the collected store's bytes are no longer counted)
+
+
+def test_a_chunk_read_in_part_is_read_whole_where_its_records_run_past_that_part(tmp_path):
+    """A read decodes a compressed chunk only as far as its last record there ends (Bag._reach), found from
+    the index's offsets. An offset that names another record (0: the chunk's first) sends the locator on,
+    record by record, to the message the index promised, past that part: the read raised on a fresh handle
+    (checksums off: parts allowed) where the same read through the whole chunk found the message (fuzz seed
+    20261217, case 839). It is read whole then; what a read gets never depends on the guess."""
+    from tools.fuzz import walk
+
+    from fastbag.tooling.synth import MIXED_STREAMS, write_bag
+
+    path = tmp_path / "mixed.bag"
+    write_bag(path, MIXED_STREAMS, seconds=0.5, points=2_000, compression="lz4")
+    with fastbag.open(path) as bag:
+        index = bag._index
+        first = np.full(len(index.chunks), np.iinfo(np.int64).max)
+        np.minimum.at(first, index.chunk, index.offset)
+        # a message that is its chunk's first (connection records before it): walking from 0 reaches it
+        row = next(r for r in range(index.message_count) if index.offset[r] == first[index.chunk[r]] > 0)
+        topic, conn = bag.connections[index.conn[row]].topic, bag.connections[index.conn[row]].id
+        chunk_at, offset = int(index.chunks.position[index.chunk[row]]), int(index.offset[row])
+        expected = bag.read(topic)
+    data = bytearray(path.read_bytes())
+    records = walk(bytes(data)).records
+    after_chunk = [rec for rec in records if rec.start > chunk_at and not rec.inner]
+    index_data = next(rec for rec in after_chunk if rec.op == 0x04 and
+                      int.from_bytes(data[rec.fields["conn"][0]:rec.fields["conn"][0] + 4], "little") == conn)
+    entries = [index_data.data_start + 12 * k + 8 for k in range(index_data.data_len // 12)]
+    (entry,) = [at for at in entries if int.from_bytes(data[at:at + 4], "little") == offset]
+    data[entry:entry + 4] = bytes(4)
+    path.write_bytes(bytes(data))
+    for checksums in (True, False):
+        with fastbag.open(path, checksums=checksums) as bag:
+            got = bag.read(topic)
+            assert got.time.tolist() == expected.time.tolist(), checksums
+            assert all(got[i] == expected[i] for i in range(len(expected))), checksums
