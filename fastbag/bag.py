@@ -1159,14 +1159,14 @@ class Bag:
         raise failure
 
     def _locate_in_chunk(self, index: BagIndex, payload: np.ndarray, chunk: int, rows: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, lengths) in chunk ``chunk``'s decompressed ``payload`` of rows ``rows`` of ``index``
-        (all in it)."""
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(payload, starts, lengths) of rows ``rows`` of ``index`` (all in chunk ``chunk``) in its decompressed
+        ``payload``: the whole chunk's instead, where ``payload`` is a part they run past (see :meth:`_located`)."""
         starts = np.zeros(rows.size, dtype=np.int64)
         lengths = np.zeros(rows.size, dtype=np.int64)
-        self._locate_together(index, Together.alone(payload), np.full(rows.size, chunk),
-                              np.zeros(rows.size, dtype=np.int64), rows, np.arange(rows.size), starts, lengths)
-        return starts, lengths
+        located = self._located(index, np.array([chunk]), Together.alone(payload), np.full(rows.size, chunk),
+                                np.zeros(rows.size, dtype=np.int64), rows, np.arange(rows.size), starts, lengths)
+        return located.buffer, starts, lengths
 
     def _split(self, n: int, parallel: bool = True) -> tuple[WorkerThreads | None, list[slice]]:
         """Locating ``n`` messages: one part per worker for a large read (the kernels release the GIL),
@@ -1742,7 +1742,7 @@ class Bag:
             payload = store.get(c, remember, reach(c))
             runs = groups[c]
             # (the index gathered here, on the workers, rather than for the whole read up front)
-            starts, lengths = self._locate_in_chunk(index, payload, c, selected[_rows_of(runs)])
+            payload, starts, lengths = self._locate_in_chunk(index, payload, c, selected[_rows_of(runs)])
             pieces, k = [], 0
             for a, b in runs:
                 piece = builder.decode_run(payload, None, starts[k:k + b - a], lengths[k:k + b - a], a, a)

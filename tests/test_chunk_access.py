@@ -382,7 +382,8 @@ def test_a_store_collected_inside_the_ledgers_own_locked_code_does_not_hang_the_
     assert total == cached  # (the collected store's bytes are no longer counted)
 
 
-def test_a_chunk_read_in_part_is_read_whole_where_its_records_run_past_that_part(tmp_path):
+@pytest.mark.parametrize("pipelined", [False, True], ids=["runs", "chunks on the workers"])
+def test_a_chunk_read_in_part_is_read_whole_where_its_records_run_past_that_part(tmp_path, monkeypatch, pipelined):
     """A read decodes a compressed chunk only as far as its last record there ends (Bag._reach), found from
     the index's offsets. An offset that names another record (0: the chunk's first) sends the locator on,
     record by record, to the message the index promised, past that part: the read raised on a fresh handle
@@ -412,6 +413,7 @@ def test_a_chunk_read_in_part_is_read_whole_where_its_records_run_past_that_part
     (entry,) = [at for at in entries if int.from_bytes(data[at:at + 4], "little") == offset]
     data[entry:entry + 4] = bytes(4)
     path.write_bytes(bytes(data))
+    monkeypatch.setattr(Bag, "_pipelined", lambda *args: pipelined)  # (Bag._decode_chunks, or Bag._decode_runs)
     for checksums in (True, False):
         with fastbag.open(path, checksums=checksums) as bag:
             got = bag.read(topic)
