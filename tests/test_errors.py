@@ -504,6 +504,30 @@ def test_regression_elements_of_no_bytes_are_bounded_over_a_whole_iteration(tmp_
         assert decoded <= 3 and info.value.topic == "/z"  # 262,144 elements: the third message crosses it
 
 
+def test_a_walk_stops_where_its_empty_elements_outnumber_its_bytes_and_the_cap():
+    """Fuzz case 769 (seed 20261218): a batch of 6,000 messages of 144 bytes, each claiming 100,000 elements
+    of no bytes, was walked whole (600 million elements, 12 s of a decoded loop, 3.2 s before read() refused
+    it) before the caller compared its rows with its bytes. The walk stops where they cross: at the third
+    message here, as the caller's check names it."""
+    import numpy as np
+
+    from fastbag.msg import kernels
+    from fastbag.msg.layout import layout_for
+
+    layout = layout_for("fuzz_msgs/Top", "fuzz_msgs/Z[100000] zs\nint32 x\n" + "=" * 80 +
+                        "\nMSG: fuzz_msgs/Z\nstring[0] nothing\n")
+    n, enc = 1000, layout.encoding
+    payload = np.frombuffer(b"".join(struct.pack("<i", k) for k in range(n)), dtype=np.uint8)
+    starts, lengths = np.arange(0, 4 * n, 4, dtype=np.int64), np.full(n, 4, dtype=np.int64)
+    rows = np.zeros(len(layout.tables), dtype=np.int64)
+    status = np.zeros(3, dtype=np.int64)
+    empty8, empty64 = np.empty(0, np.uint8), np.empty(0, np.int64)
+    kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, empty8, empty8, rows, rows, empty64,
+                 empty64, rows, False, status, enc.header, enc.representation, enc.big_endian, enc.trailing, None)
+    assert status.tolist()[:2] == [kernels.RUN_TOO_MANY, 2]  # (262,144 + 12 bytes: the third message crosses)
+    assert int(rows.max()) == 300_000
+
+
 TRUNCATED_CHILD = r"""
 import os, shutil, sys, warnings
 import fastbag
