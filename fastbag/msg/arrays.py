@@ -767,16 +767,15 @@ class TopicBuilder:
             empty8, empty64 = np.empty(0, np.uint8), np.empty(0, np.int64)
             kernels.walk(payload, starts, lengths, layout.ops, layout.row_sizes, empty8, empty8, rows, rows,
                          empty64, empty64, rows, False, status, *rules, windows)
-            over = int(status[0]) == kernels.RUN_TOO_MANY  # (the walk stopped there: see walk)
-            if not over:
-                self._check(status, first_index, starts, lengths)
             # Elements that take bytes are bounded by the bytes; those that take none only per message.
-            # Across the run, child rows may not outnumber the bytes plus one cap's worth of empty ones.
-            if over or int(rows.max()) > int(lengths.sum()) + kernels.MAX_EMPTY_ELEMENTS:
+            # Across the run, child rows may not outnumber the bytes plus one cap's worth of empty ones: the
+            # walk stops where they do.
+            if int(status[0]) == kernels.RUN_TOO_MANY:
                 m, claimed, held = self._over_cap(payload, starts, lengths, rules, windows)
                 raise DecodeError(f"messages up to this one claim {claimed} array elements, more than their "
                                   f"{held} bytes can hold", topic=self.topic, msgtype=self.msgtype,
                                   index=first_index + m)
+            self._check(status, first_index, starts, lengths)
         rows[0] = n
         child_bytes = rows * layout.row_sizes
         child_bytes[0] = 0

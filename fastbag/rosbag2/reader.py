@@ -47,8 +47,9 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -668,14 +669,11 @@ class Rosbag2Reader(LazyIndexContainer):
 
     def _decompress_messages(self, k: int, data: bytes, ids: np.ndarray, lengths: np.ndarray,
                              path: str) -> np.ndarray:
-        """Per-message zstd: every row's frame decompressed, bounded; their spans kept for payload_spans."""
-        try:
-            payload, sizes = decompress_frames(data, (np.cumsum(lengths) - lengths).tolist(), lengths.tolist())
-        except FrameError as exc:
-            raise BagFormatError(f"message row {int(ids[exc.index])} does not decompress: {exc}", path=path,
-                                 record="sqlite3") from None
+        """Per-message zstd: every row's frame of chunk ``k`` decompressed; their spans kept for payload_spans."""
+        payload, starts, sizes = _rows_decompressed(data, np.cumsum(lengths) - lengths, lengths, ids,
+                                                    lambda _: path)
         with self._spans_lock:
-            self._spans[k] = (np.cumsum(sizes) - sizes, sizes)
+            self._spans[k] = (starts, sizes)
         return payload
 
     direct_read_max = DIRECT_ROWS
@@ -704,13 +702,7 @@ class Rosbag2Reader(LazyIndexContainer):
                 return None
         if not self._per_message:
             return buf, starts, lengths
-        try:  # per-message zstd: each row's frame, bounded as the chunks' are
-            payload, sizes = decompress_frames(buf, starts.tolist(), lengths.tolist())
-        except FrameError as exc:
-            raise BagFormatError(f"message row {int(ids[exc.index])} does not decompress: {exc}",
-                                 path=self.files[int(files[exc.index])].path, record="sqlite3") from None
-        sizes = np.asarray(sizes, dtype=np.int64)
-        return payload, np.cumsum(sizes) - sizes, sizes
+        return _rows_decompressed(buf, starts, lengths, ids, lambda i: self.files[int(files[i])].path)
 
     def _row_blobs_of_files(self, files: np.ndarray, ids: np.ndarray, lengths: np.ndarray, topic_ids: np.ndarray
                             ) -> tuple[np.ndarray | None, np.ndarray]:
@@ -802,6 +794,20 @@ class _RowStore(ChunkStore):
         if remember:
             self._remember(index, payload)
         return payload
+
+
+def _rows_decompressed(data: Any, starts: np.ndarray, lengths: np.ndarray, ids: np.ndarray,
+                       path_of: Callable[[int], str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-message zstd: the frames of rows ``ids`` at ``data[starts[i]:starts[i] + lengths[i]]`` decompressed
+    back to back, bounded (see decompress_frames): (payload, starts, sizes) of the messages in it. A frame that
+    does not decompress is a BagFormatError naming its row and its file (``path_of(i)``)."""
+    try:
+        payload, sizes = decompress_frames(data, starts.tolist(), lengths.tolist())
+    except FrameError as exc:
+        raise BagFormatError(f"message row {int(ids[exc.index])} does not decompress: {exc}",
+                             path=path_of(exc.index), record="sqlite3") from None
+    sizes = np.asarray(sizes, dtype=np.int64)
+    return payload, np.cumsum(sizes) - sizes, sizes
 
 
 def _is_zstd(path: str, named: bool) -> bool:
