@@ -898,11 +898,25 @@ class Bag:
             # Decoding loads Numba: loaded first, the index read now takes its kernels too (a .db3's rows read
             # from its pages, which iterating a topic a chunk at a time needs: see _iter_merged).
             import numba  # noqa: F401
-        selected = self._select(topics, start, end, connections)
-        iterate = self._iter_raw if raw else self._iter_decoded
-        found = self._iter_merged(selected, iterate) if self._container.chunks_of_one_connection else \
+        index = self._window_index(start, end)
+        if index is None:
+            index = self._index
+        selected = self._select(topics, start, end, connections, index=index)
+        iterate = functools.partial(self._iter_raw if raw else self._iter_decoded, index=index)
+        found = self._iter_merged(index, selected, iterate) if self._container.chunks_of_one_connection else \
             iterate(selected)
         return self._said_if_closed(found, forget_unpacked=not raw)
+
+    def _window_index(self, start: TimeLike | None, end: TimeLike | None) -> BagIndex | None:
+        """The index a read of the window ``[start, end)`` works on where the container builds one without
+        the whole index (:meth:`Container.window_index`: an MCAP file reads the message indexes of the
+        window's chunks alone), else None: the whole index. (A look at a few seconds of a long recording
+        read every chunk's message index first: a thousand chunks' for one.)"""
+        if start is None and end is None:
+            return None
+        self._check_not_seconds(start, "start")
+        self._check_not_seconds(end, "end")
+        return self._container.window_index(time_ns(start, "start"), time_ns(end, "end"))
 
     def _said_if_closed(self, messages: Iterator[Message], *, forget_unpacked: bool) -> Iterator[Message]:
         """:meth:`messages`' iterator, failing as :func:`_closing_said` says. With ``forget_unpacked``, no
@@ -916,13 +930,12 @@ class Bag:
             if forget_unpacked:
                 _UNPACKED.__dict__.pop("last", None)
 
-    def _iter_merged(self, selected: np.ndarray, iterate: Callable[[np.ndarray], Iterator[Message]]
+    def _iter_merged(self, index: BagIndex, selected: np.ndarray, iterate: Callable[[np.ndarray], Iterator[Message]]
                      ) -> Iterator[Message]:
         """Messages ``selected`` of a container whose chunks each hold one connection's messages (rosbag2's
         sqlite3 batches of rows): each connection's iterated on its own, in runs as long as its chunks, and
         merged back into read order. Iterated together, topics that take turns cut the runs into single
         messages, each decoded alone (~0.1 ms a message: a whole-bag loop 20-40x slower than rosbags')."""
-        index = self._index
         if selected.size <= self._container.direct_read_max:  # fetched together, straight (see _runs)
             return iterate(selected)
         conn_of = index.conn[selected]
@@ -1210,14 +1223,13 @@ class Bag:
                 table.position[chunks], index.connection_ids[index.conn[selected[rows]]], index.time[selected[rows]])
         return starts, lengths
 
-    def _iter_raw(self, selected: np.ndarray) -> Iterator[Message]:
-        index = self._index
+    def _iter_raw(self, selected: np.ndarray, *, index: BagIndex) -> Iterator[Message]:
         connections = index.connections
         conn_of = index.conn[selected].tolist()
         time_of = index.time[selected].tolist()
         topics = index.topic_names
         last, view = None, memoryview(b"")
-        for buf, _, a, b, starts, lengths in self._batches(selected, kernel=_raw_kernel(selected.size)):
+        for buf, _, a, b, starts, lengths in self._batches(index, selected, kernel=_raw_kernel(selected.size)):
             if buf is not last:
                 last, view = buf, memoryview(buf)
             headers = self._container.message_headers(buf, starts)
@@ -1230,24 +1242,23 @@ class Bag:
             for c, t, s, n in zip(conn_of[a:b], time_of[a:b], starts.tolist(), lengths.tolist()):
                 yield Message(topics[c], t, view[s:s + n], connections[c])
 
-    def _batches(self, selected: np.ndarray, *, kernel: bool = True
+    def _batches(self, index: BagIndex, selected: np.ndarray, *, kernel: bool = True
                  ) -> Iterator[tuple[np.ndarray, int | None, int, int, np.ndarray, np.ndarray]]:
         """The runs of :meth:`_runs`, cut into batches of at most PARALLEL_MIN messages: iteration decodes
         a batch at a time, so memory and the wait for the first message stay small. A close under the
         iteration is a ValueError at the next batch (a bag's uncompressed chunks are one run: a loop closed
         under it went on to its end)."""
-        for buf, base, a, b, starts, lengths in self._runs(self._index, selected, kernel=kernel):
+        for buf, base, a, b, starts, lengths in self._runs(index, selected, kernel=kernel):
             for k in range(0, b - a, PARALLEL_MIN):
                 if k:
                     self._check_open()
                 end = min(b - a, k + PARALLEL_MIN)
                 yield buf, base, a + k, a + end, starts[k:end], lengths[k:end]
 
-    def _iter_decoded(self, selected: np.ndarray) -> Iterator[Message]:
+    def _iter_decoded(self, selected: np.ndarray, *, index: BagIndex) -> Iterator[Message]:
         from .msg.arrays import TopicBuilder, check_min_size
         from .msg.objects import decode_objects
 
-        index = self._index
         connections = index.connections
         conn_of = index.conn[selected]
         time_of = index.time[selected].tolist()
@@ -1257,7 +1268,7 @@ class Bag:
         unbacked: dict[int, int] = {}
         failed: dict[str, int] = {}  # topics that had messages it could not decode: how many
         kind_of = self._decoding_kinds(connections)
-        for payload, offset, a, b, starts, lengths in self._batches(selected):
+        for payload, offset, a, b, starts, lengths in self._batches(index, selected):
             conns = conn_of[a:b]
             # Per kind of the batch (connections of one type and definition: topics of one type decode
             # together): its message class and where its messages read their fields; per message its row

@@ -372,6 +372,20 @@ class Container(ABC):
         """
         return None
 
+    def window_index(self, start: int | None, end: int | None) -> BagIndex | None:
+        """An index holding every message of the time window ``[start, end)`` (int ns, None: open), built
+        without the rest of the file's, or None: the Bag then uses :attr:`index`.
+
+        For a container that builds its index on first use and can read a
+        window's part of it for less (MCAP: the message indexes of the chunks
+        whose times meet the window). It may hold messages outside the window
+        (the chunks' others); its ``chunks`` are the whole index's, and its
+        ``connections`` those of :attr:`connections`, in their order, each with
+        its ``msgcount`` as the whole index counts it. None (the default) once
+        the whole index is built, or where nothing cheaper exists.
+        """
+        return None
+
     #: Reads of at most this many messages fetch them with :meth:`payloads_of` (0: never)
     direct_read_max = 0
 

@@ -583,9 +583,10 @@ def test_a_topic_stream_that_ends_early_is_a_bag_format_error_naming_it(tmp_path
         bag._container.direct_read_max = 0  # (12 messages: else fetched together, by id, not merged)
         iterate = bag._iter_raw
 
-        def short(selected):  # /t1's stream loses its last message
-            topics = {bag._index.connections[r].topic for r in bag._index.conn[selected].tolist()}
-            return itertools.islice(iterate(selected), selected.size - 1) if topics == {"/t1"} else iterate(selected)
+        def short(selected, *, index):  # /t1's stream loses its last message
+            topics = {index.connections[r].topic for r in index.conn[selected].tolist()}
+            found = iterate(selected, index=index)
+            return itertools.islice(found, selected.size - 1) if topics == {"/t1"} else found
 
         bag._iter_raw = short
         got = []

@@ -16,6 +16,7 @@ file order, as the MCAP readers order them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import struct
@@ -46,6 +47,9 @@ FOOTER_RECORD = RECORD_HEAD + 20  # opcode, length, summary_start u64, summary_o
 MESSAGE_HEAD = RECORD_HEAD + MESSAGE_FIXED
 #: Bytes of a Chunk record before its compression string: the record head and four fixed fields.
 CHUNK_FIXED = RECORD_HEAD + 8 + 8 + 8 + 4
+#: A handle reads windows' parts of the index (McapReader.window_index) until they have read this share of
+#: the file's chunks' message indexes; the next window reads the whole index, once.
+WINDOW_SHARE = 0.5
 
 
 class _Damaged(Exception):
@@ -113,6 +117,7 @@ class McapReader(LazyIndexContainer):
         self._chunk_crc: np.ndarray = np.zeros(0, dtype=np.int64)
         self._listed_per_chunk: np.ndarray | None = None  # entries per chunk, kept in files without statistics
         self._counted: set[int] = set()  # chunks whose Message records were counted
+        self._window_chunks = 0  # chunks whose message indexes window_index read so far
         try:
             summary = self._read_summary()
         except _Damaged as exc:
@@ -362,15 +367,8 @@ class McapReader(LazyIndexContainer):
         stats = self._summary.statistics
         if self._index is not None or stats is None:
             return None
-        indexes = self._chunk_indexes
         ids = [self._connections[r].id for r in ranks]
-        picked = np.flatnonzero(np.isin(indexes.entry_channel, ids))
-        entry_chunk = np.repeat(np.arange(len(indexes)), np.diff(indexes.entry_start))[picked]
-        order = np.lexsort((indexes.entry_offset[picked], entry_chunk))  # by chunk, then file order
-        k = entry_chunk[order]
-        chunks = k[np.r_[True, k[1:] != k[:-1]]] if k.size else k
-        time, offset, chunk, conn = self._read_message_indexes(chunks, k, indexes.entry_channel[picked][order],
-                                                               indexes.entry_offset[picked][order])
+        time, offset, chunk, conn = self._entries(np.isin(self._chunk_indexes.entry_channel, ids))
         # The witnesses of a shortened index (see _load_index), as far as they speak of these channels: their
         # counts in the statistics (where it has them), and the entries' times inside their chunk's bounds.
         counts = stats.channel_message_counts
@@ -384,6 +382,62 @@ class McapReader(LazyIndexContainer):
                        "index says: entries may be missing; reading what the indexes list")
         return _in_read_order("0", self._connections, self._chunks, time, conn, chunk, offset,
                               problems=self._problems)
+
+    def window_index(self, start: int | None, end: int | None) -> BagIndex | None:
+        """Every message of the chunks whose chunk index's times meet ``[start, end)``, from their message
+        indexes alone (each chunk's, as for the whole index); the other chunks' are not read. Its
+        connections carry the statistics' counts (the whole index's, where the file is intact).
+
+        None (the whole index is read instead) once it is built; for files without trusted statistics
+        that count every channel; where the window's chunks and those of earlier windows pass WINDOW_SHARE
+        of the file's (a loop of windows over the file then reads each message index at most twice, not
+        once a window); and where the entries read do not span exactly their chunks' times (damage the
+        whole index reads and says)."""
+        stats = self._summary.statistics
+        if self._index is not None or stats is None or not self._statistics_trusted:
+            return None
+        connections = self._counted_by_statistics
+        if connections is None:
+            return None
+        indexes = self._chunk_indexes
+        near = np.diff(indexes.entry_start) > 0  # (chunks without entries hold nothing the index lists)
+        if start is not None:
+            near &= indexes.end_time >= start
+        if end is not None:
+            near &= indexes.start_time < end
+        reached = self._window_chunks + int(near.sum())
+        if reached > WINDOW_SHARE * len(indexes):
+            return None
+        self._window_chunks = reached
+        entry_chunk = np.repeat(np.arange(len(indexes)), np.diff(indexes.entry_start))
+        time, offset, chunk, conn = self._entries(near[entry_chunk])
+        if self._outside_time_bounds(time, chunk) is not None:
+            return None
+        return _in_read_order("0", connections, self._chunks, time, conn, chunk, offset, problems=self._problems)
+
+    @functools.cached_property
+    def _counted_by_statistics(self) -> list[Connection] | None:
+        """The connections, each with its ``msgcount`` from the statistics (a channel they do not list has
+        none: writers list the channels that have); None where the counts of the connections do not add up
+        to the statistics' message count (none kept: an empty map)."""
+        stats = self._summary.statistics
+        assert stats is not None
+        counts = [stats.channel_message_counts.get(c.id, 0) for c in self._connections]
+        if sum(counts) != stats.message_count:
+            return None
+        return [dataclasses.replace(c, msgcount=n) for c, n in zip(self._connections, counts)]
+
+    def _entries(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(log_time, offset in chunk, chunk, connection rank) of the chunk indexes' message-index entries
+        where ``wanted`` (a mask over them), read as _read_message_indexes reads them."""
+        indexes = self._chunk_indexes
+        picked = np.flatnonzero(wanted)
+        entry_chunk = np.repeat(np.arange(len(indexes)), np.diff(indexes.entry_start))[picked]
+        order = np.lexsort((indexes.entry_offset[picked], entry_chunk))  # by chunk, then file order
+        k = entry_chunk[order]
+        chunks = k[np.r_[True, k[1:] != k[:-1]]] if k.size else k
+        return self._read_message_indexes(chunks, k, indexes.entry_channel[picked][order],
+                                          indexes.entry_offset[picked][order])
 
     def _read_message_indexes(self, chunks: np.ndarray, k: np.ndarray, listed: np.ndarray, where: np.ndarray
                               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

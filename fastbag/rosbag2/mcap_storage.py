@@ -162,6 +162,7 @@ class McapStorage(LazyIndexContainer):
         self._scratch: ScratchFolder | None = None  # decompressed .mcap.zstd files, removed on close
         self._problems: list[str] = []
         self._index: BagIndex | None = None
+        self._counted_by_files: list[Connection] | None = None  # see window_index
         self._parts_range: tuple[int | None, int | None] | None = None  # see time_range
         path = os.fspath(path)
         self.format = "rosbag2" if os.path.isdir(path) else "MCAP"  # a lone .mcap.zstd is an MCAP file
@@ -300,8 +301,27 @@ class McapStorage(LazyIndexContainer):
             indexes.append(index)
         return self._joined(indexes)
 
-    def _joined(self, indexes: list[BagIndex]) -> BagIndex:
-        """The files' indexes (``indexes[k]`` of ``parts[k]``) as one, in read order."""
+    def window_index(self, start: int | None, end: int | None) -> BagIndex | None:
+        """Each file's index of the window (see McapReader.window_index), joined, its connections counted
+        over the files; None where a file has none to give."""
+        if self._index is not None:
+            return None
+        indexes = []
+        for part in self.parts:
+            index = part.window_index(start, end)
+            if index is None:
+                return None
+            indexes.append(index)
+        if self._counted_by_files is None:  # (each file's counts are its statistics': the same every window)
+            counts = np.zeros(len(self._connections), dtype=np.int64)
+            for ranks, index in zip(self._rank_of, indexes):
+                np.add.at(counts, ranks, [c.msgcount for c in index.connections])
+            self._counted_by_files = [replace(c, msgcount=int(n)) for c, n in zip(self._connections, counts)]
+        return self._joined(indexes, self._counted_by_files)
+
+    def _joined(self, indexes: list[BagIndex], connections: list[Connection] | None = None) -> BagIndex:
+        """The files' indexes (``indexes[k]`` of ``parts[k]``) as one, in read order (with ``connections``,
+        the recording's, by default)."""
         times, conns, chunks, offsets = [], [], [], []
         for k, (part, index) in enumerate(zip(self.parts, indexes)):
             times.append(index.time)
@@ -311,7 +331,7 @@ class McapStorage(LazyIndexContainer):
             self._problems.extend(p for p in part.problems if p not in self._problems)
         time = np.concatenate(times)
         order = np.argsort(time, kind="stable")  # ties: file order, then each file's own order
-        return BagIndex(self._version, self._connections, self._chunks, time[order],
+        return BagIndex(self._version, connections or self._connections, self._chunks, time[order],
                         np.concatenate(conns)[order].astype(np.int32), np.concatenate(chunks)[order].astype(np.int32),
                         np.concatenate(offsets)[order], recovered=any(p.recovered for p in self.parts),
                         problems=self._problems)
