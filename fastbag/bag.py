@@ -888,6 +888,10 @@ class Bag:
         selects every connection, as in rosbags), and ``stop`` is their name of
         ``end``; a message unpacks (and indexes) as theirs yield it, ``rawdata`` as ``bytes``:
         ``for connection, timestamp, rawdata in bag.messages(connections=...)``.
+
+        A time window of a handle whose whole index is not built yet reads
+        only the window's part of the index where the format allows (MCAP: the
+        message indexes of the chunks that meet it).
         """
         if stop is not None:
             if end is not None:
