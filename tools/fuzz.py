@@ -852,9 +852,11 @@ class Runner:
                 out.opened = True
                 try:
                     self.exercise(bag)
+                    said = bool(bag.problems)
                 finally:
                     self.guarded("close", bag.close)
                 self.fresh_reads()
+                self.fresh_window(said_problems=said or any(issubclass(w.category, FastbagWarning) for w in caught))
             else:
                 out.open_error = f"{type(bag).__name__}: {bag}"
         out.seconds = time.perf_counter() - start
@@ -903,6 +905,48 @@ class Runner:
                     times != [t for name, t, _ in self.out.raw if name == topic]:
                 self.problem("wrong", "fresh read", f"read({topic}) on a fresh handle gave {len(times)} messages, "
                              "not those messages(raw=True) yields", "wrong fresh-read-raw")
+
+    def fresh_window(self, *, said_problems: bool) -> None:
+        """A time window read first thing on a fresh handle, where the container indexes that window alone
+        (MCAP: Container.window_index, let read every window here: fuzzed files hold a few chunks): the
+        messages in it that messages(raw=True) yielded, or an error. A window index trusts the chunk
+        indexes' times as every MCAP reader does; where they lie about a chunk it never reads, it misses
+        that chunk's messages: wrong only where the whole index said nothing (it reads and says that)."""
+        from fastbag.container import Container
+        from fastbag.mcap import reader as mcap_reader
+
+        whole = self.out.raw
+        if not whole:
+            return
+        times = sorted(t for _, t, _ in whole)
+        start, end = times[len(times) // 2], times[min(len(times) - 1, len(times) // 2 + 5)] + 1
+        share, mcap_reader.WINDOW_SHARE = mcap_reader.WINDOW_SHARE, 1.0
+        try:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                ok, bag = self.guarded("fresh open", lambda: fastbag.open(self.path, **{**self.open_kwargs,
+                                                                                        "checksums": False}))
+                if not ok:
+                    return
+                try:
+                    if type(bag._container).window_index is Container.window_index:
+                        return  # (no window index: the first open's reads were these)
+                    ok, got = self.guarded("fresh window", lambda: [(m.topic, m.time, bytes(m.data)) for m in
+                                                                     bag.messages(raw=True, start=start, end=end)])
+                    self.log(f"fresh window: {len(got) if ok else 'an error'}, through "
+                             f"{'the whole index' if bag._container._index is not None else 'a window index'}")
+                finally:
+                    self.guarded("close", bag.close)
+        finally:
+            mcap_reader.WINDOW_SHARE = share
+        for w in said:
+            if not issubclass(w.category, FastbagWarning):
+                self.problem("warning", "fresh window", f"{w.category.__name__}: {str(w.message)[:200]}",
+                             f"warning {w.category.__name__} fresh window")
+        want = [m for m in whole if start <= m[1] < end]
+        if ok and got != want and not said_problems:
+            self.problem("wrong", "fresh window", f"messages(start, end) on a fresh handle gave {len(got)} messages "
+                         f"where the whole index read {len(want)} in [{start}, {end})", "wrong fresh-window")
 
     def exercise(self, bag: fastbag.Bag) -> None:
         out = self.out
