@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..container import BagIndex, Connection, LazyIndexContainer, transient_local
+from ..container import BagIndex, Connection, LazyIndexContainer
 from ..errors import OUT_OF_RESOURCES, BagFormatError, FastbagError
 from ..io.chunks import DEFAULT_CACHE_BYTES, ChunkStore, ChunkTable
 from ..io.codecs import ZSTD_MAGIC
@@ -48,7 +48,7 @@ from ..io.scratch import ScratchFolder
 from ..mcap.reader import MESSAGE_HEAD, McapReader, message_headers
 from ..mcap.records import MAGIC, MESSAGE_FIXED, Channel, Opcode, Schema, record_end
 from .compression import FrameError, decompress_file, decompress_frames, file_compression, writing_copy
-from .metadata import BagMetadata
+from .metadata import BagMetadata, with_recorded_topics
 from .reader import StorageSource, _natural_order, no_metadata_problem
 
 
@@ -64,24 +64,6 @@ def mcap_storage_files(path: str, metadata: BagMetadata | None) -> list[str]:
             full += ".zstd"  # older writers list the name before compression
         files.append(full)
     return files
-
-
-def with_recorded_topics(connections: list[Connection], metadata: BagMetadata | None) -> list[Connection]:
-    """``connections`` completed by what metadata.yaml records of their topics (matched by name and type) where
-    the storage file's channels do not say it: the type description hash and the offered QoS (latching with
-    it). rosbags' writer, for one, keeps them in metadata.yaml only."""
-    if metadata is None:
-        return connections
-    recorded = {(t.name, t.type): t for t in metadata.topics}
-    completed = []
-    for c in connections:
-        topic = recorded.get((c.topic, c.msgtype))
-        if topic is not None and (not c.type_description_hash or not c.offered_qos_profiles):
-            qos = c.offered_qos_profiles or topic.offered_qos_profiles
-            c = replace(c, type_description_hash=c.type_description_hash or topic.type_description_hash,
-                        offered_qos_profiles=qos, latching=c.latching or transient_local(qos))
-        completed.append(c)
-    return completed
 
 
 class McapRecording(McapReader):

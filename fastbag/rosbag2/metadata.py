@@ -16,9 +16,10 @@ What the file says about topics is advice: the storage files are the truth
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..container import Connection, transient_local
 from ..errors import OUT_OF_RESOURCES, BagFormatError, UnsupportedError
 
 #: Versions of metadata.yaml this module knows (rosbag2 Dashing to Jazzy and later).
@@ -202,3 +203,21 @@ class _Fields:
         if not isinstance(value, list):
             raise BagFormatError(f"metadata.yaml field {self.where}.{key} is not a list", path=self.path)
         return value
+
+
+def with_recorded_topics(connections: list[Connection], metadata: BagMetadata | None) -> list[Connection]:
+    """``connections`` completed by what metadata.yaml records of their topics (matched by name and type) where
+    the storage file's channels do not say it: the type description hash and the offered QoS (latching with
+    it). rosbags' writer, for one, keeps them in metadata.yaml only."""
+    if metadata is None:
+        return connections
+    recorded = {(t.name, t.type): t for t in metadata.topics}
+    completed = []
+    for c in connections:
+        topic = recorded.get((c.topic, c.msgtype))
+        if topic is not None and (not c.type_description_hash or not c.offered_qos_profiles):
+            qos = c.offered_qos_profiles or topic.offered_qos_profiles
+            c = replace(c, type_description_hash=c.type_description_hash or topic.type_description_hash,
+                        offered_qos_profiles=qos, latching=c.latching or transient_local(qos))
+        completed.append(c)
+    return completed

@@ -66,7 +66,7 @@ from ..io.startup import by_kernel
 from ..msg.msgdef import EMPTY_MD5, definition_code
 from .compression import FrameError, decompress_frames, file_compression
 from .definitions import resolve_definition, stores_definition
-from .metadata import BagMetadata, parse_metadata, read_metadata
+from .metadata import BagMetadata, parse_metadata, read_metadata, with_recorded_topics
 from .sqlite import NUMPY_UP_TO, Db3
 
 #: Blob bytes per chunk: large enough that a query's fixed cost vanishes, small enough that chunks
@@ -393,9 +393,10 @@ class Rosbag2Reader(LazyIndexContainer):
         if failed and not self._per_file:  # nothing intact to read: the first file's error says why
             raise failed[0]
         stored = {t: v[0] for t, v in variants.items()}
-        self._connections = [self._with_definition(c, stored if d is None else {**stored, c.msgtype: d},
-                                                   definitions, problems)
-                             for c, d in zip(connections, chosen)]
+        # (QoS and type hashes a writer kept in metadata.yaml alone: rosbags' writer before rosbag2 v9 tables)
+        self._connections = with_recorded_topics(
+            [self._with_definition(c, stored if d is None else {**stored, c.msgtype: d}, definitions, problems)
+             for c, d in zip(connections, chosen)], self.bag_metadata)
 
     def _cheap_totals(self) -> tuple[int, int | None, int | None] | None:
         """(messages, first time, last time) over every file from indexed queries, or None where a file has
