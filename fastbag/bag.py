@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .container import NO_MD5, BagIndex, Connection, Container, Encryption
+from .container import NO_MD5, BagIndex, Connection, Container, Encryption, MessageDefinition
 from .errors import (BagFormatError, DecodeError, DefinitionError, FastbagError, FastbagWarning, NoMessagesError,
                      NotFoundError, UnsupportedError, close_matches)
 from .io.chunks import BATCHED_CHUNK, DEFAULT_CACHE_BYTES, ChunkTable, Together, ordered_map, size_mismatch
@@ -191,6 +191,11 @@ class TopicInfo:
     def msgcount(self) -> int:
         """rosbags' name of :attr:`message_count`."""
         return self.message_count
+
+    @property
+    def msgdef(self) -> MessageDefinition:
+        """rosbags' name of the definition, with its format: the first connection's (:attr:`Connection.msgdef`)."""
+        return self.connections[0].msgdef
 
 
 class BagMessage(NamedTuple):

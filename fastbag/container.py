@@ -27,12 +27,13 @@ is then the chunk's number).
 
 from __future__ import annotations
 
+import enum
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -43,6 +44,43 @@ from .msg.msgdef import type_name
 #: The md5sum of a connection that names none (rosbag2; an MCAP file's ROS1 channels written without it):
 #: the type's definition is not checked against one, and connections agree by type and definition instead.
 NO_MD5 = "*"
+
+
+class DefinitionFormat(enum.Enum):
+    """How a definition is written: rosbags' ``MessageDefinitionFormat``, with its names and values."""
+
+    NONE = 0
+    MSG = 1  # .msg text: ROS 1's, or ROS 2's (dependencies after ``===`` lines and ``MSG: pkg/Type``)
+    IDL = 2  # ROS 2 IDL
+
+
+class MessageDefinition(NamedTuple):
+    """A connection's definition as rosbags gives it (``connection.msgdef``): its format and its text."""
+
+    format: DefinitionFormat
+    data: str
+
+
+class ConnectionExtRosbag1(NamedTuple):
+    """rosbags' ``connection.ext`` of a ROS 1 connection: the publishing node and the latching flag as the
+    connection header stores it (``1``, ``0``; None where it has none)."""
+
+    callerid: str | None
+    latching: int | None
+
+
+class ConnectionExtRosbag2(NamedTuple):
+    """rosbags' ``connection.ext`` of a ROS 2 connection: how its messages are serialized (``cdr``) and its
+    publishers' offered QoS profiles, each a dict (see :attr:`Connection.qos`; rosbags gives its own ``Qos``
+    tuples, which fastbag, not depending on rosbags, cannot build)."""
+
+    serialization_format: str
+    offered_qos_profiles: list[dict[str, Any]]
+
+
+#: A definition's format by the schema encoding it is stored in (others: NONE).
+_DEFINITION_FORMATS = {"ros1msg": DefinitionFormat.MSG, "ros2msg": DefinitionFormat.MSG,
+                       "ros2idl": DefinitionFormat.IDL}
 
 
 @dataclass(frozen=True)
@@ -91,6 +129,28 @@ class Connection:
         if self.type_description_hash:
             return self.type_description_hash
         return "" if self.md5sum == NO_MD5 and self.encoding != "ros1" else self.md5sum
+
+    @property
+    def msgdef(self) -> MessageDefinition:
+        """rosbags' name of the definition: :attr:`definition` with its format (``MSG`` or ``IDL``; ``NONE`` for
+        a schema of another kind, such as protobuf, or none found). Where a recording stores none (a
+        Humble-era ``.db3``, where rosbags says ``NONE``), the definition fastbag decodes with: its shipped
+        one, or one supplied."""
+        return MessageDefinition(_DEFINITION_FORMATS.get(self.schema_encoding, DefinitionFormat.NONE), self.definition)
+
+    @property
+    def ext(self) -> ConnectionExtRosbag1 | ConnectionExtRosbag2:
+        """rosbags' format-specific fields: :class:`ConnectionExtRosbag1` (``callerid``, ``latching``) for a
+        ROS 1 connection, :class:`ConnectionExtRosbag2` (``serialization_format``, ``offered_qos_profiles``)
+        for any other."""
+        if self.encoding == "ros1":
+            if "latching" in self.header:  # as stored: rosbags reads "1" as 1, "0" as 0 and "" as None
+                text = self.header["latching"].decode(errors="replace").strip()
+                latching = int(text) if text.isdigit() else None
+            else:
+                latching = 1 if self.latching else None
+            return ConnectionExtRosbag1(self.callerid, latching)
+        return ConnectionExtRosbag2(self.encoding, self.qos)
 
     @property
     def qos(self) -> list[dict[str, Any]]:
