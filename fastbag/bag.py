@@ -58,6 +58,9 @@ MERGED_BYTES = 256 << 20
 PIPELINE_SHARE = 1 / 8
 #: Bytes a compressed chunk is assumed to hold, at most, per byte in the file before it is decompressed.
 PLAUSIBLE_RATIO = 64
+#: A read whose messages' fixed parts take at most this many bytes allocates them without weighing them
+#: against its chunks' sizes first (Bag._check_fixed_size_fits): no file makes that a risk.
+SMALL_ALLOCATION = 1 << 20
 #: Raw iteration locates records with the Numba kernel from this many messages on (or once Numba is loaded):
 #: NumPy's vectorized path costs ~1.4 us a message in a large file (a dozen gathers, each missing the
 #: cache), loading Numba and the kernel ~0.15 s once.
@@ -1723,7 +1726,7 @@ class Bag:
         by one than to decode: :meth:`_runs` decompresses them in batches,
         where the store can (not an encrypted bag's).
         """
-        if index.starts is not None or selected.size == 0:
+        if index.starts is not None or selected.size < 2 * self._store.workers:  # (fewer chunks than that)
             return False
         chunks = int(np.count_nonzero(used))
         if self._in_file(index.chunks)[used].any() or chunks < 2 * self._store.workers:
@@ -1957,7 +1960,10 @@ class Bag:
         in the file: the allocation stays a small multiple of the file size.
         When the fixed parts alone would need more, the messages are located
         (decompressing) and the first too short is named, allocating nothing.
+        (An allocation of at most SMALL_ALLOCATION is no risk, whatever the file: not weighed.)
         """
+        if int(layout.min_size) * selected.size <= SMALL_ALLOCATION:
+            return
         table = index.chunks
         chunks = np.flatnonzero(used)
         sizes = table.size[chunks]

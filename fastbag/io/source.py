@@ -198,17 +198,19 @@ class Source:
     def check_whole(self) -> None:
         """BagFormatError where the mapped file is shorter now than when it was mapped (another program
         truncated or is rewriting it): reading the mapping past the file's new end would kill the process
-        with SIGBUS. Costs one stat; a file replaced by another under its name (a new inode) is no danger."""
-        if not isinstance(self._mmap, mmap.mmap):
+        with SIGBUS. Costs one fstat of the mapping's own descriptor (the mapped file, whatever its name
+        now names: a file replaced by another under its name, or removed, is no danger)."""
+        mapped = self._mmap
+        if not isinstance(mapped, mmap.mmap):
             return
         try:
-            stat = os.stat(self.path)
-        except OSError:  # removed: the mapping keeps the pages
+            size = mapped.size()
+        except (OSError, ValueError):  # (closed under this call by another thread: the caller says so)
             return
-        if (stat.st_dev, stat.st_ino) == self._identity and stat.st_size < self.size:
-            raise BagFormatError(f"the file shrank from {self.size} to {stat.st_size} bytes since it was opened "
+        if size < self.size:
+            raise BagFormatError(f"the file shrank from {self.size} to {size} bytes since it was opened "
                                  "(another program truncated it or is writing it): open it again",
-                                 path=self.path, offset=stat.st_size, record="file")
+                                 path=self.path, offset=size, record="file")
 
     # -- lifetime ---------------------------------------------------------
     @property

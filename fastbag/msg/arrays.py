@@ -316,6 +316,8 @@ def decode_strings(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     n = lengths.size
     if n == 0:
         return np.empty(0, dtype="U1")
+    if n == 1:  # (a sample's one message: no comparisons to make)
+        return _strings([_text(values[:int(lengths[0])].tobytes())])
     if (lengths == lengths[0]).all():
         width = int(lengths[0])
         if width == 0:
@@ -341,9 +343,14 @@ def decode_strings(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         padded = np.zeros(n * width, dtype=np.uint8)
         _kernels().gather(values, offsets[:-1], lengths, padded, np.arange(n, dtype=np.int64) * width)
         return padded.view(f"S{width}").astype(f"U{width}")
-    texts = _texts(values, offsets)
+    return _strings(_texts(values, offsets))
+
+
+def _strings(texts: list[str | bytes]) -> np.ndarray:
+    """A str array of ``texts``, or an object array where one is bytes or text NumPy's str arrays would cut
+    (at trailing NULs)."""
     if any(isinstance(t, bytes) or t.endswith("\0") for t in texts):
-        return _objects(texts)  # bytes, or text NumPy's str arrays would cut at trailing NULs
+        return _objects(texts)
     return np.array(texts)
 
 
@@ -777,15 +784,23 @@ class TopicBuilder:
                                   index=first_index + m)
             self._check(status, first_index, starts, lengths)
         rows[0] = n
-        child_bytes = rows * layout.row_sizes
-        child_bytes[0] = 0
-        fixed_base = np.zeros(len(layout.tables), dtype=np.int64)
-        np.cumsum(child_bytes[:-1], out=fixed_base[1:])
-        fixed_base[0] = root_row * layout.row_sizes[0]
-        fixed = np.empty(int(child_bytes.sum()), dtype=np.uint8)
-        slot_rows = np.array([rows[s.table] for s in layout.slots], dtype=np.int64)
-        slot_base = np.zeros(len(layout.slots), dtype=np.int64)
-        np.cumsum(slot_rows[:-1], out=slot_base[1:])
+        if len(layout.tables) == 1:  # the root alone (Imu, most types): no child rows to lay out (a small
+            # read's fixed cost: these are a few microseconds of each)
+            child_bytes = np.zeros(1, dtype=np.int64)
+            fixed_base = np.array([root_row * int(layout.row_sizes[0])], dtype=np.int64)
+            fixed = np.empty(0, dtype=np.uint8)
+            slot_rows = np.full(len(layout.slots), n, dtype=np.int64)
+            slot_base = np.arange(len(layout.slots), dtype=np.int64) * n
+        else:
+            child_bytes = rows * layout.row_sizes
+            child_bytes[0] = 0
+            fixed_base = np.zeros(len(layout.tables), dtype=np.int64)
+            np.cumsum(child_bytes[:-1], out=fixed_base[1:])
+            fixed_base[0] = root_row * layout.row_sizes[0]
+            fixed = np.empty(int(child_bytes.sum()), dtype=np.uint8)
+            slot_rows = np.array([rows[s.table] for s in layout.slots], dtype=np.int64)
+            slot_base = np.zeros(len(layout.slots), dtype=np.int64)
+            np.cumsum(slot_rows[:-1], out=slot_base[1:])
         slot_pos = np.empty(int(slot_rows.sum()), dtype=np.int64)
         slot_cnt = np.empty_like(slot_pos)
         counters = np.zeros(len(layout.tables), dtype=np.int64)
