@@ -924,8 +924,8 @@ class Bag:
         the whole index (:meth:`Container.window_index`: an MCAP file reads the message indexes of the
         window's chunks alone), else None: the whole index. (A look at a few seconds of a long recording
         read every chunk's message index first: a thousand chunks' for one.)"""
-        if start is None and end is None:
-            return None
+        if (start is None and end is None) or type(self._container).window_index is Container.window_index:
+            return None  # (no window, or a format without windows' indexes: ROS1 reads its whole at open)
         self._check_not_seconds(start, "start")
         self._check_not_seconds(end, "end")
         return self._container.window_index(time_ns(start, "start"), time_ns(end, "end"))
