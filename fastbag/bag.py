@@ -21,6 +21,7 @@ import operator
 import os
 import threading
 import warnings
+from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -2096,6 +2097,24 @@ class Bag:
     def filename(self) -> str:
         """``rosbag.Bag.filename``: :attr:`path`."""
         return self.path
+
+    # -- rosbags' reader names ------------------------------------------------------
+    @property
+    def paths(self) -> list[Path]:
+        """rosbags' ``AnyReader.paths``: the recording's path, as a list of one ``Path``."""
+        return [Path(self.path)]
+
+    @property
+    def is2(self) -> bool:
+        """rosbags' ``AnyReader.is2``: whether this is a ROS 2 recording (rosbag2, or an MCAP file: anything
+        but a ROS 1 bag, as rosbags tells them)."""
+        return self._container.format != "ROS1 bag"
+
+    def open(self) -> None:
+        """rosbags' ``reader.open()``, for code that opens its reader after making it: a Bag is open from
+        :func:`fastbag.open` on, so this checks that it still is (ValueError once closed: open the path
+        again)."""
+        self._check_open()
 
     @property
     def mode(self) -> str:

@@ -127,3 +127,23 @@ def test_rosbags_recipe_copies_a_ros1_bag_read_by_fastbag(tmp_path):
     want_conns, want_messages = read(path)
     got_conns, got_messages = read(out)
     assert got_conns == want_conns and got_messages == want_messages and len(got_messages) == 8647
+
+
+@pytest.mark.parametrize("relative", ["ros1v2/cruise-automation__rosbag.js__fixtures__example.bag",
+                                      "db3/MichaelGrupp__evo__test__data__tf_example",
+                                      "mcap/ros2__rosbag2__rosbag2_py__test__resources__mcap__talker"])
+def test_rosbags_reader_names_is2_paths_and_open(relative):
+    """AnyReader code ported by swapping in ``fastbag.open``: ``reader.is2`` (which typestore to use),
+    ``reader.paths``, and ``reader.open()`` called after making the reader (a fastbag Bag is open already:
+    it checks that it still is)."""
+    path = data_file(relative)
+    with AnyReader([path]) as peer:
+        is2, paths = peer.is2, peer.paths
+    reader = open_quietly(path)
+    reader.open()
+    assert reader.is2 == is2 and reader.paths == paths == [path]
+    assert (reader.is2, reader.format) in ((False, "ROS1 bag"), (True, "rosbag2"), (True, "MCAP"))
+    assert sum(1 for _ in reader.messages()) == reader.message_count > 0
+    reader.close()
+    with pytest.raises(ValueError, match="closed"):
+        reader.open()
