@@ -37,7 +37,7 @@ from .io.codecs import ZSTD_MAGIC
 from .io.forks import new_locks_in_children
 from .io.startup import by_kernel, numba_loaded
 from .msg.messages import Time, TimeLike, time_ns
-from .msg.msgdef import EMPTY_MD5, TypeName, definition_code
+from .msg.msgdef import EMPTY_MD5, TypeName, definition_code, ros1_spelling
 from .msg.objects import ARRAY_ENCODINGS, OBJECT_ENCODINGS
 
 if TYPE_CHECKING:
@@ -400,12 +400,17 @@ class _DecodedMessage(Message):
 class Undecodable:
     """``m.msg`` of a message :meth:`Bag.messages` could not decode (no definition, an encoding fastbag
     cannot decode, bytes that do not match the definition): using it, by attribute, ``[name]`` or
-    ``to_dict()``, raises the error that stopped its decoding; it is false in a boolean test. The
+    ``to_dict()``, raises the error that stopped its decoding; it is false in a boolean test. Its type is
+    known all the same: ``_type`` (rospy's spelling, ``pkg/Type``) and ``__msgtype__`` (rosbags',
+    ``pkg/msg/Type``), so a loop that dispatches on them reaches the error where it uses a field. The
     messages of other topics decode as usual, and ``m.data`` holds this one's bytes."""
 
-    __slots__ = ("error",)
+    __slots__ = ("error", "_type", "__msgtype__")
 
-    def __init__(self, error: FastbagError) -> None:
+    def __init__(self, error: FastbagError, msgtype: str = "") -> None:
+        self._type = TypeName(ros1_spelling(msgtype))
+        pkg, _, name = self._type.partition("/")
+        self.__msgtype__ = f"{pkg}/msg/{name}" if name and "/" not in name else msgtype
         # Kept as long as the message is: without the tracebacks of it and the errors it was raised from,
         # whose frames hold the batch's buffers (a mapping of the file, a decompressed chunk).
         chain: list[BaseException | None] = [error]
@@ -893,8 +898,9 @@ class Bag:
         otherwise ``msg`` is the decoded message as well (decoded a chunk at
         a time through the same kernels as :meth:`read`). ``connections``
         (of :attr:`connections`) selects by connection, as rosbags' readers
-        do (also as the first argument, as rosbags takes them; an empty list
-        selects every connection, as in rosbags), and ``stop`` is their name of
+        do (also as the first argument, as rosbags takes them; ``connections=[]``
+        selects every connection, as in rosbags, where an empty first argument
+        is an empty list of topics: none), and ``stop`` is their name of
         ``end``; a message unpacks (and indexes) as theirs yield it, ``rawdata`` as ``bytes``:
         ``for connection, timestamp, rawdata in bag.messages(connections=...)``.
 
@@ -1332,7 +1338,7 @@ class Bag:
                     # kind of several topics: each decoded on its own, named in what it says.
                     if bool((ranks == first).all()):
                         decoded[kind] = (operator.getitem, self._undecodable(
-                            functools.partial(decode, rank=first), mine, exc, connections[first].topic, failed))
+                            functools.partial(decode, rank=first), mine, exc, connections[first], failed))
                         continue
                     out: list[Any] = [None] * mine.size
                     for rank in np.unique(ranks).tolist():
@@ -1342,7 +1348,7 @@ class Bag:
                             found = list(map(cls, repeat(source), range(at.size)))
                         except (DecodeError, DefinitionError, UnsupportedError) as error:
                             found = self._undecodable(functools.partial(decode, rank=rank), mine[at], error,
-                                                      connections[rank].topic, failed)
+                                                      connections[rank], failed)
                         for k, message in zip(at.tolist(), found):
                             out[k] = message
                     decoded[kind] = (operator.getitem, out)
@@ -1387,23 +1393,24 @@ class Bag:
         return made[1]
 
     @staticmethod
-    def _undecodable(decode: Any, mine: np.ndarray, error: FastbagError, topic: str, failed: dict[str, int]
-                     ) -> list[Any]:
-        """The messages ``mine`` of one connection of ``topic`` in a batch whose decoding failed with
-        ``error``, each a message or an :class:`Undecodable`.
+    def _undecodable(decode: Any, mine: np.ndarray, error: FastbagError, connection: Connection,
+                     failed: dict[str, int]) -> list[Any]:
+        """The messages ``mine`` of ``connection`` in a batch whose decoding failed with ``error``, each a
+        message or an :class:`Undecodable`.
 
         The batch is split in halves until the bad messages stand alone, so one
         damaged message spoils only itself, at a few decodes of the halves
         around it. Once a topic has had SALVAGE_LIMIT bad messages (a wrong
         definition spoils them all) its failing batches are not split again.
         """
+        topic = connection.topic
         before = failed.setdefault(topic, 0)
 
         def salvage(which: np.ndarray, error: FastbagError) -> list[Any]:
             if which.size == 1 or failed[topic] >= SALVAGE_LIMIT or isinstance(error, (DefinitionError,
                                                                                          UnsupportedError)):
                 failed[topic] += 1  # (a type fastbag cannot decode at all: every message, at once)
-                return [Undecodable(error)] * which.size
+                return [Undecodable(error, connection.msgtype)] * which.size
             out: list[Any] = []
             for part in (which[:which.size // 2], which[which.size // 2:]):
                 try:

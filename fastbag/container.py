@@ -47,11 +47,20 @@ NO_MD5 = "*"
 
 
 class DefinitionFormat(enum.Enum):
-    """How a definition is written: rosbags' ``MessageDefinitionFormat``, with its names and values."""
+    """How a definition is written: rosbags' ``MessageDefinitionFormat``, with its names and values, and equal
+    to its members (``c.msgdef.format == MessageDefinitionFormat.MSG``, either side, and as a dict key), so
+    that code ported from rosbags takes the branch it took there (fastbag does not import rosbags)."""
 
     NONE = 0
     MSG = 1  # .msg text: ROS 1's, or ROS 2's (dependencies after ``===`` lines and ``MSG: pkg/Type``)
     IDL = 2  # ROS 2 IDL
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, enum.Enum) and type(other).__name__ == "MessageDefinitionFormat":
+            return (other.name, other.value) == (self.name, self.value)
+        return self is other
+
+    __hash__ = enum.Enum.__hash__  # (the name's, as rosbags' members hash: a dict keyed by theirs finds ours)
 
 
 class MessageDefinition(NamedTuple):

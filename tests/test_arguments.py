@@ -191,6 +191,13 @@ def test_whole_bag_iteration_goes_past_a_topic_that_cannot_be_decoded(strings_ba
             use()
     with pytest.raises(AttributeError):  # protocols probed by name stay absent
         opaque.msg.__array_interface__
+    # its type is known all the same: a loop that dispatches on it (rospy's _type, rosbags' __msgtype__) reaches
+    # the error where it uses a field, not a bare AttributeError: _type (QA)
+    assert str(opaque.msg._type) == "my_pkg/Blob" and opaque.msg._type == "my_pkg/msg/Blob"
+    assert opaque.msg.__msgtype__ == "my_pkg/msg/Blob" and type(opaque.msg.__msgtype__) is str
+    import pickle
+
+    assert str(pickle.loads(pickle.dumps(opaque.msg))._type) == "my_pkg/Blob"
 
 
 def test_a_wrong_stored_definition_is_overridden_by_the_users():

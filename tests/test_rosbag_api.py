@@ -100,6 +100,7 @@ def test_read_messages_yields_what_rosbag_yields(path):
         compared = unread = 0
         for m, (_, _, data, pytype) in zip(ours[:VALUES_PER_BAG], theirs):
             if isinstance(m.message, fastbag.bag.Undecodable):
+                assert m.message._type == pytype._type and str(m.message._type) == pytype._type  # (its type known)
                 continue
             try:
                 msg = pytype().deserialize(data)

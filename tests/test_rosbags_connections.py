@@ -88,12 +88,20 @@ def test_connection_msgdef_digest_and_ext_are_rosbags(path):
         else:
             assert mine.msgdef.format.name == peer.msgdef.format.name, mine.topic
             assert mine.msgdef.format.value == peer.msgdef.format.value, mine.topic
+            # rosbags' own members compare equal to fastbag's, either side and as dict keys: code ported from
+            # rosbags (its writers: 'ros2msg' if fmt == MessageDefinitionFormat.MSG else 'ros2idl') branches alike
+            assert mine.msgdef.format == peer.msgdef.format and peer.msgdef.format == mine.msgdef.format
+            assert not (mine.msgdef.format != peer.msgdef.format)
+            assert {peer.msgdef.format: 1}[mine.msgdef.format] == 1
             assert mine.msgdef.data == mine.definition, mine.topic
             if mine.msgdef.data != peer.msgdef.data:  # a stored definition fastbag found wanting: said, and why
                 assert any(mine.msgtype in p and "stored in the recording" in p for p in problems), mine.topic
+            else:
+                assert mine.msgdef == tuple(peer.msgdef) and tuple(mine.msgdef) == peer.msgdef, mine.topic
             compared += 1
+    replaced = any("stored in the recording" in p for p in problems)  # (a stored definition found wanting)
     for name, info in topics.items():
-        if their_topics[name].msgdef.format.name != "NONE" and not any("stored in the recording" in p for p in problems):
+        if their_topics[name].msgdef.format.name != "NONE" and not replaced:
             assert info.msgdef.data == their_topics[name].msgdef.data and info.msgdef == info.connections[0].msgdef
     assert compared or all(p.msgdef.format.name == "NONE" for p in theirs)
 

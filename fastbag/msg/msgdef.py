@@ -75,7 +75,7 @@ class TypeName(str):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, str):
             return NotImplemented
-        return str.__eq__(self, other) or str.__eq__(_one_spelling(self), _one_spelling(other))
+        return str.__eq__(self, other) or str.__eq__(ros1_spelling(self), ros1_spelling(other))
 
     def __ne__(self, other: object) -> bool:
         equal = self.__eq__(other)
@@ -91,8 +91,8 @@ def type_name(name: str) -> str:
     return TypeName(name) if name.count("/") == 1 else str(name)
 
 
-def _one_spelling(name: str) -> str:
-    """``pkg/Type`` of ``pkg/msg/Type``; any other name as it is."""
+def ros1_spelling(name: str) -> str:
+    """``pkg/Type`` (rospy's spelling) of ``pkg/msg/Type``; any other name as it is."""
     parts = name.split("/")
     return f"{parts[0]}/{parts[2]}" if len(parts) == 3 and parts[1] == "msg" else name
 
