@@ -780,9 +780,15 @@ class Bag:
     def times(self, topic: str, start: TimeLike | None = None, end: TimeLike | None = None) -> np.ndarray:
         """Receive times (int64 ns, ascending) of ``topic``'s messages in ``[start, end)``, from the
         index alone: nothing is read or decoded, so a topic that cannot be decoded has times too.
-        KeyError for a topic the bag does not have."""
+        KeyError for a topic the bag does not have. A time window of a topic not read before reads the window's
+        part of the index where the format has one (see :meth:`messages`), not the topic's."""
         self._check_open()
-        index = self._scope(topic).index if isinstance(topic, str) and topic in self._topic_ranks else self._index
+        if not (isinstance(topic, str) and topic in self._topic_ranks):
+            index = self._index  # (the error comes from _select)
+        elif topic not in self._scopes and (window := self._window_index(start, end)) is not None:
+            index = window
+        else:
+            index = self._scope(topic).index
         return index.time[self._select([topic], start, end, index=index)]
 
     def times_by_topic(self) -> dict[str, np.ndarray]:

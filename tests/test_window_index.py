@@ -94,6 +94,24 @@ def test_a_window_reads_only_the_message_indexes_of_its_chunks(tmp_path, monkeyp
         assert ours(bag, start, end) == got
 
 
+def test_a_topics_times_in_a_window_read_the_windows_part_of_the_index(tmp_path):
+    path = tmp_path / "long.mcap"
+    write_long(path, CompressionType.ZSTD)
+    with fastbag.open(path) as whole:
+        for a, b in [(2500, 2600), (0, 7), (5995, 9000), (-9, 0)]:
+            start, end = START + a * MS, START + b * MS
+            with fastbag.open(path) as bag:
+                for topic in ("/a", "/b"):
+                    times = bag.times(topic, start, end)
+                    assert times.tolist() == whole.times(topic, start, end).tolist() == \
+                        [t for name, t, *_ in theirs(path, start, end) if name == topic]
+                assert bag._container._index is None and not bag._scopes  # neither the whole nor a topic's
+        with fastbag.open(path) as bag:  # a topic read before: its own index, as before
+            bag.read("/b")
+            assert bag.times("/b", START, START + 10 * MS).tolist() == [START + k * MS for k in (1, 4, 7)]
+            assert bag._container._window_chunks == 0
+
+
 def test_windows_read_through_window_indexes_equal_the_whole_index_and_the_mcap_package(tmp_path):
     path = tmp_path / "long.mcap"
     write_long(path, CompressionType.LZ4)
