@@ -389,6 +389,23 @@ def test_the_odd_byte_order_out_is_named_even_when_first() -> None:
     assert info.value.index == 0
 
 
+@pytest.mark.parametrize("n", [3, 16, 17, 40])
+def test_byte_orders_are_voted_alike_in_short_and_long_runs(n) -> None:
+    """Up to 16 messages vote in Python, more with NumPy: the same majority, ties to the first message's."""
+    big = b"\0\0" + _good()[2:]
+    with pytest.raises(DecodeError, match=r"CDR_BE, unlike most") as info:
+        _decode([big] + [_good()] * (n - 1))
+    assert info.value.index == 0
+    half = n // 2
+    with pytest.raises(DecodeError, match=r"CDR_BE, unlike most") as info:  # a tie (n even): the first's order
+        _decode([_good()] * (n - half) + [big] * half)
+    assert info.value.index == n - half
+    with pytest.raises(DecodeError, match=r"CDR_LE, unlike most") as info:  # big-endian the most
+        _decode([_good()] + [b"\0\0\0\0" + struct.pack(">I", 2) + b"a\0" + b"\0\0" + struct.pack(">I", 1) +
+                             bytes(4) + struct.pack(">d", 1.5) + b"\x09"] * (n - 1))
+    assert info.value.index == 0
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=64), st.integers(0, 63), st.integers(0, 255))
 def test_random_damage_raises_only_fastbag_errors(tail, at, byte) -> None:

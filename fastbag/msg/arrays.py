@@ -931,12 +931,19 @@ class TopicBuilder:
                 self._order_settled = True
                 return
             starts, lengths = starts[:ORDER_VOTERS], lengths[:ORDER_VOTERS]  # (a run may be a whole topic)
-            inside = (lengths >= 2) & (starts >= 0) & (starts <= payload.size - 2)
-            at = starts[inside]
-            found = (payload[at].astype(np.int64) << 8) | payload[at + 1]
-            big, little = int((found == 0x0000).sum()), int((found == 0x0001).sum())
+            if starts.size <= 16:  # a few messages (a sample, a short window): Python's ints cost less
+                votes = [(int(payload[s]) << 8) | int(payload[s + 1]) for s, n in zip(starts.tolist(), lengths.tolist())
+                         if n >= 2 and 0 <= s <= payload.size - 2]
+                found = [v for v in votes if v in (0x0000, 0x0001)]
+                big, little = found.count(0x0000), found.count(0x0001)
+                first_big = bool(found) and found[0] == 0x0000
+            else:
+                inside = (lengths >= 2) & (starts >= 0) & (starts <= payload.size - 2)
+                at = starts[inside]
+                both = (payload[at].astype(np.int64) << 8) | payload[at + 1]
+                big, little = int((both == 0x0000).sum()), int((both == 0x0001).sum())
+                first_big = bool(big or little) and bool(both[(both == 0x0000) | (both == 0x0001)][0] == 0x0000)
             if big or little:
-                first_big = bool(found[(found == 0x0000) | (found == 0x0001)][0] == 0x0000)
                 self.layout = self.layout.with_byte_order(big > little or (big == little and first_big))
             self._order_settled = True
 
