@@ -419,3 +419,55 @@ def test_a_chunk_read_in_part_is_read_whole_where_its_records_run_past_that_part
             got = bag.read(topic)
             assert got.time.tolist() == expected.time.tolist(), checksums
             assert all(got[i] == expected[i] for i in range(len(expected))), checksums
+
+
+@pytest.mark.parametrize("compression", ["lz4", "bz2"])
+def test_a_few_messages_of_a_cached_chunk_are_located_there_straight(tmp_path, monkeypatch, compression) -> None:
+    """A read of at most FEW_ROWS messages in one compressed chunk the cache holds whole locates them there
+    (no plan of batches): the same messages as the planned path of a fresh handle, no chunk decompressed
+    again; a prefix in the cache, or messages in two chunks, go the planned way; a damaged record is the same
+    error either way."""
+    from fastbag import bag as bag_module
+
+    path = tmp_path / f"two-{compression}.bag"
+    write_two_topics(path, compression)
+    with fastbag.open(path) as fresh:
+        want = fresh.take("/fast", list(range(40)))
+        assert len({int(c) for c in fresh._index.chunk[fresh.topic_rows("/fast")[:40]]}) > 1
+    with fastbag.open(path) as bag:
+        rows = bag.topic_rows("/fast")
+        chunk_of = bag._scope("/fast").index.chunk[rows]
+        first = np.flatnonzero(chunk_of == chunk_of[0])  # the first chunk's messages of /fast
+        assert first.size > 3
+        planned = []
+        real = Bag._reach
+        monkeypatch.setattr(Bag, "_reach", lambda self, *a: planned.append(1) or real(self, *a))
+        bag.take("/fast", [0])  # decompresses the chunk (planned) and caches it whole
+        assert planned == [1] and bag._store.cached_payload(int(chunk_of[0])).size == \
+            int(bag._scope("/fast").index.chunks.size[int(chunk_of[0])])
+        decompressed: list[int] = []
+        monkeypatch.setattr(chunks_module, "decompress",
+                            lambda *a, **k: decompressed.append(1) or real_decompress(*a, **k))
+        got = bag.take("/fast", first[1:4].tolist())
+        assert planned == [1] and decompressed == []  # located in the cached chunk straight
+        assert [bytes(d) for d in got["data"]] == [bytes(want["data"][k]) for k in first[1:4]]
+        assert got.time.tolist() == want.time[first[1:4]].tolist()
+        across = [int(first[-1]), int(first[-1]) + 1]  # two chunks: planned
+        assert [bytes(d) for d in bag.take("/fast", across)["data"]] == [bytes(want["data"][k]) for k in across]
+        assert planned == [1, 1]
+        # a record the index misplaces: the same error as the planned path's on a fresh handle
+        bad = int(rows[first[2]])
+        bag._scope("/fast").index.offset[bad] += 3
+        with pytest.raises(fastbag.BagFormatError) as straight:
+            bag.take("/fast", [int(first[2])])
+        assert planned == [1, 1]
+    with fastbag.open(path) as other:
+        assert int(other.topic_rows("/fast")[first[2]]) == bad
+        other._scope("/fast").index.offset[bad] += 3
+        with pytest.raises(fastbag.BagFormatError) as through_plan:
+            other.take("/fast", [int(first[2])])
+    assert str(straight.value) == str(through_plan.value)
+    assert bag_module.FEW_ROWS >= 3
+
+
+real_decompress = chunks_module.decompress

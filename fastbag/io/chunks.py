@@ -708,8 +708,8 @@ class ChunkStore:
         self._cached += delta
         LEDGER.change(self, delta)
 
-    def _cached_payload(self, index: int) -> np.ndarray | None:
-        """Chunk ``index``'s cached payload (now the most recently used), or None."""
+    def cached_payload(self, index: int) -> np.ndarray | None:
+        """Chunk ``index``'s cached payload (now the most recently used; perhaps a prefix of it), or None."""
         with self._lock:
             hit = self._cache.get(index)
             if hit is not None:

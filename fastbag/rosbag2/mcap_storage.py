@@ -501,7 +501,7 @@ class _PartStore(ChunkStore):
         k = int(np.searchsorted(self.storage._chunk_base, index, side="right") - 1)
         if not self.storage.per_message:
             return self.stores[k].get(index - int(self.storage._chunk_base[k]), remember, reach)
-        hit = self._cached_payload(index)
+        hit = self.cached_payload(index)
         if hit is not None:
             return hit
         payload = self.storage.rebuild(index, self.stores[k].get(index - int(self.storage._chunk_base[k]), False))

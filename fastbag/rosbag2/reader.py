@@ -788,7 +788,7 @@ class _RowStore(ChunkStore):
     def get(self, index: int, remember: bool = True, reach: Reach | None = None) -> np.ndarray:
         """Chunk ``index``'s payload, from the cache or the database (always all of it: ``reach`` is for
         compressed chunks)."""
-        hit = self._cached_payload(index)
+        hit = self.cached_payload(index)
         if hit is not None:
             return hit
         payload = self.reader.fetch(index)
