@@ -873,30 +873,14 @@ class Runner:
     def fresh_reads(self) -> None:
         """Each topic read first thing on a fresh handle, where the container indexes that topic alone (MCAP:
         Container.topic_index): the messages the whole index read, or, where it could not read the topic,
-        those messages(raw=True) yielded, or an error; never others. (Their warnings repeat the first
-        open's, and are kept out of out.warnings, which the oracles compare.) The fresh handle opens with
-        ``checksums=False``, so that its reads decode only the heads of compressed chunks they need (see
-        Container.record_end), hostile bytes and all."""
-        from fastbag.container import Container
-
+        those messages(raw=True) yielded, or an error; never others (see on_fresh_handle)."""
         for topic, ref in list(self.out.reads.items()):
-            with warnings.catch_warnings(record=True) as said:
-                warnings.simplefilter("always")
-                ok, bag = self.guarded("fresh open", lambda: fastbag.open(self.path, **{**self.open_kwargs,
-                                                                                        "checksums": False}))
-                if not ok:
-                    return
-                try:
-                    if type(bag._container).topic_index is Container.topic_index:
-                        return  # (no topic index: the first open's reads were these)
-                    ok, arr = self.guarded(f"fresh read {topic}", lambda: bag.read(topic), topic=topic)
-                    times = np.asarray(arr.time).tolist() if ok else None
-                finally:
-                    self.guarded("close", bag.close)
-            for w in said:
-                if not issubclass(w.category, FastbagWarning):
-                    self.problem("warning", "fresh read", f"{w.category.__name__}: {str(w.message)[:200]}",
-                                 f"warning {w.category.__name__} fresh")
+            done = self.on_fresh_handle("topic_index", f"fresh read {topic}", lambda bag: bag.read(topic),
+                                        topic=topic)
+            if done is None:
+                return
+            ok, arr = done
+            times = np.asarray(arr.time).tolist() if ok else None
             if ref[0] == "ok" and times != ref[2]:
                 self.problem("wrong", "fresh read", f"read({topic}) on a fresh handle gave "
                              f"{'an error' if times is None else f'{len(times)} messages'} where the whole index "
@@ -906,13 +890,40 @@ class Runner:
                 self.problem("wrong", "fresh read", f"read({topic}) on a fresh handle gave {len(times)} messages, "
                              "not those messages(raw=True) yields", "wrong fresh-read-raw")
 
+    def on_fresh_handle(self, method: str, stage: str, action: Callable[[fastbag.Bag], Any], *,
+                        topic: str | None = None) -> tuple[bool, Any] | None:
+        """``action(bag)`` (guarded) first thing on a fresh handle opened with ``checksums=False`` (so that its
+        reads decode only the heads of compressed chunks they need, hostile bytes and all: see
+        Container.record_end), where its container
+        overrides Container's ``method`` (else, or where it does not open: None). Warnings other than
+        FastbagWarnings are problems; its FastbagWarnings repeat the first open's, and are kept out of
+        out.warnings, which the oracles compare."""
+        from fastbag.container import Container
+
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            ok, bag = self.guarded("fresh open", lambda: fastbag.open(self.path, **{**self.open_kwargs,
+                                                                                    "checksums": False}))
+            if not ok:
+                return None
+            try:
+                if getattr(type(bag._container), method) is getattr(Container, method):
+                    return None  # (nothing indexed apart: the first open's reads were these)
+                done = self.guarded(stage, lambda: action(bag), topic=topic)
+            finally:
+                self.guarded("close", bag.close)
+        for w in said:
+            if not issubclass(w.category, FastbagWarning):
+                self.problem("warning", stage, f"{w.category.__name__}: {str(w.message)[:200]}",
+                             f"warning {w.category.__name__} {stage.split()[0]} {stage.split()[1]}")
+        return done
+
     def fresh_window(self, *, said_problems: bool) -> None:
         """A time window read first thing on a fresh handle, where the container indexes that window alone
         (MCAP: Container.window_index, let read every window here: fuzzed files hold a few chunks): the
         messages in it that messages(raw=True) yielded, or an error. A window index trusts the chunk
         indexes' times as every MCAP reader does; where they lie about a chunk it never reads, it misses
         that chunk's messages: wrong only where the whole index said nothing (it reads and says that)."""
-        from fastbag.container import Container
         from fastbag.mcap import reader as mcap_reader
 
         whole = self.out.raw
@@ -920,29 +931,21 @@ class Runner:
             return
         times = sorted(t for _, t, _ in whole)
         start, end = times[len(times) // 2], times[min(len(times) - 1, len(times) // 2 + 5)] + 1
+
+        def window(bag: fastbag.Bag) -> list[tuple[str, int, bytes]]:
+            got = [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True, start=start, end=end)]
+            self.log(f"fresh window: {len(got)}, through "
+                     f"{'the whole index' if bag._container._index is not None else 'a window index'}")
+            return got
+
         share, mcap_reader.WINDOW_SHARE = mcap_reader.WINDOW_SHARE, 1.0
         try:
-            with warnings.catch_warnings(record=True) as said:
-                warnings.simplefilter("always")
-                ok, bag = self.guarded("fresh open", lambda: fastbag.open(self.path, **{**self.open_kwargs,
-                                                                                        "checksums": False}))
-                if not ok:
-                    return
-                try:
-                    if type(bag._container).window_index is Container.window_index:
-                        return  # (no window index: the first open's reads were these)
-                    ok, got = self.guarded("fresh window", lambda: [(m.topic, m.time, bytes(m.data)) for m in
-                                                                     bag.messages(raw=True, start=start, end=end)])
-                    self.log(f"fresh window: {len(got) if ok else 'an error'}, through "
-                             f"{'the whole index' if bag._container._index is not None else 'a window index'}")
-                finally:
-                    self.guarded("close", bag.close)
+            done = self.on_fresh_handle("window_index", "fresh window", window)
         finally:
             mcap_reader.WINDOW_SHARE = share
-        for w in said:
-            if not issubclass(w.category, FastbagWarning):
-                self.problem("warning", "fresh window", f"{w.category.__name__}: {str(w.message)[:200]}",
-                             f"warning {w.category.__name__} fresh window")
+        if done is None:
+            return
+        ok, got = done
         want = [m for m in whole if start <= m[1] < end]
         if ok and got != want and not said_problems:
             self.problem("wrong", "fresh window", f"messages(start, end) on a fresh handle gave {len(got)} messages "
