@@ -21,10 +21,10 @@ import operator
 import os
 import threading
 import warnings
-from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
