@@ -10,6 +10,7 @@ hold one contiguous stretch of child rows.
 from __future__ import annotations
 
 import math
+import pickle
 import re
 
 import numpy as np
@@ -129,7 +130,14 @@ def test_conversions_equal_read_on_real_bags(path, tmp_path):
             rows = sample_of(len(arr))
             table = arr.to_arrow()
             check_arrow(arr, table, rows)
-            check_pandas(arr, arr.to_pandas(), rows)
+            frame = arr.to_pandas()
+            check_pandas(arr, frame, rows)
+            # A frame that crossed processes (a Dask worker's) keeps its column types, so pandas concatenates
+            # it with one that did not: fixed-size lists of more than EXPAND_LIMIT numbers (an Odometry's
+            # covariance) became object columns, pyarrow's pickle dropping their items' "not null" (QA).
+            again = pickle.loads(pickle.dumps(frame))
+            assert [str(d) for d in again.dtypes] == [str(d) for d in frame.dtypes]
+            assert [str(d) for d in pd.concat([frame, again]).dtypes] == [str(d) for d in frame.dtypes]
             # A subset: columns of several rows per message are gathered, not sliced.
             sub = arr[rows[::-1]]
             check_arrow(sub, sub.to_arrow(), np.arange(len(sub)))

@@ -16,8 +16,10 @@ nested structs are flattened, fixed-size arrays of at most
 :data:`EXPAND_LIMIT` numbers from the definition (``float64[9]
 orientation_covariance``) become one column per element
 (``orientation_covariance[0]``...), and what varies per message (``T[]``,
-arrays of structs) stays one column of Arrow lists (``pd.ArrowDtype``). The
-index is the receive time (``datetime64[ns]``, named ``time``).
+arrays of structs) stays one column of Arrow lists (``pd.ArrowDtype``; the
+items of fixed-size lists there are nullable, the one type of those columns
+a pickle keeps: see :func:`_picklable_type`). The index is the receive time
+(``datetime64[ns]``, named ``time``).
 """
 
 from __future__ import annotations
@@ -242,7 +244,9 @@ def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
         return
     if isinstance(value, (Ragged, Nested)) or (isinstance(value, np.ndarray) and value.ndim > 1):
         pd = require("pandas", "pandas", "to_pandas")
-        out[name] = pd.arrays.ArrowExtensionArray(arrow_array(value, kind))
+        column = arrow_array(value, kind)
+        picklable = _picklable_type(column.type)
+        out[name] = pd.arrays.ArrowExtensionArray(column if picklable is None else column.cast(picklable))
         return
     if isinstance(value, np.ndarray) and value.dtype.kind == "U":
         pd = require("pandas", "pandas", "to_pandas")
@@ -250,6 +254,34 @@ def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
             out[name] = pd.array(_text_arrow(value), dtype="str")
             return
     out[name] = value
+
+
+def _picklable_type(kind: "pyarrow.DataType") -> "pyarrow.DataType | None":
+    """``kind`` with the items of its fixed-size lists nullable, or None where it has none non-nullable.
+    pyarrow's pickle of a fixed-size list type drops its item's "not null" (pyarrow 26), so a frame that
+    crossed processes (a Dask worker's) no longer had the type of one that did not, and pandas concatenated
+    the two into an ``object`` column. A column of a DataFrame takes the type pickling keeps (a cast of the
+    type alone: the buffers are shared)."""
+    pa = _pa()
+    if pa.types.is_fixed_size_list(kind):
+        item = kind.value_field
+        inner = _picklable_type(item.type)
+        if inner is None and item.nullable:
+            return None
+        return pa.list_(item.with_type(inner or item.type).with_nullable(True), kind.list_size)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        inner = _picklable_type(kind.value_type)
+        if inner is None:
+            return None
+        item = kind.value_field.with_type(inner)
+        return pa.large_list(item) if pa.types.is_large_list(kind) else pa.list_(item)
+    if pa.types.is_struct(kind):
+        fields = [kind.field(i) for i in range(kind.num_fields)]
+        inner = [_picklable_type(f.type) for f in fields]
+        if all(t is None for t in inner):
+            return None
+        return pa.struct([f if t is None else f.with_type(t) for f, t in zip(fields, inner)])
+    return None
 
 
 def to_pandas(arr: "TopicArray") -> "pandas.DataFrame":
