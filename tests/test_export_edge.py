@@ -165,6 +165,24 @@ def test_csv_list_cells_are_json(tmp_path):
     assert values[0] == 0.019 and math.isnan(values[1]) and values[2:] == [math.inf, -math.inf, 1.5]
 
 
+def test_csv_a_nan_number_is_written_nan_and_reads_back_by_the_readme_recipe(tmp_path):
+    """A NaN number is ``NaN``, as in list cells; pandas wrote an empty cell, which a reader that keeps empty
+    strings (the README's ``keep_default_na=False``) read as text, the float column with it (QA). The README's
+    recipe reads both columns back as written."""
+    path = tmp_path / "nan.bag"
+    with fastbag.Writer(path, compression="none") as w:
+        conn = w.add_connection("/pair", "test_msgs/Pair", "float64 f\nstring s\n")
+        for k, (f, text) in enumerate([(1.5, "a"), (math.nan, ""), (math.inf, "NaN"), (-0.0, "NA")]):
+            w.write(conn, 10**18 + k, struct.pack("<d", f) + ros_string(text.encode()))
+    result = fastbag.export(path, tmp_path / "out", "csv")
+    lines = Path(result.files["/pair"]).read_text().splitlines()
+    assert [line.split(",", 1)[1] for line in lines[1:]] == ["1.5,a", "NaN,", "inf,NaN", "-0.0,NA"]
+    frame = pd.read_csv(result.files["/pair"], dtype={"s": str}, keep_default_na=False, na_values={"f": ["NaN"]})
+    assert frame["s"].tolist() == ["a", "", "NaN", "NA"] and frame["f"].dtype == np.float64
+    assert frame["f"][0] == 1.5 and math.isnan(frame["f"][1]) and frame["f"][2] == math.inf
+    assert math.copysign(1, frame["f"][3]) == -1
+
+
 def test_csv_string_cells_not_utf8_are_bytes_literals_in_a_utf8_file(tmp_path):
     """A string field holding bytes that are not UTF-8 is Python's bytes literal, as pandas writes bytes, and the
     file stays UTF-8 (real bags hold such strings: smach's introspection, pickles in ROS strings; a file of raw

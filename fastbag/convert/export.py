@@ -510,7 +510,9 @@ def _write_csv(bag: Bag, topic: str, path: Path, reading: _Reading, bar: Any, co
             # the receive time (int ns) first, as the index: inserting a column into a wide frame copies
             # every block (pandas warns of it)
             frame.index = pd.Index(part.time, name=time_column(part))
-            frame.to_csv(f, header=k == 0, index=True)
+            # a NaN number written NaN, as in list cells (pandas writes an empty cell, which a reader told to
+            # keep empty strings, keep_default_na=False, reads as text, turning the float column into strings)
+            frame.to_csv(f, header=k == 0, index=True, na_rep="NaN")
             count += len(part)
             if bar is not None:
                 bar.update(len(part))
