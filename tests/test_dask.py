@@ -354,6 +354,27 @@ def test_strings_that_are_not_utf8_become_text_in_dask_strings(tmp_path):
         assert kept["data"].tolist() == bag.read("/s").to_pandas()["data"].tolist() == ["plain", *texts[1:]]
 
 
+def test_strings_that_are_not_utf8_inside_lists_keep_the_columns_type(tmp_path):
+    """A part whose ``string[]`` holds text that is not UTF-8 is a list of binary in to_pandas, where the
+    collection's meta (and every other part) says a list of strings: computed, the column was an object one,
+    without a word (QA). Such cells are text with \\xNN escapes too, said with a FastbagWarning."""
+    import dask
+
+    names = [[b"a", b"b"], [b"caf\xe9", b"ok"], [], [b"\x88"], [b"z"]]
+    with fastbag.Writer(tmp_path / "lists.bag") as w:
+        c = w.add_connection("/n", "test_msgs/Names", "string[] names\n")
+        for k, row in enumerate(names):
+            w.write(c, 10**18 + k, len(row).to_bytes(4, "little") + b"".join(len(t).to_bytes(4, "little") + t
+                                                                             for t in row))
+    with dask.config.set({"dataframe.convert-string": True}):
+        frame = fastbag.dask.read_topic(tmp_path / "lists.bag", "/n", step=2)
+        assert frame.npartitions == 3
+        with pytest.warns(fastbag.FastbagWarning, match=r"lists\.bag: topic /n: strings that are not UTF-8 in names"):
+            got = frame.compute(scheduler="sync")
+    assert str(got["names"].dtype) == str(frame["names"].dtype) == "large_list<item: large_string not null>[pyarrow]"
+    assert [list(v) for v in got["names"]] == [["a", "b"], ["caf\\xe9", "ok"], [], ["\\x88"], ["z"]]
+
+
 def test_bags_that_cannot_be_opened_are_passed_over_when_asked(fleet, tmp_path):
     """One empty bag (a crashed recorder's) among a fleet's failed the whole collection: errors="skip" passes
     over it, naming it in a FastbagWarning; the default still raises its error."""

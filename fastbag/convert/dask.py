@@ -147,11 +147,20 @@ def _as_text(frame: Any, path: str, topic: str) -> Any:
     """``frame`` with the strings that are not UTF-8 (``to_pandas`` keeps them as bytes, in object columns)
     made text, each undecodable byte as ``\\xNN``: Dask's string columns (its default) hold text only, and
     converting bytes there raised a bare UnicodeDecodeError. Said once per part, naming the columns."""
+    import pandas as pd
     from pandas.api.types import infer_dtype
 
     changed = []
     for name in frame.columns:
         column = frame[name]  # (which object columns hold bytes: asked in C, not per value in Python)
+        if isinstance(column.dtype, pd.ArrowDtype):  # lists (string[]): binary where a string is not UTF-8
+            arrow = column.array.__arrow_array__()
+            text = _text_type(arrow.type)
+            if text is not None:
+                pa = require("pyarrow", "arrow", "fastbag.dask")
+                frame[name] = pd.arrays.ArrowExtensionArray(pa.array(_texts(arrow.to_pylist()), type=text))
+                changed.append(name)
+            continue
         kind = infer_dtype(column, skipna=True) if column.dtype == object else ""
         if kind == "bytes" or (kind == "mixed" and any(isinstance(v, bytes) for v in column)):
             frame[name] = [v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v for v in column]
@@ -162,6 +171,40 @@ def _as_text(frame: Any, path: str, topic: str) -> Any:
                       "dask.config.set({'dataframe.convert-string': False}) they stay bytes)", FastbagWarning,
                       stacklevel=2)
     return frame
+
+
+def _text_type(kind: Any) -> Any:
+    """An Arrow list or struct type with its binary leaves as strings (what ``to_pandas`` gives a part whose
+    strings are all UTF-8, so the collection's meta), or None where it has none."""
+    pa = require("pyarrow", "arrow", "fastbag.dask")
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return pa.large_string()
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        inner = _text_type(kind.value_type)
+        if inner is None:
+            return None
+        item = kind.value_field.with_type(inner)
+        if pa.types.is_fixed_size_list(kind):
+            return pa.list_(item, kind.list_size)
+        return pa.large_list(item) if pa.types.is_large_list(kind) else pa.list_(item)
+    if pa.types.is_struct(kind):
+        fields = [kind.field(i) for i in range(kind.num_fields)]
+        inner = [_text_type(f.type) for f in fields]
+        if all(t is None for t in inner):
+            return None
+        return pa.struct([f if t is None else f.with_type(t) for f, t in zip(fields, inner)])
+    return None
+
+
+def _texts(value: Any) -> Any:
+    """``value`` (Arrow's Python values of a cell) with each ``bytes`` text, ``\\xNN`` for what is not UTF-8."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    if isinstance(value, list):
+        return [_texts(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _texts(v) for k, v in value.items()}
+    return value
 
 
 def read_topic(paths_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str, *,
