@@ -351,6 +351,11 @@ def _check(args: argparse.Namespace) -> None:
         if args.compression not in CODECS[args.format]:
             raise _UsageError(f"argument --compression: {args.format} compression is one of "
                               f"{', '.join(CODECS[args.format])}, not {args.compression!r}")
+    start, end = getattr(args, "start", None), getattr(args, "end", None)  # export, plot
+    if start is not None and end is not None and start >= end:  # (said once, not once a bag)
+        exact = [f"{ns // 10**9}.{ns % 10**9:09d}" for ns in (end, start)]
+        raise _UsageError(f"argument --end: {exact[0]} is not after --start {exact[1]}: the window is [start, end), "
+                          "in seconds since the epoch")
     for name in ("seconds", "bz2_seconds"):  # demo, bench
         value = getattr(args, name, None)
         if value is not None and not (math.isfinite(value) and value >= 0):

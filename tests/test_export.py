@@ -371,8 +371,14 @@ def test_an_export_window_that_holds_nothing_is_said(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"start \(20.000000000 s\) is not before end \(10.000000000 s\)"):
         fastbag.export(path, tmp_path / "a", start=20 * 10**9, end=10 * 10**9)
     assert not (tmp_path / "a").exists()
-    assert main(["export", str(path), str(tmp_path / "b"), "--start", "20", "--end", "10", "--no-progress"]) == 1
-    assert "is not before end" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    # in the shell a usage error (2) said once, before any bag is opened: it was said once per bag, exit 1 (QA)
+    bags = [str(path), str(path)]
+    assert main(["export", *bags, str(tmp_path / "b"), "--start", "20", "--end", "10", "--no-progress"]) == 2
+    said = capsys.readouterr().err
+    assert said.count("fastbag: error: argument --end: 10.000000000 is not after --start 20.000000000") == 1
+    assert not (tmp_path / "b").exists()
+    assert main(["export", str(path), str(tmp_path / "b"), "--start", "10.5", "--end", "10.5"]) == 2
+    assert "10.500000000 is not after" in capsys.readouterr().err and not (tmp_path / "b").exists()
     with pytest.raises(SystemExit):
         main(["export", str(path), str(tmp_path / "c"), "--start", str(start)])
     said = capsys.readouterr().err
