@@ -7,6 +7,7 @@ import errno
 import os
 import warnings
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -521,3 +522,36 @@ def test_parquet_export_skips_a_topic_arrow_cannot_store(tmp_path, monkeypatch):
     assert list(result.skipped) == ["/deep"] and "ArrowNotImplementedError" in result.skipped["/deep"]
     assert list(result.files) == ["/n"] and pq.read_table(result.files["/n"]).column("data").to_pylist() == [0, 1, 2]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["n.parquet"]  # no partial file left
+
+
+def test_the_temporary_file_of_an_export_killed_outright_is_removed_by_the_next_one(tmp_path):
+    """SIGKILL (the OOM killer) runs no cleanup: an export's hidden temporary file stayed in the folder for good,
+    190 MB of a large topic (QA). The next export of that topic into the folder removes it, once its process is
+    gone and it has not changed for STALE_PARTIAL_SECONDS; a running process's, a recent one's, another topic's
+    and a file not of that name are left alone."""
+    import subprocess
+    import sys
+
+    from fastbag.convert import export as export_module
+
+    path = tmp_path / "demo.bag"
+    write_demo_bag(path, seconds=0.3)
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()  # a pid whose process is gone
+    alive = str(os.getppid())  # (this test's parent: running)
+    old = time.time() - export_module.STALE_PARTIAL_SECONDS - 5
+    made = {}
+    for label, name in [("dead", f".imu.parquet.{dead}.partial"), ("recent", f".tf.parquet.{dead}.partial"),
+                        ("alive", f".imu.parquet.{alive}.partial"), ("other topic", f".odd.parquet.{dead}.partial"),
+                        ("other name", f".imu.parquet.{dead}.partial.keep")]:
+        file = out / name
+        file.write_bytes(b"x" * 1000)
+        if label != "recent":
+            os.utime(file, (old, old))
+        made[label] = file
+    fastbag.export(path, out, "parquet", topics=["/imu", "/tf"], progress=False)
+    assert not made["dead"].exists()
+    assert all(made[k].exists() for k in ("recent", "alive", "other topic", "other name"))
+    assert (out / "imu.parquet").exists() and (out / "tf.parquet").exists()

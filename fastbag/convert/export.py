@@ -20,6 +20,7 @@ from __future__ import annotations
 import bz2
 import contextlib
 import errno
+import glob
 import gzip
 import hashlib
 import io
@@ -28,6 +29,7 @@ import lzma
 import os
 import re
 import sys
+import time
 import warnings
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -268,6 +270,7 @@ def export(bag: Bag | str | os.PathLike[str], out_dir: str | os.PathLike[str], f
         bar = _progress_bar(progress, total, opened.path)
         try:
             filenames = _unique_filenames(opened.topics, suffix)
+            _sweep_stale_partials(out, [filenames[t] for t in wanted])
             for topic in wanted:
                 final = out / filenames[topic]
                 temporary = out / f".{final.name}.{os.getpid()}.partial"
@@ -495,6 +498,34 @@ def bytes_as_binary(table: Any) -> Any:
     metadata = dict(table.schema.metadata or {})
     metadata[b"fastbag.binary"] = ",".join(converted).encode()
     return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=metadata))
+
+
+#: A temporary file of an export killed outright (SIGKILL, the OOM killer) is removed by the next export of its
+#: topic into its folder once its process is gone and it has not changed for this many seconds.
+STALE_PARTIAL_SECONDS = 600
+
+
+def _sweep_stale_partials(out: Path, names: list[str]) -> None:
+    """Remove ``out/.<name>.<pid>.partial`` files of ``names`` left by exports that were killed (no cleanup
+    runs then: hundreds of MB of a large topic stayed hidden in the folder for good): those whose process is
+    not running here and that have not changed for STALE_PARTIAL_SECONDS (a process of that pid on another
+    machine writing to a shared folder is still writing to it)."""
+    now = time.time()
+    for name in names:
+        for path in out.glob(f".{glob.escape(name)}.*.partial"):
+            pid = path.name[len(name) + 2:-len(".partial")]
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+                continue  # running (or another user's process): not ours to judge
+            except ProcessLookupError:
+                pass
+            except (PermissionError, OverflowError):
+                continue
+            with contextlib.suppress(OSError):
+                if now - path.stat().st_mtime >= STALE_PARTIAL_SECONDS:
+                    path.unlink()
 
 
 def _write_csv(bag: Bag, topic: str, path: Path, reading: _Reading, bar: Any, compression: str = "none") -> int:
