@@ -450,8 +450,9 @@ class Container(ABC):
         whose times meet the window). It may hold messages outside the window
         (the chunks' others); its ``chunks`` are the whole index's, and its
         ``connections`` those of :attr:`connections`, in their order, each with
-        its ``msgcount`` as the whole index counts it. None (the default) once
-        the whole index is built, or where nothing cheaper exists.
+        its ``msgcount`` (MCAP: the statistics', the whole index's count where
+        the file is intact). None (the default) once the whole index is built,
+        or where nothing cheaper exists.
         """
         return None
 

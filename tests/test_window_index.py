@@ -196,6 +196,38 @@ def test_a_window_over_most_of_the_file_reads_the_whole_index(tmp_path):
     assert got == theirs(path, START + 100 * MS, START + 5000 * MS)
 
 
+@pytest.mark.parametrize("compression", [CompressionType.NONE, CompressionType.ZSTD], ids=["none", "zstd"])
+def test_a_message_index_that_lost_entries_is_said_by_a_window_too(tmp_path, compression):
+    """A message index record of a window's chunk cut short (its length field lowered: padding after a record's
+    fields is legal, so nothing else tells): the whole index says so against the statistics' count, a window
+    could not, and said nothing (review). The window's chunks are counted: the same messages, said."""
+    from mcap.reader import make_reader
+
+    path = tmp_path / "cut.mcap"
+    write_long(path, compression)
+    with path.open("rb") as f:
+        summary = make_reader(f).get_summary()
+    chunk = summary.chunk_indexes[50]
+    b = next(c.id for c in summary.channels.values() if c.topic == "/b")
+    data = bytearray(path.read_bytes())
+    at = chunk.message_index_offsets[b]
+    assert data[at] == 0x07  # a message index record: opcode, length u64, channel u16, records' length u32
+    struct.pack_into("<I", data, at + 11, struct.unpack_from("<I", data, at + 11)[0] - 16)  # its last entry gone
+    path.write_bytes(bytes(data))
+    start, end = chunk.message_start_time, chunk.message_end_time + 1
+    with fastbag.open(path) as whole:
+        with pytest.warns(fastbag.FastbagWarning, match="indexes list 5999 messages, the statistics record 6000"):
+            whole._index  # noqa: B018 - the whole index, first
+        want = ours(whole, start, end)
+    with fastbag.open(path) as bag:
+        with pytest.warns(fastbag.FastbagWarning, match=r"the chunk at offset \d+ holds \d+ messages, its message "
+                                                          r"indexes list \d+: reading the listed ones"):
+            got = ours(bag, start, end)
+        assert bag._container._index is None
+        assert any("reading the listed ones" in p for p in bag.problems)
+    assert got == want and len(got) == len(theirs(path, start, end)) - 1
+
+
 def test_files_a_window_index_cannot_trust_read_the_whole_index(tmp_path, monkeypatch):
     start, end = START + 2500 * MS, START + 2600 * MS
     plain = tmp_path / "no_statistics.mcap"

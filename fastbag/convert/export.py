@@ -510,6 +510,8 @@ def _sweep_stale_partials(out: Path, names: list[str]) -> None:
     runs then: hundreds of MB of a large topic stayed hidden in the folder for good): those whose process is
     not running here and that have not changed for STALE_PARTIAL_SECONDS (a process of that pid on another
     machine writing to a shared folder is still writing to it)."""
+    if os.name != "posix":  # (os.kill with signal 0 asks whether a process runs on POSIX alone)
+        return
     now = time.time()
     for name in names:
         for path in out.glob(f".{glob.escape(name)}.*.partial"):

@@ -118,6 +118,7 @@ class McapReader(LazyIndexContainer):
         self._listed_per_chunk: np.ndarray | None = None  # entries per chunk, kept in files without statistics
         self._counted: set[int] = set()  # chunks whose Message records were counted
         self._window_chunks = 0  # chunks whose message indexes window_index read so far
+        self._window_listed: dict[int, int] = {}  # entries of the compressed chunks windows read (see _verify)
         try:
             summary = self._read_summary()
         except _Damaged as exc:
@@ -386,7 +387,10 @@ class McapReader(LazyIndexContainer):
     def window_index(self, start: int | None, end: int | None) -> BagIndex | None:
         """Every message of the chunks whose chunk index's times meet ``[start, end)``, from their message
         indexes alone (each chunk's, as for the whole index); the other chunks' are not read. Its
-        connections carry the statistics' counts (the whole index's, where the file is intact).
+        connections carry the statistics' counts (the whole index's, where the file is intact). It trusts
+        the chunk indexes' times, as every MCAP reader does: a chunk whose index lies about them outside the
+        window (damage a summary CRC catches at open) is not read. A message index that lost entries is
+        said as each of the window's chunks is counted (see _witness_window_chunks).
 
         None (the whole index is read instead) once it is built; for files without trusted statistics
         that count every channel; where the window's chunks and those of earlier windows pass WINDOW_SHARE
@@ -413,7 +417,21 @@ class McapReader(LazyIndexContainer):
         time, offset, chunk, conn = self._entries(near[entry_chunk])
         if self._outside_time_bounds(time, chunk) is not None:
             return None
+        self._witness_window_chunks(np.flatnonzero(near), np.bincount(chunk, minlength=len(indexes)))
         return _in_read_order("0", connections, self._chunks, time, conn, chunk, offset, problems=self._problems)
+
+    def _witness_window_chunks(self, chunks: np.ndarray, listed: np.ndarray) -> None:
+        """The witness of a shortened message index for a window's chunks (the whole index has the statistics'
+        total, which a window cannot use): each chunk's count of Message records against its entries, now for
+        those read in place, when decompressed for the others (see _verify); said as the whole index says
+        what it finds."""
+        for k in chunks.tolist():
+            if k in self._counted:
+                continue
+            if self._chunks[k].in_place:
+                self._count_in_place(k, int(listed[k]))
+            else:
+                self._window_listed[k] = int(listed[k])
 
     @functools.cached_property
     def _counted_by_statistics(self) -> list[Connection] | None:
@@ -602,18 +620,23 @@ class McapReader(LazyIndexContainer):
     def _count_uncompressed_chunks(self, chunk: np.ndarray) -> np.ndarray:
         """Entries per chunk; chunks stored uncompressed (read in place, never through _verify) have their
         Message records counted now. Only for files without statistics, which have no other count."""
-        from .kernels import count_messages
-
         listed = np.bincount(chunk, minlength=len(self._chunk_indexes))
         for k, c in enumerate(self._chunks):
             if c.in_place:
-                self._counted.add(k)
-                try:
-                    payload = decompress(self.source, c)
-                except FastbagError:  # a damaged chunk: reading it says what is wrong, the others stay readable
-                    continue
-                self._count_against_index(k, count_messages(payload), int(listed[k]))
+                self._count_in_place(k, int(listed[k]))
         return listed
+
+    def _count_in_place(self, k: int, listed: int) -> None:
+        """Chunk ``k`` (read in place, never through _verify): its Message records counted against the
+        ``listed`` entries of its message indexes, once."""
+        from .kernels import count_messages
+
+        self._counted.add(k)
+        try:
+            payload = decompress(self.source, self._chunks[k])
+        except FastbagError:  # a damaged chunk: reading it says what is wrong, the others stay readable
+            return
+        self._count_against_index(k, count_messages(payload), listed)
 
     def _outside_time_bounds(self, time: np.ndarray, chunk: np.ndarray, *, some: bool = False) -> int | None:
         """The offset of the first chunk whose entries' first and last log_time differ from its chunk
@@ -829,11 +852,12 @@ class McapReader(LazyIndexContainer):
             raise BagFormatError("the chunk's decompressed records fail their CRC-32 check", path=self.path,
                                  offset=int(self._chunks.position[k]), record="chunk")
         listed = self._listed_per_chunk
-        if listed is not None and k < listed.size and k not in self._counted:
+        count = int(listed[k]) if listed is not None and k < listed.size else self._window_listed.get(k)
+        if count is not None and k not in self._counted:
             from .kernels import count_messages
 
             self._counted.add(k)
-            self._count_against_index(k, count_messages(payload), int(listed[k]))
+            self._count_against_index(k, count_messages(payload), count)
 
     def _count_against_index(self, k: int, held: int, listed: int) -> None:
         if held > listed:
