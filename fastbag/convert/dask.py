@@ -32,7 +32,7 @@ from ..container import NO_MD5
 from ..errors import FastbagError, FastbagWarning, NotFoundError
 from ..msg.arrays import StructArray, field_kind
 from .arguments import check_open_options, expand_paths
-from .tables import require
+from .tables import rebuilt_type, require
 
 #: Default partition size: a part of this many bytes of serialized messages.
 DEFAULT_STEP = "128 MB"
@@ -177,23 +177,8 @@ def _text_type(kind: Any) -> Any:
     """An Arrow list or struct type with its binary leaves as strings (what ``to_pandas`` gives a part whose
     strings are all UTF-8, so the collection's meta), or None where it has none."""
     pa = require("pyarrow", "arrow", "fastbag.dask")
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return pa.large_string()
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-        inner = _text_type(kind.value_type)
-        if inner is None:
-            return None
-        item = kind.value_field.with_type(inner)
-        if pa.types.is_fixed_size_list(kind):
-            return pa.list_(item, kind.list_size)
-        return pa.large_list(item) if pa.types.is_large_list(kind) else pa.list_(item)
-    if pa.types.is_struct(kind):
-        fields = [kind.field(i) for i in range(kind.num_fields)]
-        inner = [_text_type(f.type) for f in fields]
-        if all(t is None for t in inner):
-            return None
-        return pa.struct([f if t is None else f.with_type(t) for f, t in zip(fields, inner)])
-    return None
+    return rebuilt_type(kind, lambda node: pa.large_string()
+                        if pa.types.is_binary(node) or pa.types.is_large_binary(node) else None)
 
 
 def _texts(value: Any) -> Any:

@@ -25,6 +25,7 @@ a pickle keeps: see :func:`_picklable_type`). The index is the receive time
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -256,6 +257,26 @@ def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
     out[name] = value
 
 
+def rebuilt_type(kind: "pyarrow.DataType", rule: Callable[[Any], Any]) -> "pyarrow.DataType | None":
+    """``kind`` with ``rule`` applied to every type in it, the items of lists and the fields of structs first:
+    ``rule(type)`` gives the type to put there, or None to keep it. None where nothing changed."""
+    pa = _pa()
+    new = None
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        inner = rebuilt_type(kind.value_type, rule)
+        if inner is not None:
+            item = kind.value_field.with_type(inner)
+            new = pa.list_(item, kind.list_size) if pa.types.is_fixed_size_list(kind) else \
+                pa.large_list(item) if pa.types.is_large_list(kind) else pa.list_(item)
+    elif pa.types.is_struct(kind):
+        fields = [kind.field(i) for i in range(kind.num_fields)]
+        inner = [rebuilt_type(f.type, rule) for f in fields]
+        if any(t is not None for t in inner):
+            new = pa.struct([f if t is None else f.with_type(t) for f, t in zip(fields, inner)])
+    changed = rule(kind if new is None else new)
+    return new if changed is None else changed
+
+
 def _picklable_type(kind: "pyarrow.DataType") -> "pyarrow.DataType | None":
     """``kind`` with the items of its fixed-size lists nullable, or None where it has none non-nullable.
     pyarrow's pickle of a fixed-size list type drops its item's "not null" (pyarrow 26), so a frame that
@@ -263,25 +284,13 @@ def _picklable_type(kind: "pyarrow.DataType") -> "pyarrow.DataType | None":
     the two into an ``object`` column. A column of a DataFrame takes the type pickling keeps (a cast of the
     type alone: the buffers are shared)."""
     pa = _pa()
-    if pa.types.is_fixed_size_list(kind):
-        item = kind.value_field
-        inner = _picklable_type(item.type)
-        if inner is None and item.nullable:
-            return None
-        return pa.list_(item.with_type(inner or item.type).with_nullable(True), kind.list_size)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        inner = _picklable_type(kind.value_type)
-        if inner is None:
-            return None
-        item = kind.value_field.with_type(inner)
-        return pa.large_list(item) if pa.types.is_large_list(kind) else pa.list_(item)
-    if pa.types.is_struct(kind):
-        fields = [kind.field(i) for i in range(kind.num_fields)]
-        inner = [_picklable_type(f.type) for f in fields]
-        if all(t is None for t in inner):
-            return None
-        return pa.struct([f if t is None else f.with_type(t) for f, t in zip(fields, inner)])
-    return None
+
+    def nullable_items(node: Any) -> Any:
+        if pa.types.is_fixed_size_list(node) and not node.value_field.nullable:
+            return pa.list_(node.value_field.with_nullable(True), node.list_size)
+        return None
+
+    return rebuilt_type(kind, nullable_items)
 
 
 def to_pandas(arr: "TopicArray") -> "pandas.DataFrame":
