@@ -1026,10 +1026,8 @@ class Bag:
             if not self._in_file(index.chunks)[chunk] and bool((index.chunk[selected] == chunk).all()):
                 payload = self._store.cached_payload(chunk)
                 if payload is not None and payload.size == int(index.chunks.size[chunk]):  # (all of it)
-                    starts, lengths = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-                    together = self._located(index, np.array([chunk]), Together.alone(payload), index.chunk[selected],
-                                             np.zeros(n, dtype=np.int64), selected, slice(0, n), starts, lengths)
-                    yield together.buffer, None, 0, n, starts, lengths
+                    buffer, starts, lengths = self._locate_in_chunk(index, payload, chunk, selected)
+                    yield buffer, None, 0, n, starts, lengths
                     return
         if kernel and index.starts is None and bool(self._in_file(index.chunks).all()):
             # Every chunk lies uncompressed in the file (the common large read): a kernel locates

@@ -335,7 +335,7 @@ class McapReader(LazyIndexContainer):
         read where its chunk index lists it, all of them parsed and checked with NumPy gathers."""
         indexes = self._chunk_indexes
         n = len(indexes)
-        entry_chunk = np.repeat(np.arange(n), np.diff(indexes.entry_start))
+        entry_chunk = self._entry_chunk
         order = np.lexsort((indexes.entry_offset, entry_chunk))  # by chunk, then file order
         time, offset, chunk, conn = self._read_message_indexes(np.arange(n), entry_chunk[order],
                                                                indexes.entry_channel[order],
@@ -413,8 +413,7 @@ class McapReader(LazyIndexContainer):
         if reached > WINDOW_SHARE * len(indexes):
             return None
         self._window_chunks = reached
-        entry_chunk = np.repeat(np.arange(len(indexes)), np.diff(indexes.entry_start))
-        time, offset, chunk, conn = self._entries(near[entry_chunk])
+        time, offset, chunk, conn = self._entries(near[self._entry_chunk])
         if self._outside_time_bounds(time, chunk) is not None:
             return None
         self._witness_window_chunks(np.flatnonzero(near), np.bincount(chunk, minlength=len(indexes)))
@@ -445,12 +444,18 @@ class McapReader(LazyIndexContainer):
             return None
         return [dataclasses.replace(c, msgcount=n) for c, n in zip(self._connections, counts)]
 
+    @functools.cached_property
+    def _entry_chunk(self) -> np.ndarray:
+        """Each chunk-index entry's chunk (what the whole index, a topic's and a window's read from)."""
+        indexes = self._chunk_indexes
+        return np.repeat(np.arange(len(indexes)), np.diff(indexes.entry_start))
+
     def _entries(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(log_time, offset in chunk, chunk, connection rank) of the chunk indexes' message-index entries
         where ``wanted`` (a mask over them), read as _read_message_indexes reads them."""
         indexes = self._chunk_indexes
         picked = np.flatnonzero(wanted)
-        entry_chunk = np.repeat(np.arange(len(indexes)), np.diff(indexes.entry_start))[picked]
+        entry_chunk = self._entry_chunk[picked]
         order = np.lexsort((indexes.entry_offset[picked], entry_chunk))  # by chunk, then file order
         k = entry_chunk[order]
         chunks = k[np.r_[True, k[1:] != k[:-1]]] if k.size else k

@@ -131,6 +131,10 @@ def _numbers(text: bytes | None, what: str, count: int | None = None) -> np.ndar
     return out
 
 
+#: One row's blob, asked for by id: how a damaged table's rows are checked and fetched (see Db3._damaged).
+BLOB_BY_ID = "SELECT data FROM messages WHERE id = ?"
+
+
 class Db3:
     """An open ``.db3`` (or ``.db3.zstd``) storage file.
 
@@ -618,7 +622,7 @@ class Db3:
         kept_segments: list[int] = []
         for row, segment in zip(found, segments):
             try:
-                got = con.execute("SELECT data FROM messages WHERE id = ?", (row[0],)).fetchone()
+                got = con.execute(BLOB_BY_ID, (row[0],)).fetchone()
             except ROW_DAMAGE as exc:
                 if self.closed:  # (interrupted by a close: no damage)
                     raise self._error(exc, "messages table") from exc
@@ -634,7 +638,7 @@ class Db3:
         with self._leased() as con:
             for row_id in ids.tolist():
                 try:
-                    got = con.execute("SELECT data FROM messages WHERE id = ?", (row_id,)).fetchone()
+                    got = con.execute(BLOB_BY_ID, (row_id,)).fetchone()
                 except ROW_DAMAGE as exc:
                     raise self._error(exc, "messages table", **where, **{"row id": row_id}) from exc
                 if got is None or type(got[0]) is not bytes:
