@@ -626,8 +626,14 @@ def test_code_written_for_genpy_messages_walks_ours_alike():
             with pytest.raises(AttributeError, match=r"no .*: fastbag's messages are read-only views .* "
                                                      r"fastbag.Writer takes each one's bytes \(m.data\)"):
                 getattr(msg, name)
-        with pytest.raises(AttributeError, match=r"has no attribute 'transform' \(did you mean 'transforms'\?\)"):
+        with pytest.raises(AttributeError, match=r"has no attribute 'transform'$") as caught:
             msg.transform
+        # What Python's own "Did you mean: 'transforms'?" under a traceback reads: the name, the object, its dir()
+        assert caught.value.name == "transform" and caught.value.obj is msg and "transforms" in dir(msg)
+        assert "serialize" not in dir(msg)
+        # No __getattr__ on a message class: with one, CPython stops specializing attribute lookups, and every
+        # field of every message costs more (a decoded loop 15% slower)
+        assert not any("__getattr__" in vars(cls) for cls in type(msg).__mro__)
 
 
 READ_POINTS_BAGS = ["ros1v2/eric-wieser__ros_numpy__test__test.bag",

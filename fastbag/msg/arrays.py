@@ -166,6 +166,8 @@ class Ragged(_PerMessage):
         self._values: np.ndarray | None = None
 
     def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, str):  # a field of the structs, per message again (as Nested gives one)
+            return Nested(_struct_field(self.values, i), self.offsets[:-1], self.counts)
         if isinstance(i, (int, np.integer)):
             i = self._position(i)
             if self.dtype.itemsize == 0:  # elements of an empty type: nothing to view, no memory
@@ -178,6 +180,16 @@ class Ragged(_PerMessage):
                 raw = padded
             return raw.view(self.dtype)
         return Ragged(self.buffers, self.buf[i], self.pos[i], self.counts[i], self.dtype, self.tail)
+
+    def __getattr__(self, name: str) -> Any:
+        dtype = self.__dict__.get("dtype")  # (absent while unpickling or copying)
+        if name.startswith("_") or dtype is None or name not in (dtype.names or ()):
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        return self[name]
+
+    def __dir__(self) -> list[str]:
+        dtype = self.__dict__.get("dtype")
+        return sorted(set(super().__dir__()) | set(getattr(dtype, "names", None) or ()))
 
     @property
     def uniform(self) -> bool:
@@ -220,6 +232,17 @@ class Ragged(_PerMessage):
             packed = np.ascontiguousarray(self.values).view(np.uint8).reshape(-1)
         return Ragged, ([packed], np.zeros(len(self), dtype=np.int64), self.offsets[:-1] * self.dtype.itemsize,
                         self.counts, self.dtype)
+
+
+def _struct_field(values: np.ndarray, name: str) -> np.ndarray:
+    """Field ``name`` of packed structs ``values`` (a record array where it is a struct itself, for its
+    fields by attribute); NotFoundError, with the fields there are, where they have none of that name."""
+    names = getattr(getattr(values, "dtype", None), "names", None) or ()
+    if name not in names:
+        what = f"fields: {', '.join(names)}" if names else "its elements have no fields"
+        raise NotFoundError(f"no field {name!r} in the nested array{close_matches(name, names)}; {what}")
+    value = values[name]
+    return value.view(np.recarray) if value.dtype.names else value
 
 
 def _gather(buffers: list[np.ndarray], buf: np.ndarray, pos: np.ndarray, nbytes: np.ndarray,
@@ -265,16 +288,12 @@ class Nested(_PerMessage):
             raise AttributeError(str(exc)) from None
 
     def _child_field(self, name: str) -> Any:
-        """Field ``name`` of every element (NotFoundError where the elements have no such field)."""
+        """Field ``name`` of every element (NotFoundError where the elements have no such field); where the
+        elements hold arrays of structs themselves, their field per element again."""
         child = self.child
-        if isinstance(child, StructArray):
+        if isinstance(child, (StructArray, Nested, Ragged)):
             return child[name]
-        names = getattr(getattr(child, "dtype", None), "names", None) or ()
-        if name not in names:
-            what = f"fields: {', '.join(names)}" if names else "its elements have no fields"
-            raise NotFoundError(f"no field {name!r} in the nested array; {what}")
-        value = child[name]
-        return value.view(np.recarray) if value.dtype.names else value
+        return _struct_field(child, name)
 
     def __dir__(self) -> list[str]:
         child = self.__dict__.get("child")
@@ -505,10 +524,6 @@ class StructArray:
                     have = f"; fields: {', '.join(names)}" if names else " (it has no fields)"
                     raise NotFoundError(f"{self._node.msgtype} field {inside!r} has no field {name!r}"
                                         f"{close_matches(name, names)}{have}")
-                if isinstance(value, Ragged):  # (no column of one field: each message's elements are a view)
-                    raise NotFoundError(f"{self._node.msgtype} field {inside!r} holds arrays of structs of varying "
-                                        f"length: their fields are arr[{inside!r}].values[{name!r}] (every "
-                                        f"message's, packed) or arr[{inside!r}][i][{name!r}]")
                 value = value[name]
             if element:
                 value = _element(value, int(element.group(2)), ".".join(parts[:depth] + [name]), self._node.msgtype)
