@@ -478,24 +478,38 @@ class Container(ABC):
     #: What :meth:`compression_counts` counts, for people (``fastbag info``).
     compression_unit = "chunks"
 
+    def counted_chunks(self) -> np.ndarray | None:
+        """Which of :attr:`chunks` are the format's chunks, for :attr:`chunk_count` and the compression counts
+        (a bool mask), or None for all of them."""
+        return None
+
     @property
     def chunk_count(self) -> int:
         """The format's chunks, as :attr:`Bag.chunk_count` gives them (the default: :attr:`chunks`)."""
-        return len(self.chunks)
+        counted = self.counted_chunks()
+        return len(self.chunks) if counted is None else int(counted.sum())
+
+    def _counted_chunk_sizes(self) -> tuple[list[str], list[int], list[int]]:
+        """Compression name, bytes stored and bytes decompressed of each counted chunk."""
+        table, counted = self.chunks, self.counted_chunks()
+        names, stored, size = list(table.compression), table.data_len, table.size
+        if counted is not None:
+            names = [name for name, keep in zip(names, counted.tolist()) if keep]
+            stored, size = stored[counted], size[counted]
+        return names, stored.tolist(), size.tolist()
 
     def compression_counts(self) -> dict[str, int]:
         """How the data is compressed, as :attr:`Bag.compression` gives it: chunks per compression name."""
         counts: dict[str, int] = {}
-        for name in self.chunks.compression:
+        for name in self._counted_chunk_sizes()[0]:
             counts[name] = counts.get(name, 0) + 1
         return counts
 
     def compression_sizes(self) -> dict[str, tuple[int, int]]:
         """``(bytes stored, bytes decompressed)`` of the chunks of each compression, as
         :attr:`Bag.compression_sizes` gives them (``{}`` where the format does not say)."""
-        table = self.chunks
         sizes: dict[str, tuple[int, int]] = {}
-        for name, stored, size in zip(table.compression, table.data_len.tolist(), table.size.tolist()):
+        for name, stored, size in zip(*self._counted_chunk_sizes()):
             before = sizes.get(name, (0, 0))
             sizes[name] = (before[0] + stored, before[1] + size)
         return sizes

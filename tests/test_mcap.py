@@ -1210,6 +1210,23 @@ def test_messages_outside_chunks_beside_indexed_chunks_are_read(tmp_path, statis
         with fastbag.open(path) as bag:
             assert bag.message_count == 6 and {t: i.message_count for t, i in bag.topics.items()} == {"/u": 4, "/v": 2}
             assert bag.read("/u").time.tolist() == [40, 60, 100, 100]
+            # its two Chunk records, not the whole file the scan takes as one for the loose messages
+            assert bag.chunk_count == 2 and bag.compression == {"none": 2}
+
+
+def test_an_unchunked_file_counts_no_chunk():
+    """Messages straight in the data section (no Chunk record): 0 chunks, as the statistics say, where ``fastbag
+    info`` said ``none [1/1 chunks]`` (the whole file, which the scan reads as one). (QA)"""
+    folder = "mcap/foxglove__mcap__tests__conformance__data/TenMessages/"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fastbag.FastbagWarning)
+        for name in ("TenMessages-pad-st.mcap", "TenMessages-pad-rch-rsh-st-sum.mcap"):
+            path = data_file(folder + name)
+            with path.open("rb") as f:
+                stats = make_reader(f).get_summary().statistics
+            with fastbag.open(path) as bag:
+                assert bag.chunk_count == stats.chunk_count == 0 and bag.compression == {}, path.name
+                assert bag.compression_sizes == {} and bag.message_count == stats.message_count == 10
 
 
 def test_records_between_chunks_that_are_not_messages_keep_the_index(tmp_path):

@@ -119,6 +119,7 @@ class McapReader(LazyIndexContainer):
         self._counted: set[int] = set()  # chunks whose Message records were counted
         self._window_chunks = 0  # chunks whose message indexes window_index read so far
         self._window_listed: dict[int, int] = {}  # entries of the compressed chunks windows read (see _verify)
+        self._file_chunk = -1  # see counted_chunks
         try:
             summary = self._read_summary()
         except _Damaged as exc:
@@ -267,17 +268,18 @@ class McapReader(LazyIndexContainer):
         next chunk: none in files that writers lay out chunk after chunk, a few schemas, channels,
         attachments or metadata in others."""
         order = np.argsort(indexes.chunk_offset, kind="stable")
-        starts = indexes.chunk_offset[order].tolist()
-        ends = (indexes.chunk_offset + indexes.chunk_length + indexes.message_index_length)[order].tolist()
-        at = self._data_start
-        for start, stop in zip(starts + [end], ends + [end]):
+        starts = np.append(indexes.chunk_offset[order], end)
+        stops = (indexes.chunk_offset + indexes.chunk_length + indexes.message_index_length)[order]
+        # Where the walk stands before each chunk: past every chunk before it and its message indexes. Only
+        # the gaps are walked (a loop over every chunk cost a file of 850 chunks 0.27 ms of its 1 ms open).
+        before = np.maximum.accumulate(np.concatenate(([self._data_start], stops)))
+        for k in np.flatnonzero(before < starts).tolist():
             try:
-                found = self._first_record(at, start, (Opcode.MESSAGE,))
+                found = self._first_record(int(before[k]), int(starts[k]), (Opcode.MESSAGE,))
             except BagFormatError:
                 found = None  # (records not laid out as the indexes say: not this walk's to judge)
             if found is not None:
                 return found[1] if found[0] == Opcode.MESSAGE else None
-            at = max(at, stop)
         return None
 
     @staticmethod
@@ -672,6 +674,7 @@ class McapReader(LazyIndexContainer):
         self._build_connections(found.schemas, found.channels)
         self._chunk_indexes = ChunkIndexes.empty()
         self._chunks = ChunkTable.of(found.chunks)
+        self._file_chunk = found.file_chunk
         self._chunk_crc = np.array(found.chunk_crcs, dtype=np.int64)
         channel, time, chunk, offset = found.messages()
         rank = np.full(1 << 16, -1, dtype=np.int32)  # channel id (u16) -> connection
@@ -691,6 +694,15 @@ class McapReader(LazyIndexContainer):
     @property
     def chunks(self) -> ChunkTable:
         return self._chunks
+
+    def counted_chunks(self) -> np.ndarray | None:
+        """Not the whole file, which a scan takes as one chunk for the messages outside chunks: an unchunked
+        file has no chunk (``fastbag info`` said ``[1/1 chunks]``, its statistics 0)."""
+        if self._file_chunk < 0:
+            return None
+        counted = np.ones(len(self._chunks), dtype=bool)
+        counted[self._file_chunk] = False
+        return counted
 
     @property
     def recovered(self) -> bool:

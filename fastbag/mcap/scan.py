@@ -40,6 +40,7 @@ class Scanned:
     metadata_indexes: list[MetadataIndex] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
     chunk_crcs: list[int] = field(default_factory=list)
+    file_chunk: int = -1  # the position in ``chunks`` of the whole file, made for messages outside chunks
     damage: str = ""  # what ended the scan or was skipped, one clause each
     # messages in file order: runs of (channel id, log_time, position in ``chunks``, offset of the record in its
     # chunk) arrays, the kernel's and (gathered in ``_parsed`` until the next run) the Python scan's
@@ -139,7 +140,7 @@ def scan(source: Source, start: int, *, messages: bool = True) -> Scanned:
                     raise BagFormatError(f"its length {length} is shorter than a message's fixed fields",
                                          path=path, offset=pos, record=name)
                 if file_chunk < 0:
-                    file_chunk = len(found.chunks)
+                    file_chunk = found.file_chunk = len(found.chunks)
                     found.chunks.append(Chunk(0, "none", end, 0, end))
                     found.chunk_crcs.append(0)
                 walked = walker.walk(found, source.array, pos, end, file_chunk)

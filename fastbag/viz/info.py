@@ -40,6 +40,9 @@ def info_dict(bag: Bag) -> dict[str, object]:
         "path": bag.path, "format": bag.format, "version": bag.version, "duration_ns": bag.duration,
         "start_ns": bag.start_time, "end_ns": bag.end_time, "size": bag.size,
         "messages": bag.message_count, "chunks": bag.chunk_count, "compression": bag.compression,
+        # the text's "uncompressed"/"compressed" sizes, per compression: bytes stored and decompressed
+        "compression_sizes": {name: {"stored": stored, "decompressed": decompressed}
+                              for name, (stored, decompressed) in bag.compression_sizes.items()},
         "indexed": not bag.recovered,
         "encryption": encryption_dict(bag.encryption),
         "types": type_labels(bag),
