@@ -450,6 +450,35 @@ def test_collate_without_torch_stacks_rows_whose_text_differs_in_length():
     assert words.dtype == np.dtype("U3") and words.tolist() == [["a", "bb"], ["ccc", "d"]]
 
 
+def test_collate_numbers_of_dicts_exactly():
+    """A sample of a type with arrays of messages is a dict of Python values (``to_dict``): its uint64 fields
+    are ints of up to 2**64 - 1, which stacked one by one NumPy promoted beside an int64 0 to float64 (and
+    the tensor wrapped to -1); bools came back as a list (QA)."""
+    big = [0, 2**64 - 1, 2**63, 2**63 + 1]
+    assert fastbag.collate(big, tensors=False).dtype == np.uint64
+    assert fastbag.collate(big, tensors=False).tolist() == big
+    assert fastbag.collate([1, -2], tensors=False).dtype == np.int64
+    assert fastbag.collate([-1, 2**64 - 1], tensors=False) == [-1, 2**64 - 1]  # no integer type holds both
+    assert fastbag.collate([True, np.bool_(False)], tensors=False).tolist() == [True, False]
+    assert fastbag.collate([1, True], tensors=False) == [1, True]  # a bool is no number of a batch
+    assert fastbag.collate([np.float32(1.5), np.float32(2)], tensors=False).dtype == np.float32
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    assert fastbag.collate(big).dtype == torch.uint64 and fastbag.collate(big).numpy().tolist() == big
+    assert fastbag.collate([True, False]).dtype == torch.bool
+
+
+def test_collate_stacks_rows_whose_text_ends_in_nuls():
+    """A string ending in NULs is an object field (NumPy's str arrays cut them): the rows still stack into one
+    structured array, as rows of the same type whose text is plain do (the batch type follows the message
+    type, not the text; it was a list, QA)."""
+    plain = np.array(("imu", 1.5), dtype=[("frame", "U3"), ("x", "<f8")])[()]
+    nuls = np.array(("abc\0\0", 2.5), dtype=[("frame", "O"), ("x", "<f8")])[()]
+    for tensors in (False, True):
+        batch = fastbag.collate([plain, nuls], tensors=tensors)
+        assert isinstance(batch, np.ndarray) and batch["frame"].tolist() == ["imu", "abc\0\0"]
+        assert batch["x"].tolist() == [1.5, 2.5]
+
+
 def test_collate_ragged_values_are_lists_of_tensors():
     """What varies in size per sample is a list, of the tensors a stack would have held, field by field."""
     torch = pytest.importorskip("torch", reason="torch is not installed")

@@ -85,6 +85,39 @@ def int32_bag(path, topics):
     return path
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "npz"])
+def test_paths_that_are_not_utf8_export(tmp_path, fmt, capsys):
+    """A bag's name or the export folder's with a byte that is not UTF-8 (``b\\xe9.bag``): every format writes,
+    where Parquet skipped every topic (pyarrow encodes a path as UTF-8, and the name went into the schema's
+    metadata as such); the command line prints the names as fastbag prints them (``\\xe9``). (QA)"""
+    folder = tmp_path / b"d\xe9".decode("utf-8", "surrogateescape")
+    folder.mkdir()
+    bag = folder / b"b\xe9.bag".decode("utf-8", "surrogateescape")
+    write_tagged_bag(bag, [b"a", b"b", b"c"])
+    out = folder / b"out\xe9".decode("utf-8", "surrogateescape")
+    assert main(["export", str(bag), str(out), "--format", fmt, "--no-progress"]) == 0
+    printed = capsys.readouterr()
+    assert "d\\xe9" in printed.out and "\\udce9" not in printed.out + printed.err
+    written = out / f"tagged.{fmt}"
+    with fastbag.open(bag) as source:
+        labels = source.read("/tagged")["label"].tolist()
+    if fmt == "parquet":
+        with open(written, "rb") as f:
+            table = pq.read_table(f)
+        assert table.column("label").to_pylist() == labels == ["a", "b", "c"]
+        assert table.schema.metadata[b"fastbag.source"] == b"b\\xe9.bag"
+        # A later part's text that is not UTF-8 rewrites the file read back from there (flushed first)
+        mixed = write_tagged_bag(folder / b"m\xe9.bag".decode("utf-8", "surrogateescape"), [b"a", b"b", b"caf\xe9"])
+        result = fastbag.export(mixed, out / "mixed", "parquet", step=1)
+        with open(result.files["/tagged"], "rb") as f:
+            assert pq.read_table(f).column("label").to_pylist() == [b"a", b"b", b"caf\xe9"]
+    elif fmt == "csv":
+        assert pd.read_csv(written)["label"].tolist() == labels
+    else:
+        with np.load(written) as npz:
+            assert npz["label"].tolist() == labels
+
+
 def test_long_topic_names_are_shortened_with_a_hash(tmp_path):
     long = "/" + "very_long_namespace/" * 13 + "points"
     other = long[:-1] + "z"  # the same first MAX_NAME bytes: told apart by the hash

@@ -495,10 +495,34 @@ def _collate(values: list[Any], tensors: bool) -> Any:
             dtype = _common_dtype([a.dtype for a in arrays])
             return _stack([a.astype(dtype, copy=False) for a in arrays], tensors)
         return [_stack([a], tensors)[0] for a in arrays] if tensors and not first.dtype.names else values
-    if isinstance(first, (int, float, np.integer, np.floating)) and not isinstance(first, bool) and \
-            all(isinstance(v, type(first)) for v in values):
-        return _stack([np.asarray(v) for v in values], tensors)
+    if isinstance(first, (int, float, np.integer, np.floating, np.bool_)) and _one_kind(first, values):
+        column = _scalars(values)
+        if column is not None:
+            return _stack(list(column), tensors)
     return values
+
+
+def _one_kind(first: Any, values: list[Any]) -> bool:
+    """Whether ``values`` are all numbers of ``first``'s type (or a subclass), or all bools: a bool is an int
+    to Python, not to a batch."""
+    if isinstance(first, (bool, np.bool_)):
+        return all(isinstance(v, (bool, np.bool_)) for v in values)
+    return all(isinstance(v, type(first)) and not isinstance(v, (bool, np.bool_)) for v in values)
+
+
+def _scalars(values: list[Any]) -> np.ndarray | None:
+    """Numbers (or bools) of one Python or NumPy type as one array that holds each exactly: Python ints as int64,
+    or uint64 where one is 2**63 or more (a message's uint64 field, through ``to_dict``); None where no
+    integer type holds them all (negative ones beside ones past 2**63). Stacked one by one, NumPy promoted an
+    int64 beside a uint64 to float64, and the tensor wrapped them."""
+    if not isinstance(values[0], int) or isinstance(values[0], bool):
+        return np.array(values)
+    for dtype in (np.int64, np.uint64):  # (np.array alone takes 0 and 2**64 - 1 as float64)
+        try:
+            return np.array(values, dtype=dtype)
+        except OverflowError:
+            pass
+    return None
 
 
 def _common_dtype(dtypes: list[np.dtype]) -> np.dtype:
@@ -531,7 +555,9 @@ def _kinds(dtype: np.dtype, shapes: bool) -> Any:
         return tuple((name, _kinds(dtype[name], shapes)) for name in dtype.names)
     if dtype.subdtype is not None:
         return _kinds(dtype.subdtype[0], shapes), dtype.subdtype[1] if shapes else None
-    return dtype.kind if dtype.kind in "US" else dtype.newbyteorder("=").str  # (either byte order: stacked native)
+    if dtype.kind in "USO":  # text: an object field holds the strings a str one cannot (trailing NULs, bytes)
+        return "U"
+    return dtype.newbyteorder("=").str  # (either byte order: stacked native)
 
 
 def _columns(arrays: list[np.ndarray], prefix: str = "") -> Any:

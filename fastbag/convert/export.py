@@ -45,7 +45,7 @@ from ..errors import FastbagError, FastbagWarning
 from ..msg.arrays import Nested, Ragged, StructArray, field_kind
 from ..msg.messages import TimeLike, time_ns
 from .arguments import check_open_options
-from .tables import nested_child, require, time_column
+from .tables import native, nested_child, require, time_column
 
 FORMATS = ("parquet", "csv", "npz")
 PARQUET_CODECS = ("lz4", "zstd", "snappy", "gzip", "brotli", "none")
@@ -333,20 +333,25 @@ def _check_writable(out: Path) -> None:
 def _write_parquet(bag: Bag, topic: str, path: Path, reading: _Reading, bar: Any, compression: str = "lz4") -> int:
     pq = require("pyarrow.parquet", "arrow", "Parquet export")
     writer, count = None, 0
+    opened: list[Any] = []  # files Python opened for pyarrow (see _sink), closed after their writer
     try:
         for part in reading.parts(bag, topic):
             table = bytes_as_binary(parquet_ready(part.to_arrow()))
             if writer is None:
                 metadata = dict(table.schema.metadata or {})
-                metadata[b"fastbag.source"] = os.path.basename(bag.path).encode()
+                # (the name's bytes: a name that is not UTF-8 with \xNN escapes, as fastbag prints it)
+                source = os.fsencode(os.path.basename(bag.path)).decode("utf-8", "backslashreplace")
+                metadata[b"fastbag.source"] = source.encode()
                 table = table.replace_schema_metadata(metadata)
                 # No dictionaries: hashing every image or cloud costs 3x the write, for values that never repeat.
-                writer = pq.ParquetWriter(path, table.schema, compression=compression, use_dictionary=False)
+                writer = pq.ParquetWriter(_sink(path, "wb", opened), table.schema, compression=compression,
+                                          use_dictionary=False)
             elif not table.schema.equals(writer.schema, check_metadata=False):
                 schema = widened(writer.schema, table.schema)
                 if not schema.equals(writer.schema, check_metadata=False):  # a string column turns binary
                     writer.close()
-                    writer = _rewritten(path, schema, compression)
+                    _close(opened)  # (flushed: the rewrite reads the file back)
+                    writer = _rewritten(path, schema, compression, opened)
                 table = table.cast(schema)  # e.g. UTF-8 strings after a part that was not: binary too
             writer.write_table(table)
             count += len(part)
@@ -355,23 +360,44 @@ def _write_parquet(bag: Bag, topic: str, path: Path, reading: _Reading, bar: Any
     finally:
         if writer is not None:
             writer.close()
+        _close(opened)
     return count
 
 
-def _rewritten(path: Path, schema: Any, compression: str) -> Any:
+def _sink(path: Path, mode: str, opened: list[Any]) -> Any:
+    """What pyarrow reads or writes ``path`` through: the path, or, where it is not UTF-8 (pyarrow encodes a
+    path as UTF-8: a folder or bag named so made every topic's write fail), Python's file of it, added to
+    ``opened``."""
+    try:
+        str(path).encode()
+        return str(path)
+    except UnicodeEncodeError:
+        opened.append(open(path, mode))
+        return opened[-1]
+
+
+def _close(files: list[Any]) -> None:
+    """Close ``files`` (what _sink opened, after their writer or reader) and forget them."""
+    while files:
+        files.pop().close()
+
+
+def _rewritten(path: Path, schema: Any, compression: str, opened: list[Any]) -> Any:
     """A new writer at ``path`` holding the rows already written there, cast to ``schema`` row group by row group."""
     pq = require("pyarrow.parquet", "arrow", "Parquet export")
     old = path.with_name(path.name + ".old")
     os.replace(path, old)
-    writer = pq.ParquetWriter(path, schema, compression=compression, use_dictionary=False)
+    writer = pq.ParquetWriter(_sink(path, "wb", opened), schema, compression=compression, use_dictionary=False)
+    reading: list[Any] = []
     try:
-        with pq.ParquetFile(old) as source:
+        with pq.ParquetFile(_sink(old, "rb", reading)) as source:
             for i in range(source.num_row_groups):
                 writer.write_table(source.read_row_group(i).cast(schema))
     except BaseException:
         writer.close()
         raise
     finally:
+        _close(reading)
         old.unlink()
     return writer
 
@@ -660,7 +686,7 @@ def _npz_leaf(name: str, value: Any, kind: str, out: dict[str, np.ndarray]) -> N
         else:
             out[name] = np.array([v.encode() if isinstance(v, str) else v for v in value.tolist()], dtype=bytes)
     else:
-        out[name] = np.asarray(value)
+        out[name] = native(np.asarray(value))
 
 
 def _write_npz(bag: Bag, topic: str, path: Path, reading: _Reading, bar: Any, compression: str = "none") -> int:

@@ -139,9 +139,13 @@ def _numpy_arrow(a: np.ndarray) -> "pyarrow.Array":
         return _text_arrow(a)
     if a.dtype.kind == "S":
         return pa.array(a, type=pa.large_binary())
-    if not a.dtype.isnative:  # big-endian CDR: Arrow holds numbers in the machine's order only
-        a = a.astype(a.dtype.newbyteorder("="))
-    return pa.array(np.ascontiguousarray(a))
+    return pa.array(np.ascontiguousarray(native(a)))
+
+
+def native(a: np.ndarray) -> np.ndarray:
+    """Numbers in the machine's byte order (a copy of big-endian CDR's; anything else as it is): Arrow holds
+    no other, pandas sorts, groups and counts no other, and torch takes no other."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 def _text_arrow(a: np.ndarray) -> "pyarrow.Array":
@@ -239,7 +243,7 @@ def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
         return
     if isinstance(value, np.ndarray) and value.ndim > 1 and kind == "fixed" and not value.dtype.names \
             and 0 < int(np.prod(value.shape[1:])) <= EXPAND_LIMIT:
-        flat = value.reshape(value.shape[0], int(np.prod(value.shape[1:])))
+        flat = native(value).reshape(value.shape[0], int(np.prod(value.shape[1:])))
         for i in range(flat.shape[1]):
             out[f"{name}[{i}]"] = flat[:, i]
         return
@@ -254,7 +258,7 @@ def _flatten(name: str, value: Any, kind: str, out: dict[str, Any]) -> None:
         if int(pd.__version__.split(".")[0]) >= 3:  # pandas' own str dtype is Arrow text: build it from buffers
             out[name] = pd.array(_text_arrow(value), dtype="str")
             return
-    out[name] = value
+    out[name] = native(value) if isinstance(value, np.ndarray) else value
 
 
 def rebuilt_type(kind: "pyarrow.DataType", rule: Callable[[Any], Any]) -> "pyarrow.DataType | None":
