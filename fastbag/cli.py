@@ -60,6 +60,14 @@ def _info_text(path: str, options: dict[str, Any], as_json: bool, freq: bool = F
         return (json.dumps(info_dict(bag), indent=2) if as_json else format_info(bag, freq=freq)), True
 
 
+def _said(exc: BaseException) -> str:
+    """An error in one line: an OSError as ``PATH: what went wrong``, without Python's ``[Errno N]``; anything
+    else as its text."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror if exc.filename is None else f"{printable(os.fsdecode(exc.filename))}: {exc.strerror}"
+    return str(exc)
+
+
 def _file_error_line(path: str, exc: BaseException) -> str:
     """``fastbag: PATH: what went wrong``, the path named once: an OSError as its strerror (``No such file
     or directory``); a message's own ``(PATH, offset N, ...)`` left as ``(offset N, ...)``."""
@@ -273,17 +281,17 @@ def _export_one(bag: str, out: str, args: argparse.Namespace) -> int:
         print(f"fastbag: {exc}", file=sys.stderr)
         return 2
     except (FastbagError, OSError) as exc:  # this bag cannot be read, or OUT not written (either named): the
-        print(f"fastbag: {exc}", file=sys.stderr)  # next bags are exported all the same
+        print(f"fastbag: {_said(exc)}", file=sys.stderr)  # next bags are exported all the same
         return 1
     except (KeyError, ImportError, ValueError, TypeError) as exc:
         print(f"fastbag: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 1
     for topic, path in result.files.items():
-        print(f"{topic} -> {path}")
+        print(f"{topic} -> {printable(str(path))}")
     for topic, reason in result.skipped.items():
         print(f"fastbag: skipped {topic}: {reason}", file=sys.stderr)
     print(f"{result.messages} messages of {len(result.files)} topic{'' if len(result.files) == 1 else 's'} "
-          f"written to {out}"
+          f"written to {printable(out)}"
           + (f"; {len(result.skipped)} skipped" if result.skipped else ""), file=sys.stderr)
     return 1 if result.skipped else 0
 
@@ -295,8 +303,11 @@ def _epoch_seconds(text: str) -> int:
         seconds = decimal.Decimal(text)
     except decimal.InvalidOperation:
         raise argparse.ArgumentTypeError(f"not a number of seconds since the epoch: {text!r}") from None
-    if not seconds.is_finite() or seconds < 0:
+    if not seconds.is_finite():
         raise argparse.ArgumentTypeError(f"not a number of seconds since the epoch: {text!r}")
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text} is before the epoch: times are seconds since 1970, as fastbag "
+                                         "info prints them")
     if seconds >= 1 << 32:  # past 2106, where ROS 1 time ends: nanoseconds, as the Python API takes them
         year = 1970 + int(seconds) // 31_556_952
         raise argparse.ArgumentTypeError(f"{text} is no time as seconds since the epoch (the year {year}); "
@@ -356,6 +367,9 @@ def _check(args: argparse.Namespace) -> None:
         exact = [f"{ns // 10**9}.{ns % 10**9:09d}" for ns in (end, start)]
         raise _UsageError(f"argument --end: {exact[0]} is not after --start {exact[1]}: the window is [start, end), "
                           "in seconds since the epoch")
+    if args.run is _cmd_demo and args.output is not None and os.path.splitext(args.output)[1].lower() != ".bag":
+        raise _UsageError(f"argument -o/--output: the demo writes a ROS 1 bag, named .bag, not "
+                          f"{printable(args.output)!r}")
     for name in ("seconds", "bz2_seconds"):  # demo, bench
         value = getattr(args, name, None)
         if value is not None and not (math.isfinite(value) and value >= 0):
@@ -509,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         print("fastbag: interrupted" + _notes(exc), file=sys.stderr)
         return 128 + signal.SIGINT
     except (FastbagError, OSError) as exc:
-        print(f"fastbag: {exc}", file=sys.stderr)
+        print(f"fastbag: {_said(exc)}", file=sys.stderr)
         return 1
     except ImportError as exc:  # an optional extra that is not installed: its message says what to install
         print(f"fastbag: {exc}", file=sys.stderr)

@@ -69,7 +69,11 @@ def test_info_reports_each_file_and_fails_at_the_end(tmp_path, capsys):
     assert main(["info", "--json", str(good), str(empty), str(good)]) == 1
     assert [report["path"] for report in json.loads(capsys.readouterr().out)] == [str(good), str(good)]
     assert main(["info", "--json", str(good)]) == 0
-    assert json.loads(capsys.readouterr().out)["messages"] == 2
+    report = json.loads(capsys.readouterr().out)
+    assert report["messages"] == 2
+    with fastbag.open(good) as bag:  # the text's compressed and uncompressed sizes, as the JSON has them too
+        stored, decompressed = bag.compression_sizes["none"]
+    assert report["compression_sizes"] == {"none": {"stored": stored, "decompressed": decompressed}} and stored > 0
     assert main(["info", str(good), str(good)]) == 0  # all readable: success, a blank line between reports
     assert capsys.readouterr().out.count(f"\n\npath:        {good}\n") == 1
 
@@ -184,8 +188,13 @@ FORMAT = "argument -o/--output: cannot write '{tmp}/%s': matplotlib writes no %r
                                                         "size like '256 MB', not 'abc'"),
     (["export", "{bag}", "{tmp}/out", "--format", "npz", "--compression", "zstd"],
      "argument --compression: npz compression is one of none, deflate, gzip, not 'zstd'"),
+    (["plot", "{bag}", "/x", "-o", "{tmp}"], "argument -o/--output: cannot write {tmp}: it is a folder; name "
+                                             "the image's file"),
+    (["demo", "-o", "{tmp}/demo.mcap"], "argument -o/--output: the demo writes a ROS 1 bag, named .bag, not "
+                                        "'{tmp}/demo.mcap'"),
 ], ids=["aes-not-hex", "aes-short", "plot-format", "timeline-format", "gap-0", "gap-negative", "demo-negative",
-        "demo-nan", "bench-unknown-job", "export-step-0", "export-step-text", "export-codec"])
+        "demo-nan", "bench-unknown-job", "export-step-0", "export-step-text", "export-codec", "plot-into-folder",
+        "demo-not-bag"])
 def test_bad_arguments_are_one_error_line(tmp_path, capsys, args, said):
     if any(a.startswith("{tmp}") for a in args) and args[0] != "export":
         pytest.importorskip("matplotlib")
@@ -194,9 +203,35 @@ def test_bad_arguments_are_one_error_line(tmp_path, capsys, args, said):
     assert main(args) == 2
     lines = stderr_lines(capsys)
     assert len(lines) == 1 and lines[0].startswith("fastbag: error: " + said.format(tmp=tmp_path)), lines
-    if "-o/--output" in said:  # and what it can write instead
+    if "matplotlib writes no" in said:  # and what it can write instead
         assert ", png, " in lines[0].split("; suffixes: ")[1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bag"]  # checked before anything was written
+
+
+def test_an_image_named_without_a_suffix_is_a_png_at_that_path(tmp_path):
+    """matplotlib adds ``.png`` to a name without a suffix: ``-o /tmp`` wrote ``/tmp.png`` (QA). The PNG is written
+    where -o says."""
+    pytest.importorskip("matplotlib")
+    path = write_floats(tmp_path / "a.bag", [10**9, 2 * 10**9])
+    assert main(["plot", str(path), "/x", "data", "-o", str(tmp_path / "plot")]) == 0
+    assert main(["timeline", str(path), "-o", str(tmp_path / "timeline")]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bag", "plot", "timeline"]
+    assert all((tmp_path / name).read_bytes().startswith(b"\x89PNG") for name in ("plot", "timeline"))
+
+
+def test_file_errors_name_the_path_without_errno_numbers(tmp_path, capsys):
+    """One line each, ``PATH: what went wrong``, as ``fastbag info`` says it (not ``[Errno 2] ...: 'PATH'``)."""
+    path = write_floats(tmp_path / "a.bag", [10**9, 2 * 10**9])
+    (tmp_path / "afile").write_text("")
+    assert main(["export", str(tmp_path / "none.bag"), str(tmp_path / "out")]) == 1
+    assert main(["export", str(path), str(tmp_path / "afile"), "--no-progress"]) == 1
+    lines = stderr_lines(capsys)
+    assert lines == [f"fastbag: {tmp_path / 'none.bag'}: No such file or directory",
+                     f"fastbag: {tmp_path / 'afile'}: not a folder to export into: a file of that name exists"]
+    with pytest.raises(SystemExit) as stopped:  # (argparse's own line, after the usage)
+        main(["export", str(path), str(tmp_path / "out"), "--start", "-5"])
+    assert stopped.value.code == 2 and stderr_lines(capsys)[-1].endswith(
+        "error: argument --start: -5 is before the epoch: times are seconds since 1970, as fastbag info prints them")
 
 
 def test_a_hex_aes_key_opens_an_encrypted_bag(tmp_path, capsys):

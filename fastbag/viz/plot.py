@@ -242,10 +242,13 @@ def plot_timeline(bag: "Bag", ax: Any = None, *, gap_factor: float = GAP_FACTOR,
 
 
 def check_output(output: str | os.PathLike[str] | None) -> None:
-    """ValueError unless matplotlib writes the format ``output``'s suffix names (none: PNG), so that a
-    misspelt suffix fails before a bag is read rather than after the figure is drawn."""
+    """ValueError unless matplotlib writes the format ``output``'s suffix names (none: PNG) and ``output`` is no
+    folder, so that a misspelt suffix fails before a bag is read rather than after the figure is drawn."""
     if output is None:
         return
+    if os.path.isdir(output):
+        raise ValueError(f"cannot write {printable(os.fspath(output))}: it is a folder; name the image's file "
+                         "(plot.png, .svg, .pdf)")
     suffix = os.path.splitext(os.fspath(output))[1][1:].lower()  # as Figure.savefig reads it
     if not suffix:
         return
@@ -275,8 +278,10 @@ def check_can_show() -> None:
 
 
 def save_or_show(figure: Any, output: str | os.PathLike[str] | None) -> None:
-    """Save to ``output`` (format from its suffix: .png, .svg, .pdf...) or, without one, show a window."""
+    """Save to ``output`` (format from its suffix: .png, .svg, .pdf...; a PNG without one, at that very path,
+    where matplotlib would add ``.png`` to the name) or, without ``output``, show a window."""
     if output is None:
         pyplot().show()
     else:
-        figure.savefig(output, dpi=100, bbox_inches="tight")
+        suffix = os.path.splitext(os.fspath(output))[1]
+        figure.savefig(output, dpi=100, bbox_inches="tight", format=None if suffix else "png")
