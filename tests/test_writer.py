@@ -650,3 +650,97 @@ def test_an_empty_type_needs_no_definition_to_be_said(tmp_path):
         with fastbag.Writer(tmp_path / "empty.bag") as w:
             w.add_connection("/e", "std_msgs/Empty", "", EMPTY_MD5)
             w.add_connection("/c", "std_msgs/Empty", "# a comment only\n", EMPTY_MD5)
+
+
+# -- what a QA pass of the Writer found (each failed before its fix) -------------------------------------------
+
+INT32 = ("std_msgs/Int32", "int32 data\n", "da5909fbe378aeaf85e547e830cc1bb7")
+
+
+def test_a_buffer_of_wider_items_is_written_as_its_bytes(tmp_path):
+    """A NumPy int32 array (or a memoryview of one) is 4 bytes a value: its item count was stored as the record's
+    length and its bytes written after, so readers cut the message to 1 byte and a scan misread the chunk."""
+    path = tmp_path / "wide.bag"
+    payloads = [np.array([7], dtype=np.int32), memoryview(np.array([8], dtype=np.int32)),
+                np.arange(6, dtype=np.int32)[::2]]  # (not contiguous: copied in order)
+    with fastbag.Writer(path) as w:
+        conn = w.add_connection("/i", *INT32)
+        for k, payload in enumerate(payloads):
+            w.write(conn, 10**9 + k, payload)
+    with fastbag.open(path) as bag:
+        assert [bytes(m.data) for m in bag.messages(raw=True)] == [np.asarray(p).tobytes() for p in payloads]
+        assert bag.take("/i", [0, 1])["data"].tolist() == [7, 8]
+
+
+def test_latching_is_written_as_given(tmp_path):
+    """``latching=b"0"`` (a reader's header value, as a copy passes it) wrote a latched connection; it is kept as
+    ``0`` now, ``"1"`` and True latch, False writes no field, and anything else is refused."""
+    path = tmp_path / "latch.bag"
+    with fastbag.Writer(path) as w:
+        for k, latching in enumerate((b"0", "1", True, False)):
+            w.add_connection(f"/t{k}", *INT32, latching=latching)
+        with pytest.raises(TypeError, match="latching is a bool"):
+            w.add_connection("/bad", *INT32, latching="yes")
+        for c in w.connections:
+            w.write(c, 10**9, struct.pack("<i", c.id))
+    with fastbag.open(path) as bag:
+        headers = {c.topic: c.header.get("latching") for c in bag.connections}
+        assert headers == {"/t0": b"0", "/t1": b"1", "/t2": b"1", "/t3": None}
+        assert [c.latching for c in bag.connections] == [False, True, True, False]
+
+
+def test_text_a_bag_cannot_hold_is_refused_where_it_is_given(tmp_path):
+    """A lone surrogate in a topic was taken, and close() then failed writing the index: a bag without one,
+    which rosbag and rosbags refuse. An empty topic or type, which rosbag's writer refuses and rosbags cannot
+    open, is refused too."""
+    path = tmp_path / "text.bag"
+    with fastbag.Writer(path) as w:
+        good = w.add_connection("/good", *INT32)
+        w.write(good, 10**9, struct.pack("<i", 1))
+        for topic, callerid in (("/bad\ud800", None), ("/ok", "/node\udfff")):
+            with pytest.raises(ValueError, match="which is no text a bag can hold"):
+                w.add_connection(topic, *INT32, callerid=callerid)
+        for topic, msgtype in (("", "std_msgs/Int32"), ("/t", "")):
+            with pytest.raises(ValueError, match="needs a topic and a message type"):
+                w.add_connection(topic, msgtype, INT32[1], INT32[2])
+    with fastbag.open(path) as bag:
+        assert not bag.recovered and bag.message_count == 1
+
+
+def test_bad_keys_and_chunk_sizes_are_refused(tmp_path):
+    """``aes_key=16`` encrypted with bytes(16), a key of zeros; a str key met "string argument without an
+    encoding"; a chunk_size of text met a comparison error, and True or 0.5 were taken."""
+    for key, error, said in ((16, TypeError, "aes_key is 16 bytes, not int"),
+                             ("00" * 16, TypeError, "bytes.fromhex"), (b"short", ValueError, "not 5")):
+        with pytest.raises(error, match=said):
+            fastbag.Writer(tmp_path / "k.bag", aes_key=key)
+    for size in ("768k", None, True, 0.5):
+        with pytest.raises(TypeError, match="chunk_size is a number of bytes"):
+            fastbag.Writer(tmp_path / "c.bag", chunk_size=size)
+
+
+def test_a_chunk_is_closed_before_its_size_passes_a_u32(tmp_path, monkeypatch):
+    """A chunk's size is a u32: with a chunk_size past 4 GiB, close() met struct.error and every message was lost.
+    (The limit made small here, to test it without 4 GiB.)"""
+    from fastbag.ros1 import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "U32_MAX", 400)
+    path = tmp_path / "u32.bag"
+    with fastbag.Writer(path, chunk_size=1 << 40) as w:
+        conn = w.add_connection("/i", *INT32)
+        for k in range(40):
+            w.write(conn, 10**9 + k, struct.pack("<i", k))
+        with pytest.raises(ValueError, match="does not fit a ROS1 bag"):
+            w.write(conn, 2 * 10**9, bytes(500))
+    with fastbag.open(path) as bag:
+        assert bag.chunk_count > 1 and int(bag._container.chunks.size.max()) <= 400
+        assert bag.read("/i")["data"].tolist() == list(range(40))
+
+
+def test_a_definition_that_does_not_parse_is_said(tmp_path):
+    """A type's text without its MSG: sections (the common slip) was taken silently, and no reader decoded its
+    messages."""
+    with fastbag.Writer(tmp_path / "d.bag") as w:
+        with pytest.warns(fastbag.FastbagWarning, match=r"sensor_msgs/Imu: its definition does not parse"):
+            w.add_connection("/imu", "sensor_msgs/Imu", "std_msgs/Header header\nfloat64 x\n",
+                             "6a62c6daae103f4ff57a132d6f95cec2")

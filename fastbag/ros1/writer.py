@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..container import Connection
 from ..errors import DefinitionError, FastbagError, FastbagWarning
 from ..io.source import is_mapped
@@ -59,10 +61,17 @@ def _time(ns: int) -> bytes:
     return _TIME.pack(sec, nsec)
 
 
+#: The largest record data (and chunk) a u32 length holds.
+U32_MAX = (1 << 32) - 1
+
+
 def record(fields: list[tuple[str, bytes]], data: bytes | bytearray | memoryview) -> bytes:
-    """One record: header from ``fields``, then ``data``."""
+    """One record: header from ``fields``, then ``data`` (bytes, or a view of bytes: its length is theirs)."""
     header = b"".join(_field(n, v) for n, v in fields)
-    return _U32.pack(len(header)) + header + _U32.pack(len(data)) + bytes(data)
+    data = bytes(data)
+    if len(data) > U32_MAX:
+        raise ValueError(f"a record of {len(data)} bytes does not fit a ROS1 bag (a u32 length: 4 GiB at most)")
+    return _U32.pack(len(header)) + header + _U32.pack(len(data)) + data
 
 
 def compressor(compression: str) -> Callable[[bytes | bytearray], bytes]:
@@ -98,6 +107,35 @@ def _bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
+def _latching_field(value: Any) -> bytes | None:
+    """The ``latching`` field a connection record holds for ``value``: ``b"1"`` for True (or 1), none for False,
+    0 or None (as before: a bag's readers take both as not latched), and the text a reader's
+    ``connection.header`` holds (``b"0"``, ``"1"``) as it is, so that a copy keeps it; any other text was
+    taken as true (``latching=b"0"`` wrote a latched connection) and is refused now."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray, str)):
+        text = value.decode("ascii", "replace") if isinstance(value, (bytes, bytearray)) else value
+        if text.strip() in ("0", "1"):
+            return text.strip().encode()
+    elif isinstance(value, (bool, np.bool_)) or isinstance(value, (int, np.integer)) and value in (0, 1):
+        return b"1" if value else None
+    raise TypeError(f"latching is a bool (or 0, 1, '0', '1'), not {type(value).__name__} {value!r:.40}")
+
+
+def _aes_key(key: Any) -> bytes:
+    """An AES key given as bytes: 16 of them (``bytes(16)`` of an int was a key of zeros; text is refused, as it
+    is no key of its own)."""
+    if isinstance(key, str):
+        raise TypeError("aes_key is 16 bytes, not str: for a key in hex, pass bytes.fromhex(text)")
+    if not isinstance(key, (bytes, bytearray, memoryview)):
+        raise TypeError(f"aes_key is 16 bytes, not {type(key).__name__} {key!r:.40}")
+    key = bytes(key)
+    if len(key) != BLOCK:
+        raise ValueError(f"aes_key is {BLOCK} bytes (AES-128, as rosbag's encryptor uses), not {len(key)}")
+    return key
+
+
 def _check_md5sum(msgtype: str, definition: str, md5sum: str) -> None:
     """A FastbagWarning where ``md5sum`` is not the md5sum of ``definition`` (rosbag warns of such a bag, rosbags
     refuses it), or where either is missing (readers then cannot check or decode the messages)."""
@@ -108,11 +146,25 @@ def _check_md5sum(msgtype: str, definition: str, md5sum: str) -> None:
         return
     try:
         computed = parse_definition(msgtype, definition, allow_empty=True).md5sum()
-    except DefinitionError:
-        return  # (a definition fastbag cannot parse: its md5sum is not fastbag's to judge)
+    except DefinitionError as exc:  # (a type's text without its MSG: sections, most often)
+        warnings.warn(FastbagWarning(f"{msgtype}: its definition does not parse ({exc}): readers decode a bag's "
+                                     "messages from it, and will not decode these (a definition holds the types "
+                                     "it uses too, in MSG: sections)"), stacklevel=3)
+        return
     if computed != md5sum:
         warnings.warn(FastbagWarning(f"{msgtype}: md5sum {md5sum} is not its definition's ({computed}): rosbag "
                                      "warns of such a bag, and rosbags refuses it"), stacklevel=3)
+
+
+def _serialized(data: Any) -> bytes | bytearray | memoryview:
+    """``data``, a message's serialized bytes, as bytes: a buffer of wider items (a NumPy int32 array, a
+    memoryview of one) by its bytes, not its items (their count was stored as the record's length, cutting
+    the message); TypeError, saying what to pass, for anything that is no buffer."""
+    _check_bytes(data)
+    if isinstance(data, (bytes, bytearray)):
+        return data
+    view = memoryview(data)
+    return view.cast("B") if view.c_contiguous else view.tobytes()
 
 
 def _check_bytes(data: Any) -> None:
@@ -157,6 +209,9 @@ class Writer:
                  aes_key: bytes | None = None) -> None:
         if compression not in ("none", "bz2", "lz4"):
             raise ValueError(f"compression must be 'none', 'bz2' or 'lz4', not {compression!r}")
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
+            raise TypeError(f"chunk_size is a number of bytes (an int), not {type(chunk_size).__name__} "
+                            f"{chunk_size!r:.40}")
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
         self.path = os.fspath(path)
@@ -174,7 +229,7 @@ class Writer:
         self._encryption: list[tuple[str, bytes]] = []  # bag header fields
         self._encryptor: AesCbcEncryptor | None = None
         if encrypt_for is not None or aes_key is not None:
-            key = bytes(aes_key) if aes_key is not None else os.urandom(BLOCK)
+            key = _aes_key(aes_key) if aes_key is not None else os.urandom(BLOCK)
             self._encryptor = AesCbcEncryptor(key)
             wrapped = b""
             if encrypt_for is not None:
@@ -189,6 +244,7 @@ class Writer:
         self._file.write(MAGIC_V20)
         self._file.write(self._bag_header(0, 0, 0))
         self.connections: list[Connection] = []
+        self._latching: list[bytes | None] = []  # each connection's latching field (None: none)
         self._chunk = _OpenChunk(bytearray())
         self._chunk_index: dict[int, list[tuple[int, int]]] = {}  # conn -> [(time, offset)]
         self._in_chunk: set[int] = set()  # connections whose record this chunk already holds
@@ -196,15 +252,27 @@ class Writer:
         self._chunk_infos: list[bytes] = []
 
     def add_connection(self, topic: str, msgtype: str, definition: str = "", md5sum: str = "*",
-                       *, callerid: str | None = None, latching: bool = False) -> Connection:
+                       *, callerid: str | None = None, latching: bool | str | bytes | None = False) -> Connection:
         """Declare a connection (a topic with a message type); returns it for :meth:`write`.
 
         ``msgtype`` is a ROS1 type name, ``pkg/Type``: a ROS 2 one (``pkg/msg/Type``) is refused (ValueError),
-        since a ROS 2 recording's messages are CDR bytes, which no ROS1 reader decodes."""
+        since a ROS 2 recording's messages are CDR bytes, which no ROS1 reader decodes. ``latching``: True
+        writes ``latching=1``, False or None no such field, and the text a reader's ``connection.header`` holds
+        (``b"0"``, ``b"1"``) that text, so that a copy keeps the header as it was."""
         self._check_open()
         topic, msgtype, definition, md5sum = (_text(value, name) for value, name in (
             (topic, "topic"), (msgtype, "msgtype"), (definition, "definition"), (md5sum, "md5sum")))
         callerid = None if callerid is None else _text(callerid, "callerid")
+        latching_field = _latching_field(latching)
+        for value, name in ((topic, "topic"), (msgtype, "msgtype"), (definition, "definition"),
+                            (callerid or "", "callerid")):
+            try:
+                _bytes(value)
+            except UnicodeEncodeError as exc:  # (close() met it writing the index: a bag without one)
+                raise ValueError(f"{name} {value!r:.60} holds {value[exc.start:exc.end]!r}, which is no text a "
+                                 "bag can hold (UTF-8)") from None
+        if not topic or not msgtype:  # (rosbag's writer refuses them; rosbags cannot open such a bag)
+            raise ValueError(f"a connection needs a topic and a message type, not {topic!r} and {msgtype!r}")
         if md5sum != "*" and not re.fullmatch(r"[0-9a-f]{32}", md5sum):
             raise ValueError(f"md5sum is 32 lowercase hex digits (or '*'), not {md5sum!r}")
         if msgtype.count("/") > 1:
@@ -212,7 +280,9 @@ class Writer:
                              "ROS 2 recording's are CDR bytes, which no ROS1 reader decodes (fastbag writes ROS1 "
                              "bags only)")
         _check_md5sum(msgtype, definition, md5sum)
-        connection = Connection(len(self.connections), topic, msgtype, md5sum, definition, callerid, latching)
+        connection = Connection(len(self.connections), topic, msgtype, md5sum, definition, callerid,
+                                latching_field == b"1")
+        self._latching.append(latching_field)
         self.connections.append(connection)
         return connection
 
@@ -229,7 +299,7 @@ class Writer:
             swapped = " (rosbag's write(topic, msg, t) order)" if isinstance(connection, str) else ""
             raise TypeError(f"write(connection, time, data): connection is what add_connection returned, not "
                             f"{type(connection).__name__} {connection!r:.60}{swapped}")
-        _check_bytes(data)
+        data = _serialized(data)
         time = time_ns(time)
         if time is None:
             raise TypeError("time must be int nanoseconds since the epoch or a Time, not None")
@@ -237,6 +307,8 @@ class Writer:
             raise FastbagError(f"connection {connection.topic!r} was not added to this writer")
         message = record([("op", bytes([Op.MSG_DATA])), ("conn", _U32.pack(connection.id)),
                           ("time", _time(time))], data)  # validates the time before anything is recorded
+        if len(self._chunk.data) + len(message) + self._connection_bytes(connection) > U32_MAX:
+            self._flush_chunk()  # (a chunk's size is a u32: close it before it would pass 4 GiB)
         chunk = self._chunk
         if connection.id not in self._in_chunk and connection.id not in self._written:
             chunk.data += self._connection_record(connection)
@@ -247,6 +319,12 @@ class Writer:
         chunk.end = time if chunk.end is None else max(chunk.end, time)
         if len(chunk.data) >= self.chunk_size:
             self._flush_chunk()
+
+    def _connection_bytes(self, connection: Connection) -> int:
+        """Bytes the chunk takes for ``connection``'s record before its next message (0 where it holds it)."""
+        if connection.id in self._in_chunk or connection.id in self._written:
+            return 0
+        return len(self._connection_record(connection))
 
     # -- records ---------------------------------------------------------------
     def _bag_header(self, index_pos: int, conn_count: int, chunk_count: int) -> bytes:
@@ -266,8 +344,8 @@ class Writer:
                        ("message_definition", _bytes(c.definition))]
         if c.callerid is not None:
             data_fields.append(("callerid", _bytes(c.callerid)))
-        if c.latching:
-            data_fields.append(("latching", b"1"))
+        if self._latching[c.id] is not None:  # ("0" too, where given so: a copy keeps what its source held)
+            data_fields.append(("latching", self._latching[c.id]))
         data = b"".join(_field(n, v) for n, v in data_fields)
         fields = [("op", bytes([Op.CONNECTION])), ("conn", _U32.pack(c.id)), ("topic", _bytes(c.topic))]
         if encrypt and self._encryptor is not None:  # the index section's copy: header and data each encrypted
