@@ -180,6 +180,21 @@ def test_an_absent_or_damaged_storage_file_is_named_and_the_rest_stays_readable(
         fastbag.open(folder)
 
 
+def test_a_scanned_file_of_a_split_recording_is_named(tmp_path):
+    """One file of a split recording cut short (read by scanning): its problem names that file, where the
+    recording's warning named only the folder (QA)."""
+    need(WBAG)
+    folder = tmp_path / "wbag"
+    shutil.copytree(WBAG, folder)
+    cut = folder / "wbag_2.mcap"
+    cut.write_bytes(cut.read_bytes()[:-40])  # (its footer and end magic gone: no summary to read)
+    with pytest.warns(FastbagWarning, match=r"wbag_2\.mcap: read by scanning"):
+        bag = fastbag.open(folder)
+    with bag:
+        assert any(p.startswith("wbag_2.mcap: read by scanning") for p in bag.problems), bag.problems
+        assert not any(p.startswith(("wbag_0", "wbag_1", "wbag_3", "wbag_4")) for p in bag.problems)
+
+
 def test_compressed_storage_bombs_and_garbage_raise_naming_the_file(tmp_path):
     need(WBAG)
     folder = compressed_copy(WBAG, tmp_path / "wbag")

@@ -141,6 +141,7 @@ class McapStorage(LazyIndexContainer):
         says (none said it, the messages' bytes did)."""
         self.bag_metadata = metadata
         self.parts: list[McapReader] = []
+        self._part_names: list[str] = []  # each part's file name (a .mcap.zstd's: it is read from a copy)
         self._scratch: ScratchFolder | None = None  # decompressed .mcap.zstd files, removed on close
         self._problems: list[str] = []
         self._index: BagIndex | None = None
@@ -186,6 +187,7 @@ class McapStorage(LazyIndexContainer):
         with a problem (its error is returned: the caller raises the first when no file is left)."""
         if opened is not None:
             self.parts.append(opened)
+            self._part_names.append(os.path.basename(full))
             self._stored.append((False, opened.source.size, opened.source.size))
             return None
         try:
@@ -205,6 +207,7 @@ class McapStorage(LazyIndexContainer):
         except FastbagError as exc:
             self._problems.append(str(exc))
             return exc
+        self._part_names.append(os.path.basename(full))
         return None
 
     def _decompressed(self, full: str) -> McapReader:
@@ -310,7 +313,7 @@ class McapStorage(LazyIndexContainer):
             conns.append(self._rank_of[k][index.conn] if index.conn.size else index.conn)
             chunks.append(index.chunk.astype(np.int64) + self._chunk_base[k])
             offsets.append(index.offset)
-            self._problems.extend(p for p in part.problems if p not in self._problems)
+        self._take_part_problems()
         time = np.concatenate(times)
         order = np.argsort(time, kind="stable")  # ties: file order, then each file's own order
         return BagIndex(self._version, connections or self._connections, self._chunks, time[order],
@@ -325,9 +328,17 @@ class McapStorage(LazyIndexContainer):
 
     @property
     def problems(self) -> list[str]:
-        for part in self.parts:  # what each file found at open
-            self._problems.extend(p for p in part.problems if p not in self._problems)
+        self._take_part_problems()  # what each file found at open
         return self._problems
+
+    def _take_part_problems(self) -> None:
+        """Each file's problems, said with its name: the recording's warning named only its folder, not which
+        of its files was damaged or scanned."""
+        for name, part in zip(self._part_names, self.parts):
+            for problem in part.problems:
+                said = f"{name}: {problem}"
+                if said not in self._problems:
+                    self._problems.append(said)
 
     @property
     def recovered(self) -> bool:
