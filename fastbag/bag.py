@@ -1602,8 +1602,8 @@ class Bag:
             what = ", ".join(msgtypes) if len(msgtypes) > 1 else f"{msgtypes[0]}, defined {len(formats)} ways"
             raise DecodeError(f"topic is recorded with {len(formats)} different message formats ({what}) "
                               f"{window}in {self.path}; they cannot share one array: bag.messages(topics={topic!r}) "
-                              "decodes each message with its own, and read() of a time window holding one "
-                              "format reads it", topic=topic)
+                              "decodes each message with its own, and read() of a time window (or take() of "
+                              "positions) holding one format reads it", topic=topic)
 
     def _formats(self, connections: Sequence[Connection]) -> set[Any]:
         """The wire formats of ``connections``: their md5sums, or where one names none, their encoding, type
@@ -1615,11 +1615,13 @@ class Bag:
                         b"" if c.definition else c.schema_data) for c in connections}  # (bytes: binary schemas)
         return formats
 
-    def _window_connection(self, topic: str, scope: _Scope, selected: np.ndarray) -> Connection | None:
+    def _window_connection(self, topic: str, scope: _Scope, selected: np.ndarray,
+                           window: str = "in the time window read ") -> Connection | None:
         """For a read of some of ``topic``'s messages (rows ``selected`` of ``scope``'s index), the connection
         whose definition decodes them: None where the topic has one format. A topic recorded in two (its type
         changed between a split recording's files) reads over a window of messages in one of them; a window
-        holding none decodes as the first."""
+        holding none decodes as the first. ``window`` says which messages, in the error where they are in
+        two formats."""
         connections = self._topic_connections(topic, scope)
         ranks = self._topic_ranks[topic]
         if len(ranks) < 2 or len(self._formats(connections)) < 2:
@@ -1627,13 +1629,13 @@ class Bag:
         present = np.zeros(len(self._container.connections), dtype=bool)
         present[scope.index.conn[selected]] = True
         inside = [c for c, r in zip(connections, ranks) if present[r]] or [connections[0]]
-        self._check_one_format(topic, inside, window="in the time window read ")
+        self._check_one_format(topic, inside, window=window)
         return inside[0]
 
     def topic_rows(self, topic: str) -> np.ndarray:
         """Rows of every message of ``topic`` in the index its reads use, in read order (cached): what
-        ``take``'s positions pick from."""
-        self._check_topic(topic)
+        ``take``'s positions pick from. From the index alone, whatever formats the topic was recorded in."""
+        self._check_topic(topic, formats_in_window=True)
         return self._rows_of(topic)
 
     def _rows_of(self, topic: str) -> np.ndarray:
@@ -1678,6 +1680,8 @@ class Bag:
 
         Random access without reading anything else: the index says where
         each message is. Positions are in the order :meth:`topic_times` gives.
+        A topic recorded in two message formats (its type changed between a
+        split recording's files) takes positions that all lie in one of them.
         """
         rows = self.topic_rows(topic)
         scope = self._scope(topic)
@@ -1693,7 +1697,9 @@ class Bag:
                 raise TypeError(f"positions are integers (or a slice, or a boolean mask), not {at.dtype}")
             at = at.astype(np.int64)
         selected = rows[at]  # (IndexError for a position past the topic's end, as NumPy says it)
-        return self._read_rows(topic, scope, selected, positions=np.where(at < 0, at + rows.size, at))
+        decoded_as = self._window_connection(topic, scope, selected, window="at the positions taken ")
+        return self._read_rows(topic, scope, selected, positions=np.where(at < 0, at + rows.size, at),
+                               decoded_as=decoded_as)
 
     def _read_rows(self, topic: str, scope: _Scope, selected: np.ndarray,
                    positions: np.ndarray | None = None, decoded_as: Connection | None = None) -> "TopicArray":

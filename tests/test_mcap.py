@@ -1071,6 +1071,18 @@ def test_a_topic_on_two_schemas_without_md5sums_is_not_one_array(tmp_path):
         with pytest.raises(fastbag.DecodeError, match="2 different message formats"):
             list(bag.iter_read("/x"))
         assert len(bag.read("/x", start=12)) == 0  # (a window of none decodes as the first format)
+        # From the index alone, whatever the formats: times, positions; take() of positions in one format
+        # decodes them with it (both raised DecodeError, as did a SyncedDataset over the topic)
+        assert bag.topic_times("/x").tolist() == [10, 11] and bag.topic_rows("/x").size == 2
+        assert bag.take("/x", [1])["data"].tolist() == [2.5] and bag.take("/x", [1])["data"].dtype == np.float32
+        assert bag.take("/x", slice(0, 1))["data"].tolist() == [7]
+        assert bag.take("/x", [1]).positions.tolist() == [1]
+        with pytest.raises(fastbag.DecodeError, match="2 different message formats .* at the positions taken "):
+            bag.take("/x", [0, 1])
+        with pytest.raises(fastbag.DecodeError, match="2 different message formats"):
+            bag.read("/x")  # (the whole topic still cannot be one array)
+    dataset = fastbag.SyncedDataset(path, {"x": "/x", "y": "/y"}, anchor="x", tolerance=10e-9, stamp="receive")
+    assert [(s["x"]["data"], s["y"]["data"]) for s in dataset] == [(7, 7), (2.5, 7)]
 
 
 def test_schemas_that_differ_only_in_comments_are_one_format_and_others_name_the_file(tmp_path):

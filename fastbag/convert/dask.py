@@ -67,7 +67,8 @@ def _plan(paths: list[str], topic: str, step: int | str, describe: Callable[[Bag
             if topic not in bag.topics:
                 continue  # a fleet's bags need not all record every topic
             try:
-                times = bag.topic_times(topic)  # DecodeError for a topic in two formats within the bag
+                bag._check_topic(topic)  # DecodeError for a topic in two formats within the bag: one frame
+                times = bag.topic_times(topic)
             except FastbagError as exc:
                 if errors == "raise":
                     raise
