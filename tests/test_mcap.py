@@ -1141,9 +1141,12 @@ def test_regression_statistics_counting_no_messages_of_a_file_without_chunk_inde
             assert bag.message_count == 0 and not bag.recovered and list(bag.topics) == ["/a"]
 
 
-def _mcap_with_loose_messages(path: Path, statistics: bool) -> None:
-    """An MCAP file whose data section holds Message records outside its chunks, between indexed chunks (the
-    spec allows them; no index lists them): two loose messages, a chunk, one more, a chunk."""
+def _mcap_of_parts(path: Path, parts: list, statistics: bool) -> None:
+    """An MCAP file written record by record, for layouts writers rarely make: schema t/T and channels /u (1)
+    and /v (2) up front, then ``parts`` in order, each ``("loose", channel, time, value)`` (a Message record
+    outside chunks) or ``("chunk", rows, indexed)`` (a Chunk of ``(channel, time, value)`` rows, its Message
+    Index records listed in its chunk index where ``indexed``; a chunk of no rows holds a Channel record,
+    /w (3), as a writer that adds a channel after a chunk closed on the last message writes)."""
     from mcap.data_stream import RecordBuilder
     from mcap.records import (Channel, Chunk, ChunkIndex, DataEnd, Footer, Header, Message, MessageIndex, Schema,
                               Statistics)
@@ -1159,49 +1162,57 @@ def _mcap_with_loose_messages(path: Path, statistics: bool) -> None:
 
     schema = Schema(id=1, name="t/T", encoding="ros1msg", data=b"uint8 x\n")
     channels = [Channel(id=k, topic=topic, message_encoding="ros1", schema_id=1, metadata={})
-                for k, topic in ((1, "/u"), (2, "/v"))]
-    emit(Header(profile="", library="test"), schema, *channels)
-    chunk_indexes, count = [], 0
-
-    def loose(channel: int, time: int, value: int) -> None:
-        nonlocal count
-        emit(Message(channel_id=channel, log_time=time, publish_time=time, sequence=0, data=bytes([value])))
-        count += 1
-
-    def chunk(rows: list) -> None:
-        nonlocal count
-        inner, where = RecordBuilder(), {}
-        for channel, time, value in rows:
-            where.setdefault(channel, []).append((time, inner.count))
-            Message(channel_id=channel, log_time=time, publish_time=time, sequence=0, data=bytes([value])).write(inner)
-        raw = inner.end()
-        times = [time for _, time, _ in rows]
-        at = emit(Chunk(message_start_time=min(times), message_end_time=max(times), uncompressed_size=len(raw),
-                        uncompressed_crc=zlib.crc32(raw), compression="", data=raw))
-        indexes_at = len(out)
-        offsets = {channel: emit(MessageIndex(channel_id=channel, records=entries))
-                   for channel, entries in where.items()}
-        chunk_indexes.append(ChunkIndex(message_start_time=min(times), message_end_time=max(times),
-                                        chunk_start_offset=at, chunk_length=indexes_at - at,
-                                        message_index_offsets=offsets, message_index_length=len(out) - indexes_at,
-                                        compression="", compressed_size=len(raw), uncompressed_size=len(raw)))
-        count += len(rows)
-
-    loose(1, 100, 1)
-    loose(2, 50, 2)
-    chunk([(1, 60, 3), (2, 100, 4)])
-    loose(1, 100, 5)
-    chunk([(1, 40, 6)])
+                for k, topic in ((1, "/u"), (2, "/v"), (3, "/w"))]
+    emit(Header(profile="", library="test"), schema, *channels[:2])
+    chunk_indexes, counts, times = [], {}, []
+    for kind, *part in parts:
+        if kind == "loose":
+            channel, time, value = part
+            emit(Message(channel_id=channel, log_time=time, publish_time=time, sequence=0, data=bytes([value])))
+            rows = [(channel, time, value)]
+        else:
+            rows, indexed = part
+            inner, where = RecordBuilder(), {}
+            if not rows:
+                channels[2].write(inner)
+            for channel, time, value in rows:
+                where.setdefault(channel, []).append((time, inner.count))
+                Message(channel_id=channel, log_time=time, publish_time=time, sequence=0,
+                        data=bytes([value])).write(inner)
+            raw = inner.end()
+            # (a chunk of no messages: its times as rosbags' writer leaves them, first above last)
+            first, last = (min(t for _, t, _ in rows), max(t for _, t, _ in rows)) if rows else (2**63 - 1, 0)
+            at = emit(Chunk(message_start_time=first, message_end_time=last, uncompressed_size=len(raw),
+                            uncompressed_crc=zlib.crc32(raw), compression="", data=raw))
+            indexes_at = len(out)
+            offsets = {channel: emit(MessageIndex(channel_id=channel, records=entries))
+                       for channel, entries in where.items()}
+            chunk_indexes.append(ChunkIndex(message_start_time=first, message_end_time=last,
+                                            chunk_start_offset=at, chunk_length=indexes_at - at,
+                                            message_index_offsets=offsets if indexed else {},
+                                            message_index_length=len(out) - indexes_at, compression="",
+                                            compressed_size=len(raw), uncompressed_size=len(raw)))
+        for channel, time, _ in rows:
+            counts[channel] = counts.get(channel, 0) + 1
+            times.append(time)
     emit(DataEnd(data_section_crc=0))
-    summary = [schema, *channels, *chunk_indexes]
+    summary = [schema, *channels[:2 + any(not p[1] for p in parts if p[0] == "chunk")], *chunk_indexes]
     if statistics:
-        summary.append(Statistics(message_count=count, schema_count=1, channel_count=2, attachment_count=0,
-                                  metadata_count=0, chunk_count=2, message_start_time=40, message_end_time=100,
-                                  channel_message_counts={1: 4, 2: 2}))
+        summary.append(Statistics(message_count=len(times), schema_count=1, channel_count=len(summary) - 1
+                                  - len(chunk_indexes), attachment_count=0, metadata_count=0,
+                                  chunk_count=len(chunk_indexes), message_start_time=min(times),
+                                  message_end_time=max(times), channel_message_counts=counts))
     summary_at = emit(*summary)
     emit(Footer(summary_start=summary_at, summary_offset_start=0, summary_crc=0))
     out.extend(b"\x89MCAP0\r\n")
     path.write_bytes(bytes(out))
+
+
+def _mcap_with_loose_messages(path: Path, statistics: bool) -> None:
+    """An MCAP file whose data section holds Message records outside its chunks, between indexed chunks (the
+    spec allows them; no index lists them): two loose messages, a chunk, one more, a chunk."""
+    _mcap_of_parts(path, [("loose", 1, 100, 1), ("loose", 2, 50, 2), ("chunk", [(1, 60, 3), (2, 100, 4)], True),
+                          ("loose", 1, 100, 5), ("chunk", [(1, 40, 6)], True)], statistics)
 
 
 @pytest.mark.parametrize("statistics", [True, False])
@@ -1224,6 +1235,68 @@ def test_messages_outside_chunks_beside_indexed_chunks_are_read(tmp_path, statis
             assert bag.read("/u").time.tolist() == [40, 60, 100, 100]
             # its two Chunk records, not the whole file the scan takes as one for the loose messages
             assert bag.chunk_count == 2 and bag.compression == {"none": 2}
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+@pytest.mark.parametrize("lost", [False, True])
+def test_a_chunk_no_message_index_lists_is_read_for_messages(tmp_path, statistics, lost):
+    """A chunk that no message index lists either holds no messages (valid: a channel added after a chunk closed
+    on the last message) or lost its indexes. The first was taken for the second: the whole file scanned at
+    open, with a damage warning. Now such a chunk's records are read at open: none a message, the summary is
+    used and nothing said; a message among them, the file is scanned, said, and every message read."""
+    path = tmp_path / "unlisted.mcap"
+    middle = ("chunk", [(2, 30, 3), (1, 40, 4)], False) if lost else ("chunk", [], True)
+    _mcap_of_parts(path, [("chunk", [(1, 10, 1), (2, 20, 2)], True), middle, ("chunk", [(1, 50, 5)], True)],
+                   statistics)
+    with path.open("rb") as f:
+        expected = sorted(((c.topic, m.log_time, m.data) for _, c, m in NonSeekingReader(f).iter_messages()),
+                          key=lambda row: row[1])
+    assert [d[0] for _, _, d in expected] == ([1, 2, 3, 4, 5] if lost else [1, 2, 5])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got, _, _ = ours(path, quiet=False)
+        with fastbag.open(path) as bag:
+            assert bag.recovered == lost
+            assert bag.chunk_count == 3
+            assert bag.read("/u", start=45)["x"].tolist() == [5]  # a window, on a fresh handle
+            if not lost:
+                assert "/w" in bag.topics and bag.topics["/w"].message_count == 0
+                assert len(bag.read("/w")) == 0
+    assert got == expected
+    said = [str(w.message) for w in caught if issubclass(w.category, fastbag.FastbagWarning)]
+    assert bool(said) == lost and all("carry no message indexes" in text for text in said)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_rosbags_writer_chunk_of_a_late_channel_alone_opens_by_its_summary(tmp_path, compression):
+    """rosbags' rosbag2 MCAP writer closes a chunk once it passes 1 MiB, and writes a channel added after that
+    into the next chunk: closed at the end with no message, it is a chunk no message index lists. The
+    recording opened by a whole-file scan with a damage warning (a first small window 11x slower)."""
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    blob, layout = store.types["std_msgs/msg/UInt8MultiArray"], store.types["std_msgs/msg/MultiArrayLayout"]
+    path = tmp_path / "late"
+    writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
+    if compression == "zstd":  # (storage mode: each chunk compressed whole)
+        writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
+    with writer:
+        big = writer.add_connection("/big", "std_msgs/msg/UInt8MultiArray", typestore=store)
+        for k in range(2):  # 2 x 600 kB: the chunk closes on the second
+            data = blob(layout=layout(dim=[], data_offset=0), data=np.full(600_000, k + 1, dtype=np.uint8))
+            writer.write(big, 10**9 + k, bytes(store.serialize_cdr(data, "std_msgs/msg/UInt8MultiArray")))
+        writer.add_connection("/late", "std_msgs/msg/String", typestore=store)
+    with Reader(path) as reader:
+        theirs = [(c.topic, t, store.deserialize_cdr(raw, c.msgtype).data.tolist()) for c, t, raw in
+                  reader.messages()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fastbag.FastbagWarning)
+        with fastbag.open(path) as bag:
+            assert not bag.recovered and bag.chunk_count == 2 and set(bag.topics) == {"/big", "/late"}
+            arr = bag.read("/big")
+            assert [("/big", t, arr["data"][i].tolist()) for i, t in enumerate(arr.time.tolist())] == theirs
+            assert [m.msg.data.tolist() for m in bag.messages(topics="/big", start=10**9 + 1)] == [theirs[1][2]]
 
 
 def test_an_unchunked_file_counts_no_chunk():

@@ -242,9 +242,6 @@ class McapReader(LazyIndexContainer):
             raise _Damaged("its summary has no chunk indexes (messages outside chunks, or indexes not written)")
         if summary.statistics is None and not len(indexes):
             raise _Damaged("its summary has neither statistics nor chunk indexes")
-        if (np.diff(indexes.entry_start) == 0).any() and not (
-                summary.statistics is not None and summary.statistics.message_count == 0):
-            raise _Damaged("its chunks carry no message indexes")
         if not set(np.unique(indexes.entry_channel).tolist()) <= set(summary.channels):
             raise _Damaged("its summary does not repeat every channel (they are defined in the data section)")
         if not {c.schema_id for c in summary.channels.values()} - {0} <= set(summary.schemas):
@@ -257,10 +254,40 @@ class McapReader(LazyIndexContainer):
         if not fits.all():
             k = int(np.argmax(~fits))
             raise _Damaged(f"a chunk index points at bytes no chunk can hold (chunk offset {indexes.chunk_offset[k]})")
+        unlisted = np.flatnonzero(np.diff(indexes.entry_start) == 0)
+        if unlisted.size and not (summary.statistics is not None and summary.statistics.message_count == 0) \
+                and not self._hold_no_messages(indexes, unlisted):
+            raise _Damaged("its chunks carry no message indexes")
         loose = self._loose_message(indexes, footer.summary_start)
         if loose is not None:
             raise _Damaged(f"it holds messages outside its chunks, which no index lists (the first at offset {loose})")
         return summary
+
+    def _hold_no_messages(self, indexes: ChunkIndexes, chunks: np.ndarray) -> bool:
+        """Whether ``chunks``, which no message index lists, hold no Message record: valid MCAP, as when a
+        writer closed a chunk on a channel added after the last message (rosbags' rosbag2 writer does). Their
+        records are read to tell that from indexes that were lost, where they are few and small (such a
+        chunk holds a schema or a channel or two); else, or where any is damaged, they are judged lost."""
+        if chunks.size == len(indexes) or int(indexes.uncompressed_size[chunks].sum()) > UNLISTED_CHUNK_BYTES:
+            return False
+        table = ChunkTable.from_columns(indexes.chunk_offset[chunks],
+                                        (indexes.chunk_offset + self._chunk_heads(indexes) + 8)[chunks],
+                                        indexes.uncompressed_size[chunks], indexes.compressed_size[chunks],
+                                        tuple(indexes.compression[k] or "none" for k in chunks.tolist()))
+        for k in range(len(chunks)):
+            try:
+                payload = memoryview(decompress(self.source, table[k]))
+            except FastbagError:
+                return False
+            at = 0
+            while at + RECORD_HEAD <= len(payload):  # (each step passes 9 bytes at least: bounded)
+                opcode, length = _RECORD_HEAD.unpack_from(payload, at)
+                if opcode == Opcode.MESSAGE:
+                    return False
+                at += RECORD_HEAD + length
+            if at != len(payload):  # (a record runs past the chunk's end)
+                return False
+        return True
 
     def _loose_message(self, indexes: ChunkIndexes, end: int) -> int | None:
         """The offset of a Message record outside every chunk (the spec allows them beside indexed chunks;
@@ -478,9 +505,9 @@ class McapReader(LazyIndexContainer):
         # The message indexes of a chunk lie together after it.
         region_start, region_length = self._message_index_regions()
         region_end = region_start + region_length
-        first = np.searchsorted(k, chunks)  # each chunk's first record read
-        span_start = np.where(first < k.size, where[np.minimum(first, max(k.size - 1, 0))], region_end[chunks]) \
-            if k.size else region_end[chunks]
+        first = np.minimum(np.searchsorted(k, chunks), max(k.size - 1, 0))  # each chunk's first record read
+        # (a chunk no entry lists, one that holds no messages, reads no record: its span is empty)
+        span_start = np.where(k[first] == chunks, where[first], region_end[chunks]) if k.size else region_end[chunks]
         span_length = region_end[chunks] - span_start
         headed = chunks[~self._chunks.uncompressed[chunks]]
         heads = self._chunk_heads(indexes)[headed]
@@ -956,6 +983,10 @@ def _in_read_order(version: str, connections: list[Connection], chunks: ChunkTab
     return BagIndex(version, connections, chunks, time[order], conn[order].astype(np.int32),
                     chunk[order].astype(np.int32), offset[order], recovered=recovered, problems=problems)
 
+
+#: Bytes of chunks that no message index lists read at open at most, to tell chunks that hold no messages
+#: from lost indexes (see McapReader._hold_no_messages).
+UNLISTED_CHUNK_BYTES = 256 * 1024
 
 #: Records walked before a chunk's first message at most (writers put schemas and channels, if any, first).
 RECORDS_BEFORE_MESSAGE = 64
