@@ -155,6 +155,8 @@ class Ragged(_PerMessage):
     CDR stride) the last element of a message may lack in the buffer.
     """
 
+    COLUMN_KIND = "ragged"  # (how messages.per_row tells columns apart; a class attribute, never a field)
+
     def __init__(self, buffers: list[np.ndarray], buf: np.ndarray, pos: np.ndarray, counts: np.ndarray,
                  dtype: np.dtype, tail: int = 0) -> None:
         self.buffers = buffers
@@ -264,6 +266,8 @@ class Nested(_PerMessage):
     ``n[name]`` (and ``n.name``) is one field of the structs, per message again: ``tf.transforms.
     child_frame_id[i]`` holds message ``i``'s frame ids, ``tf.transforms.transform.translation.x[i]`` its x.
     """
+
+    COLUMN_KIND = "nested"  # (how messages.per_row tells columns apart; a class attribute, never a field)
 
     def __init__(self, child: "StructArray | np.ndarray", first: np.ndarray, counts: np.ndarray) -> None:
         self.child = child
@@ -412,6 +416,8 @@ class StructArray:
     those rows. ``types`` names fixed structs and their constants for the
     messages.
     """
+
+    COLUMN_KIND = "struct"  # (how messages.per_row tells columns apart; a class attribute, never a field)
 
     def __init__(self, n: int, rows: np.ndarray | None, node: Node, columns: dict[int, Any], *,
                  types: MessageTypes | None = None) -> None:

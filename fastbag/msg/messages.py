@@ -915,17 +915,18 @@ class Source:
 
 def per_row(value: Any, element: type | None) -> Any:
     """A column as instances index it: numbers as a list, arrays of structs as message lists."""
-    from .arrays import Nested, Ragged, StructArray  # (here: arrays.py imports this module; once a column)
-
-    # By type, not by attributes: a struct's fields are attributes of both (a Point[] with a field "first").
-    if isinstance(value, Nested):  # arrays of variable structs, string[]
+    # The array layer's columns are told apart by their class's COLUMN_KIND (arrays.py imports this module),
+    # never by attributes: a struct's fields are attributes of Nested and Ragged (a Point[] with a field
+    # "first" or "buffers").
+    kind = getattr(type(value), "COLUMN_KIND", None)
+    if kind == "nested":  # arrays of variable structs, string[]
         first, counts = value.first.tolist(), value.counts.tolist()
-        if isinstance(value.child, StructArray):  # every message's elements
+        if getattr(type(value.child), "COLUMN_KIND", None) == "struct":  # every message's elements
             child = value.child.record_source()
             return _PerRow(lambda i: MessageList(child, first[i], counts[i]))
         strings = value.child.tolist()  # string[]: lists of str (bytes where not UTF-8)
         return _PerRow(lambda i: strings[first[i]:first[i] + counts[i]])
-    if isinstance(value, Ragged):  # views per message
+    if kind == "ragged":  # views per message
         if value.dtype.names is not None:  # () for structs with no fields (only constants)
             return _PerRow(lambda i: elements_of(value[i], element))
         return value
