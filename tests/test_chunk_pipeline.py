@@ -79,6 +79,33 @@ def pipeline_calls(monkeypatch):
     return calls
 
 
+@pytest.fixture(params=["one_chunk_a_task", "tasks_of_chunks"])
+def tasks(request, monkeypatch):
+    """How chunks are handed to the workers, and the options that open the bag so: one chunk a task (a read the
+    cache holds), or consecutive chunks together (a read larger than the cache: none here, with a cache of
+    none; tasks of a few of these files' chunks each). The spies keep every task's chunks, and the chunks
+    located one by one (a task of several does so only where one of its chunks fails)."""
+    made: list[list[int]] = []
+    alone: list[int] = []
+    original, locate = fastbag.bag.Bag._chunk_tasks, fastbag.bag.Bag._locate_in_chunk
+
+    def spy(self, *args):
+        cut = original(self, *args)
+        made.extend(cut)
+        return cut
+
+    def spy_alone(self, index, payload, chunk, rows):
+        alone.append(chunk)
+        return locate(self, index, payload, chunk, rows)
+
+    monkeypatch.setattr(fastbag.bag.Bag, "_chunk_tasks", spy)
+    monkeypatch.setattr(fastbag.bag.Bag, "_locate_in_chunk", spy_alone)
+    if request.param == "one_chunk_a_task":
+        return {}, made, alone
+    monkeypatch.setattr(fastbag.bag, "BATCH_BYTES", 10 << 10)
+    return {"cache_bytes": 0}, made, alone
+
+
 def run_by_run(path: Path, topic: str, monkeypatch) -> object:
     """The topic read through the run-by-run path (the code before the pipeline)."""
     with monkeypatch.context() as m:
@@ -90,14 +117,15 @@ def run_by_run(path: Path, topic: str, monkeypatch) -> object:
 @pytest.mark.parametrize("compression", ["zstd", "lz4"])
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("order", ["in_order", "shuffled", "reversed"])
-def test_pipeline_decodes_every_chunk_into_its_rows(tmp_path, monkeypatch, pipeline_calls, compression, workers,
-                                                    order):
+def test_pipeline_decodes_every_chunk_into_its_rows(tmp_path, monkeypatch, pipeline_calls, tasks, compression,
+                                                    workers, order):
     """Shuffled times spread every chunk over the whole read (many runs per chunk, interleaved with other
-    chunks' runs); reversed ones read the last chunk first."""
+    chunks' runs); reversed ones read the last chunk first. Chunks handed over one a task, or several."""
     times = ordered_times(order)
     path = tmp_path / f"{compression}.mcap"
     write(path, times, compression=compression)
-    with fastbag.open(path, workers=workers) as bag:
+    options, made, alone = tasks
+    with fastbag.open(path, workers=workers, **options) as bag:
         assert len(bag._chunks) >= 20 and set(bag.compression) == {compression}
         for topic in ("/a", "/b"):
             got = bag.read(topic)
@@ -108,6 +136,9 @@ def test_pipeline_decodes_every_chunk_into_its_rows(tmp_path, monkeypatch, pipel
             assert got["name"].tolist() == old["name"].tolist()
         assert_parts_agree(bag, times)
     assert len(pipeline_calls) >= 4
+    assert made and (max(len(task) for task in made) > 1) == bool(options)
+    # (and none of them fell back to its chunks one by one)
+    assert sorted(alone) == sorted(task[0] for task in made if len(task) == 1)
 
 
 def ordered_times(order: str, n: int = 3000) -> np.ndarray:
@@ -172,9 +203,10 @@ def damage(path: Path, chunk: int, where: str) -> int:
 @pytest.mark.parametrize("compression", ["zstd", "lz4"])
 @pytest.mark.parametrize("where", ["payload", "crc"])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_damaged_middle_chunk_names_its_offset(tmp_path, pipeline_calls, compression, where, workers):
+def test_damaged_middle_chunk_names_its_offset(tmp_path, pipeline_calls, tasks, compression, where, workers):
     path, times, middle, position = write_damaged(tmp_path, compression, where)
-    with fastbag.open(path, workers=workers) as bag:
+    options, made, _ = tasks
+    with fastbag.open(path, workers=workers, **options) as bag:
         with pytest.raises(fastbag.BagFormatError) as info:
             bag.read("/a")
         assert info.value.offset == position and info.value.record == "chunk" and info.value.path == str(path)
@@ -182,7 +214,7 @@ def test_damaged_middle_chunk_names_its_offset(tmp_path, pipeline_calls, compres
         # what is intact stays readable: the messages before the damaged chunk
         before = int(bag._container.index.time[bag._container.index.chunk == middle].min())
         assert_values(bag.read("/a", end=before), expected(times, "/a")[:int((times[::2] < before).sum())])
-    assert pipeline_calls
+    assert pipeline_calls and any(middle in task and len(task) > 1 for task in made) == bool(options)
     # the decompression contexts the failing chunk went through serve the next read as well
     good = tmp_path / "good.mcap"
     write(good, times, compression=compression)
