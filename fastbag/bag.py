@@ -1855,8 +1855,8 @@ class Bag:
         whole, and the store can (see ChunkStore.get_together); every other chunk alone.
 
         One chunk a task, the Python of each step (~0.2 ms a chunk: a task, a location, a decoding pass)
-        held the GIL the other worker waited for: 1 M Imu read from 780 KB chunks 1.2x slower from zstd,
-        1.6x from lz4 (whose batch decodes in one kernel call).
+        held the GIL the other worker waited for: 1 M Imu from 780 KB chunks read 1.25x slower, from zstd
+        chunks and from lz4 ones (whose batch decompresses in one kernel call).
         """
         if remember or not self._store.batches_small_chunks:
             return [[c] for c in chunks]
