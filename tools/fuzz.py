@@ -2042,6 +2042,8 @@ def build_mutant(ctx: Context, case: int) -> tuple[Seed, Mutant]:
             mutant.seed_version = seed.structure.version
             if rng.random() < 0.3:
                 mutant.open_kwargs["workers"] = 1
+            if rng.random() < 0.3:  # every read larger than the cache: chunks in tasks of several (Bag._chunk_tasks)
+                mutant.open_kwargs["cache_bytes"] = 0
             return seed, mutant
     seed = ctx.seed_bag(rng.choice(ctx.specs))
     return seed, Mutant(seed.data[:rng.randrange(len(seed.data) + 1)], "cut-random", "fallback cut")
