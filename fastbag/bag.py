@@ -1518,8 +1518,9 @@ class Bag:
         return int(np.searchsorted(scope.index.time[rows], index.time[selected[0]]))
 
     def part_bounds(self, topic: str, step: int | str) -> list[tuple[int, int]]:
-        """How :meth:`iter_read` cuts the whole topic: ``(a, b)`` positions for :meth:`take` (``slice(a, b)``)."""
-        self._check_topic(topic)
+        """How :meth:`iter_read` cuts the whole topic: ``(a, b)`` positions for :meth:`take` (``slice(a, b)``).
+        From the index alone, whatever formats the topic was recorded in (take() of a part in one reads it)."""
+        self._check_topic(topic, formats_in_window=True)
         scope = self._step_scope(topic, step)
         # (a topic's messages are in the same order in every scope: positions mean the same in each)
         return self._parts(scope.index, self._select([topic], None, None, index=scope.index), step)

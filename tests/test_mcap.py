@@ -1077,6 +1077,7 @@ def test_a_topic_on_two_schemas_without_md5sums_is_not_one_array(tmp_path):
         assert bag.take("/x", [1])["data"].tolist() == [2.5] and bag.take("/x", [1])["data"].dtype == np.float32
         assert bag.take("/x", slice(0, 1))["data"].tolist() == [7]
         assert bag.take("/x", [1]).positions.tolist() == [1]
+        assert bag.part_bounds("/x", 1) == [(0, 2)]  # (index only, as topic_rows; one compressed chunk)
         with pytest.raises(fastbag.DecodeError, match="2 different message formats .* at the positions taken "):
             bag.take("/x", [0, 1])
         with pytest.raises(fastbag.DecodeError, match="2 different message formats"):
@@ -1141,12 +1142,14 @@ def test_regression_statistics_counting_no_messages_of_a_file_without_chunk_inde
             assert bag.message_count == 0 and not bag.recovered and list(bag.topics) == ["/a"]
 
 
-def _mcap_of_parts(path: Path, parts: list, statistics: bool) -> None:
+def _mcap_of_parts(path: Path, parts: list, statistics: bool, counted: int | None = None) -> None:
     """An MCAP file written record by record, for layouts writers rarely make: schema t/T and channels /u (1)
     and /v (2) up front, then ``parts`` in order, each ``("loose", channel, time, value)`` (a Message record
-    outside chunks) or ``("chunk", rows, indexed)`` (a Chunk of ``(channel, time, value)`` rows, its Message
-    Index records listed in its chunk index where ``indexed``; a chunk of no rows holds a Channel record,
-    /w (3), as a writer that adds a channel after a chunk closed on the last message writes)."""
+    outside chunks) or ``("chunk", rows, indexed[, crc])`` (a Chunk of ``(channel, time, value)`` rows, its
+    Message Index records listed in its chunk index where ``indexed``, its uncompressed_crc ``crc`` where
+    given (else the right one); a chunk of no rows holds a Channel record, /w (3), as a writer that adds a
+    channel after a chunk closed on the last message writes). ``counted``: the Statistics' message count,
+    where not the true one."""
     from mcap.data_stream import RecordBuilder
     from mcap.records import (Channel, Chunk, ChunkIndex, DataEnd, Footer, Header, Message, MessageIndex, Schema,
                               Statistics)
@@ -1171,7 +1174,7 @@ def _mcap_of_parts(path: Path, parts: list, statistics: bool) -> None:
             emit(Message(channel_id=channel, log_time=time, publish_time=time, sequence=0, data=bytes([value])))
             rows = [(channel, time, value)]
         else:
-            rows, indexed = part
+            rows, indexed, *crc = part
             inner, where = RecordBuilder(), {}
             if not rows:
                 channels[2].write(inner)
@@ -1183,7 +1186,7 @@ def _mcap_of_parts(path: Path, parts: list, statistics: bool) -> None:
             # (a chunk of no messages: its times as rosbags' writer leaves them, first above last)
             first, last = (min(t for _, t, _ in rows), max(t for _, t, _ in rows)) if rows else (2**63 - 1, 0)
             at = emit(Chunk(message_start_time=first, message_end_time=last, uncompressed_size=len(raw),
-                            uncompressed_crc=zlib.crc32(raw), compression="", data=raw))
+                            uncompressed_crc=crc[0] if crc else zlib.crc32(raw), compression="", data=raw))
             indexes_at = len(out)
             offsets = {channel: emit(MessageIndex(channel_id=channel, records=entries))
                        for channel, entries in where.items()}
@@ -1198,7 +1201,7 @@ def _mcap_of_parts(path: Path, parts: list, statistics: bool) -> None:
     emit(DataEnd(data_section_crc=0))
     summary = [schema, *channels[:2 + any(not p[1] for p in parts if p[0] == "chunk")], *chunk_indexes]
     if statistics:
-        summary.append(Statistics(message_count=len(times), schema_count=1, channel_count=len(summary) - 1
+        summary.append(Statistics(message_count=len(times) if counted is None else counted, schema_count=1, channel_count=len(summary) - 1
                                   - len(chunk_indexes), attachment_count=0, metadata_count=0,
                                   chunk_count=len(chunk_indexes), message_start_time=min(times),
                                   message_end_time=max(times), channel_message_counts=counts))
@@ -1265,6 +1268,24 @@ def test_a_chunk_no_message_index_lists_is_read_for_messages(tmp_path, statistic
     assert got == expected
     said = [str(w.message) for w in caught if issubclass(w.category, fastbag.FastbagWarning)]
     assert bool(said) == lost and all("carry no message indexes" in text for text in said)
+
+
+@pytest.mark.parametrize("case", ["wrong_crc", "statistics_count_none"])
+def test_a_chunk_no_message_index_lists_is_judged_by_all_it_holds(tmp_path, case):
+    """An unlisted chunk whose records fail its CRC-32 is damage (nothing would check it later: no read goes
+    there), and statistics that count no message do not vouch for an unlisted chunk that holds some (they were
+    believed: 0 messages read of 2, silently). Both scan the file, say so, and read every message (QA)."""
+    path = tmp_path / "judged.mcap"
+    if case == "wrong_crc":
+        _mcap_of_parts(path, [("chunk", [(1, 10, 1)], True), ("chunk", [], True, 12345)], statistics=True)
+        expected = [("/u", 10, b"\x01")]
+    else:
+        _mcap_of_parts(path, [("chunk", [(1, 10, 1), (1, 20, 2)], False)], statistics=True, counted=0)
+        expected = [("/u", 10, b"\x01"), ("/u", 20, b"\x02")]
+    with pytest.warns(fastbag.FastbagWarning, match="carry no message indexes"):
+        with fastbag.open(path) as bag:
+            assert bag.recovered
+            assert [(m.topic, m.time, bytes(m.data)) for m in bag.messages(raw=True)] == expected
 
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])

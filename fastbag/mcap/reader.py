@@ -254,9 +254,9 @@ class McapReader(LazyIndexContainer):
         if not fits.all():
             k = int(np.argmax(~fits))
             raise _Damaged(f"a chunk index points at bytes no chunk can hold (chunk offset {indexes.chunk_offset[k]})")
+        # (read even where the statistics count no message: a wrong count would hide the chunk's messages)
         unlisted = np.flatnonzero(np.diff(indexes.entry_start) == 0)
-        if unlisted.size and not (summary.statistics is not None and summary.statistics.message_count == 0) \
-                and not self._hold_no_messages(indexes, unlisted):
+        if unlisted.size and not self._hold_no_messages(indexes, unlisted):
             raise _Damaged("its chunks carry no message indexes")
         loose = self._loose_message(indexes, footer.summary_start)
         if loose is not None:
@@ -267,8 +267,9 @@ class McapReader(LazyIndexContainer):
         """Whether ``chunks``, which no message index lists, hold no Message record: valid MCAP, as when a
         writer closed a chunk on a channel added after the last message (rosbags' rosbag2 writer does). Their
         records are read to tell that from indexes that were lost, where they are few and small (such a
-        chunk holds a schema or a channel or two); else, or where any is damaged, they are judged lost."""
-        if chunks.size == len(indexes) or int(indexes.uncompressed_size[chunks].sum()) > UNLISTED_CHUNK_BYTES:
+        chunk holds a schema or a channel or two); else, or where any is damaged (its CRC-32 too, which no
+        later read checks: nothing reads such a chunk again), they are judged lost."""
+        if int(indexes.uncompressed_size[chunks].sum()) > UNLISTED_CHUNK_BYTES:
             return False
         table = ChunkTable.from_columns(indexes.chunk_offset[chunks],
                                         (indexes.chunk_offset + self._chunk_heads(indexes) + 8)[chunks],
@@ -276,9 +277,14 @@ class McapReader(LazyIndexContainer):
                                         tuple(indexes.compression[k] or "none" for k in chunks.tolist()))
         for k in range(len(chunks)):
             try:
-                payload = memoryview(decompress(self.source, table[k]))
+                payload = decompress(self.source, table[k])
+                crc = int.from_bytes(self.source.bytes(int(indexes.chunk_offset[chunks[k]]) + CHUNK_FIXED - 4, 4,
+                                                       "chunk"), "little")  # (the Chunk's uncompressed_crc)
             except FastbagError:
                 return False
+            if crc and crc32(payload) != crc:
+                return False
+            payload = memoryview(payload)
             at = 0
             while at + RECORD_HEAD <= len(payload):  # (each step passes 9 bytes at least: bounded)
                 opcode, length = _RECORD_HEAD.unpack_from(payload, at)
