@@ -32,8 +32,7 @@ import numpy as np
 from .container import NO_MD5, BagIndex, Connection, Container, Encryption, MessageDefinition
 from .errors import (BagFormatError, DecodeError, DefinitionError, FastbagError, FastbagWarning, NoMessagesError,
                      NotFoundError, UnsupportedError, close_matches)
-from .io.chunks import (BATCH_BYTES, BATCHED_CHUNK, DEFAULT_CACHE_BYTES, ChunkTable, Together, ordered_map,
-                        size_mismatch)
+from .io.chunks import BATCHED_CHUNK, DEFAULT_CACHE_BYTES, ChunkTable, Together, ordered_map, size_mismatch
 from .io.codecs import ZSTD_MAGIC
 from .io.forks import new_locks_in_children
 from .io.startup import by_kernel, numba_loaded
@@ -1823,8 +1822,9 @@ class Bag:
                 pos = _rows_of([(a, b) for a, b, _ in runs])
                 starts, lengths = np.zeros(rank.size, dtype=np.int64), np.zeros(rank.size, dtype=np.int64)
                 if together.done == len(task):
-                    together = self._located(index, np.asarray(task), together, np.asarray(task)[rank], rank,
-                                             selected[pos], slice(0, rank.size), starts, lengths)
+                    batch = np.asarray(task)
+                    together = self._located(index, batch, together, batch[rank], rank, selected[pos],
+                                             slice(0, rank.size), starts, lengths)
                 if together.done == len(task):
                     return decode_runs(together.buffer, starts, lengths, [(a, b) for a, b, _ in runs])
                 # (a chunk that failed: each on its own, so that the read fails where it needs that one)
@@ -1851,30 +1851,20 @@ class Bag:
     def _chunk_tasks(self, index: BagIndex, chunks: list[int], remember: bool,
                      reach: Callable[[int], Any]) -> list[list[int]]:
         """``chunks`` (in the order a read needs them) cut into the tasks of :meth:`_decode_chunks`: runs of
-        consecutive ones of about BATCH_BYTES together, where the read is larger than the cache (nothing it
-        decompresses is kept: each chunk would be decoded again by the next read anyway), each is decoded
-        whole, and the store can (see ChunkStore.get_together); every other chunk alone.
+        consecutive ones of about BATCH_BYTES together (ChunkStore.batches), where the read is larger than
+        the cache (nothing it decompresses is kept: each chunk would be decoded again by the next read
+        anyway) and each is decoded whole by a fast codec; every other chunk alone.
 
         One chunk a task, the Python of each step (~0.2 ms a chunk: a task, a location, a decoding pass)
         held the GIL the other worker waited for: 1 M Imu from 780 KB chunks read 1.25x slower, from zstd
         chunks and from lz4 ones (whose batch decompresses in one kernel call).
         """
-        if remember or not self._store.batches_small_chunks:
+        if remember:
             return [[c] for c in chunks]
-        tasks: list[list[int]] = []
-        held, joins = 0, False
-        slow = index.chunks.slow  # (bz2: its chunks decompress slower than a task's Python costs; alone, in parallel)
-        for c, size in zip(chunks, index.chunks.size[chunks].tolist()):
-            asked = reach(c)
-            whole = (asked is None or getattr(asked, "whole", False)) and not slow[c]  # (one read in part: alone)
-            if joins and whole and held + size <= BATCH_BYTES:
-                tasks[-1].append(c)
-                held += size
-            else:
-                tasks.append([c])
-                held = size
-            joins = whole
-        return tasks
+        # (a chunk read in part stays alone, and bz2's: they decompress slower than a task's Python costs)
+        whole = [(asked := reach(c)) is None or getattr(asked, "whole", False) for c in chunks]
+        joining = np.array(whole, dtype=bool) & ~index.chunks.slow[chunks]
+        return [batch.tolist() for batch in self._store.batches(chunks, joining)]
 
     def _windowed(self, topic: str | None, scope: _Scope, selected: np.ndarray, used: np.ndarray) -> bool:
         """Whether :meth:`_decode_windows` reads rows ``selected`` of ``scope``'s index: every message in an

@@ -20,6 +20,7 @@ from rosbags_fixtures import TYPESTORE, conn_spec, twist_msg, write_with_rosbags
 
 import fastbag
 import fastbag.bag
+import fastbag.io.chunks
 
 pytest.importorskip("mcap")
 from mcap.writer import CompressionType, Writer
@@ -102,7 +103,7 @@ def tasks(request, monkeypatch):
     monkeypatch.setattr(fastbag.bag.Bag, "_locate_in_chunk", spy_alone)
     if request.param == "one_chunk_a_task":
         return {}, made, alone
-    monkeypatch.setattr(fastbag.bag, "BATCH_BYTES", 10 << 10)
+    monkeypatch.setattr(fastbag.io.chunks, "BATCH_BYTES", 10 << 10)
     return {"cache_bytes": 0}, made, alone
 
 

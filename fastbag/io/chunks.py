@@ -733,11 +733,12 @@ class ChunkStore:
         than spans of the file, nor through a transform (decryption)."""
         return self.payloads_in_source and getattr(self.chunks, "transform", None) is None
 
-    def batches(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
+    def batches(self, indices: Sequence[int] | np.ndarray, joining: np.ndarray | None = None) -> list[np.ndarray]:
         """``indices`` (compressed chunks, in the order a read first needs them) in batches, each decompressed
         into one buffer (:meth:`get_together`): chunks of at most BATCHED_CHUNK bytes one after another
         together (bz2 ones of at most SMALL_CHUNK), a batch about every BATCH_BYTES, every other chunk
-        alone.
+        alone. ``joining`` (a mask over ``indices``) names the chunks that may join a batch instead of the
+        small ones (see Bag._chunk_tasks).
 
         A recorder told to cut a chunk per message writes thousands of
         chunks of a few hundred bytes. One by one, each costs a cache lookup,
@@ -751,7 +752,8 @@ class ChunkStore:
         if not self.batches_small_chunks or at.size < 2:
             return [at[k:k + 1] for k in range(at.size)]
         sizes = np.asarray(self.chunks.size)[at]  # type: ignore[attr-defined]
-        small = sizes <= np.where(self.chunks.slow[at], SMALL_CHUNK, BATCHED_CHUNK)  # type: ignore[attr-defined]
+        small = sizes <= np.where(self.chunks.slow[at], SMALL_CHUNK, BATCHED_CHUNK) if joining is None else \
+            np.array(joining, dtype=bool)  # type: ignore[attr-defined]
         if self.salvaged:  # (a salvaged payload is no span of the file)
             small &= ~np.isin(at, np.fromiter(self.salvaged, dtype=np.int64))
         run_start = np.ones(at.size, dtype=bool)  # runs of small chunks, and every other chunk alone

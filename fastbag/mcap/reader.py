@@ -133,9 +133,7 @@ class McapReader(LazyIndexContainer):
             indexes = indexes.take(np.argsort(indexes.chunk_offset, kind="stable"))
         self._chunk_indexes = indexes
         self._chunk_crc = np.full(len(indexes), -1, dtype=np.int64)  # -1: its head not read yet
-        self._chunks = ChunkTable.from_columns(
-            indexes.chunk_offset, indexes.chunk_offset + self._chunk_heads(indexes) + 8, indexes.uncompressed_size,
-            indexes.compressed_size, tuple(c or "none" for c in indexes.compression))
+        self._chunks = self._chunk_table(indexes)
 
     def _holds_messages(self, end: int) -> bool:
         """Whether the data section (up to ``end``) holds a Chunk or Message record, or cannot be walked: a
@@ -156,6 +154,13 @@ class McapReader(LazyIndexContainer):
                 return opcode, at
             at = body + length
         return None
+
+    @classmethod
+    def _chunk_table(cls, indexes: ChunkIndexes) -> ChunkTable:
+        """The chunks ``indexes`` point at, as the store reads them."""
+        return ChunkTable.from_columns(
+            indexes.chunk_offset, indexes.chunk_offset + cls._chunk_heads(indexes) + 8, indexes.uncompressed_size,
+            indexes.compressed_size, tuple(c or "none" for c in indexes.compression))
 
     @staticmethod
     def _chunk_heads(indexes: ChunkIndexes) -> np.ndarray:
@@ -271,10 +276,7 @@ class McapReader(LazyIndexContainer):
         later read checks: nothing reads such a chunk again), they are judged lost."""
         if int(indexes.uncompressed_size[chunks].sum()) > UNLISTED_CHUNK_BYTES:
             return False
-        table = ChunkTable.from_columns(indexes.chunk_offset[chunks],
-                                        (indexes.chunk_offset + self._chunk_heads(indexes) + 8)[chunks],
-                                        indexes.uncompressed_size[chunks], indexes.compressed_size[chunks],
-                                        tuple(indexes.compression[k] or "none" for k in chunks.tolist()))
+        table = self._chunk_table(indexes.take(chunks))
         for k in range(len(chunks)):
             try:
                 payload = decompress(self.source, table[k])
@@ -284,14 +286,8 @@ class McapReader(LazyIndexContainer):
                 return False
             if crc and crc32(payload) != crc:
                 return False
-            payload = memoryview(payload)
-            at = 0
-            while at + RECORD_HEAD <= len(payload):  # (each step passes 9 bytes at least: bounded)
-                opcode, length = _RECORD_HEAD.unpack_from(payload, at)
-                if opcode == Opcode.MESSAGE:
-                    return False
-                at += RECORD_HEAD + length
-            if at != len(payload):  # (a record runs past the chunk's end)
+            message, end = _walk(payload, records=payload.size // RECORD_HEAD + 1)  # (every record)
+            if message is not None or end != payload.size:  # (a message, or a record past the chunk's end)
                 return False
         return True
 
@@ -998,11 +994,11 @@ UNLISTED_CHUNK_BYTES = 256 * 1024
 RECORDS_BEFORE_MESSAGE = 64
 
 
-def _walk(payload: np.ndarray) -> tuple[int | None, int]:
+def _walk(payload: np.ndarray, records: int = RECORDS_BEFORE_MESSAGE) -> tuple[int | None, int]:
     """Where the first Message record of a chunk's records (perhaps only their head) starts (None if none
-    among the first RECORDS_BEFORE_MESSAGE), and where the records walked end."""
+    among the first ``records``), and where the records walked end."""
     at, size, data = 0, int(payload.size), memoryview(payload)  # (struct on the buffer: 10x NumPy's scalars)
-    for _ in range(RECORDS_BEFORE_MESSAGE):
+    for _ in range(records):
         if size < at + RECORD_HEAD:
             break
         opcode, length = _RECORD_HEAD.unpack_from(data, at)
